@@ -1,0 +1,25 @@
+/**
+ * An agent is data: one loop runs every agent, and nothing in the loop asks which agent it is running.
+ */
+import { Schema } from "effect"
+import { AgentId } from "./Ids.js"
+import { LimitsOverride } from "./Limits.js"
+
+/** A JSON Schema document (validated structurally when the spec is published). */
+export const JsonSchema = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+export type JsonSchema = typeof JsonSchema.Type
+
+/** The spec of an agent, as published. `tools` is an allowlist of tool names; `tier` picks the provider route. */
+export class AgentSpec extends Schema.Class<AgentSpec>("AgentSpec")({
+  id: AgentId,
+  version: Schema.Int.pipe(Schema.positive({ message: () => "a positive integer version" })),
+  name: Schema.NonEmptyTrimmedString,
+  description: Schema.optionalWith(Schema.String, { default: () => "" }),
+  instructions: Schema.NonEmptyString,
+  tier: Schema.optionalWith(Schema.NonEmptyTrimmedString, { default: () => "default" }),
+  tools: Schema.optionalWith(Schema.Array(Schema.NonEmptyTrimmedString), { default: () => [] }),
+  skills: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] }),
+  knowledgeSources: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] }),
+  reportSchema: Schema.optional(JsonSchema),
+  limits: Schema.optional(LimitsOverride)
+}) {}

@@ -1,0 +1,89 @@
+/**
+ * What the model sees and says: tool calls, tool results, and the four kinds of transcript entry.
+ */
+import { Schema } from "effect"
+import { ToolCallId } from "./Ids.js"
+import { Usage } from "./Usage.js"
+
+/** One call the model asked for. `arguments` is the raw JSON text exactly as the model emitted it: never repaired. */
+export const ToolCall = Schema.Struct({
+  id: ToolCallId,
+  name: Schema.String,
+  arguments: Schema.String
+})
+export type ToolCall = typeof ToolCall.Type
+
+/** How a tool call ended. Everything but `ok` is error-flagged for the model, except a pending confirmation. */
+export const ToolResultStatus = Schema.Literal(
+  "ok",
+  "error",
+  "pending_confirmation",
+  "not_executed",
+  "unknown_outcome"
+)
+export type ToolResultStatus = typeof ToolResultStatus.Type
+
+/** The result of one tool call, as the model will see it (already truncated and annotated by the rails). */
+export const ToolResult = Schema.Struct({
+  callId: ToolCallId,
+  name: Schema.String,
+  content: Schema.String,
+  isError: Schema.Boolean,
+  status: ToolResultStatus
+})
+export type ToolResult = typeof ToolResult.Type
+
+/** Why the model stopped: the adapter's normalised finish reason. */
+export const FinishReason = Schema.Literal("stop", "tool_calls", "length", "filtered", "refused", "unknown")
+export type FinishReason = typeof FinishReason.Type
+
+/** The person's (or host's) message; retrieved text travels in `context`, never in the system prompt. */
+export const UserEntry = Schema.Struct({
+  kind: Schema.Literal("user"),
+  text: Schema.String,
+  context: Schema.optional(Schema.String)
+})
+/** The model's reply: text and the tool calls it asked for, persisted before any tool runs. */
+export const AssistantEntry = Schema.Struct({
+  kind: Schema.Literal("assistant"),
+  text: Schema.String,
+  toolCalls: Schema.Array(ToolCall),
+  finishReason: FinishReason
+})
+/** All results of one assistant turn, together: one result per call (the pairing invariant). */
+export const ToolResultsEntry = Schema.Struct({
+  kind: Schema.Literal("tool_results"),
+  results: Schema.Array(ToolResult)
+})
+/** A rail's message to the model (a nudge, a warning); `rail` names the module that spoke. */
+export const NoticeEntry = Schema.Struct({
+  kind: Schema.Literal("notice"),
+  rail: Schema.String,
+  text: Schema.String
+})
+
+/** One transcript entry, before it has a sequence number. */
+export const TurnEntry = Schema.Union(UserEntry, AssistantEntry, ToolResultsEntry, NoticeEntry)
+export type TurnEntry = typeof TurnEntry.Type
+/** The kinds of transcript entry. */
+export type TurnKind = TurnEntry["kind"]
+
+/** A persisted transcript entry: per-session sequence number (from 1, no gaps) and the time it was stored. */
+export const Turn = Schema.Struct({
+  sessionId: Schema.String,
+  seq: Schema.Int.pipe(Schema.positive()),
+  at: Schema.Number,
+  entry: TurnEntry
+})
+export type Turn = typeof Turn.Type
+
+/** A model's normalised reply. `raw` keeps the provider's reply verbatim (wire JSON, or the scripted step). */
+export const ModelReply = Schema.Struct({
+  text: Schema.String,
+  toolCalls: Schema.Array(ToolCall),
+  finishReason: FinishReason,
+  usage: Usage,
+  model: Schema.String,
+  raw: Schema.optional(Schema.Unknown)
+})
+export type ModelReply = typeof ModelReply.Type

@@ -1,0 +1,28 @@
+/**
+ * What subscribers of a session see. `turn` events are persisted turns (their `seq` is the resume point);
+ * `tool_start` and `delta` are live-only; `exit` and `report` close a burst.
+ */
+import { Schema } from "effect"
+import { ExitReason } from "./ExitReason.js"
+import { Turn } from "./Message.js"
+import { Report } from "./Report.js"
+
+/** A persisted turn (published only after it was stored). */
+export const TurnEvent = Schema.TaggedStruct("turn", { sessionId: Schema.String, seq: Schema.Int, turn: Turn })
+/** A tool call is about to be dispatched (not persisted). */
+export const ToolStartEvent = Schema.TaggedStruct("tool_start", {
+  sessionId: Schema.String,
+  seq: Schema.Int,
+  callId: Schema.String,
+  name: Schema.String
+})
+/** A streamed text fragment of the reply being generated (not persisted). */
+export const DeltaEvent = Schema.TaggedStruct("delta", { sessionId: Schema.String, seq: Schema.Int, text: Schema.String })
+/** The burst ended with this exit reason. */
+export const ExitEvent = Schema.TaggedStruct("exit", { sessionId: Schema.String, seq: Schema.Int, reason: ExitReason })
+/** The burst's report landed. */
+export const ReportEvent = Schema.TaggedStruct("report", { sessionId: Schema.String, seq: Schema.Int, report: Report })
+
+/** Any session event. `seq` is the sequence of the last persisted turn at the time of the event. */
+export const SessionEvent = Schema.Union(TurnEvent, ToolStartEvent, DeltaEvent, ExitEvent, ReportEvent)
+export type SessionEvent = typeof SessionEvent.Type

@@ -1,0 +1,59 @@
+/**
+ * The `ModelProvider` port: one model behind one API. Adapters (OpenAI-compatible, Anthropic, Scripted) implement
+ * it; they classify every failure into a `ProviderError` kind once, at their boundary, and contain no loop logic.
+ */
+import { Context, Option } from "effect"
+import type { Effect } from "effect"
+import type { JsonSchema } from "../domain/AgentSpec.js"
+import type { ProviderError } from "../domain/Errors.js"
+import type { ModelReply, TurnEntry } from "../domain/Message.js"
+
+/** A tool as the model sees it. */
+export interface ToolSpec {
+  readonly name: string
+  readonly description: string
+  readonly parameters: JsonSchema
+}
+
+/**
+ * One request. `messages` are transcript entries (user, assistant, tool_results, notice) in order; adapters map
+ * them to their wire format (a notice travels as a user message). The system prompt is built from the spec only.
+ */
+export interface ModelRequest {
+  readonly system: string
+  readonly messages: ReadonlyArray<TurnEntry>
+  readonly tools: ReadonlyArray<ToolSpec>
+  /** Ask for a JSON reply matching this schema (the landing's finalize call). */
+  readonly responseSchema?: JsonSchema
+  /** Streaming adapters call this with each text fragment as it arrives. */
+  readonly onDelta?: (text: string) => void
+}
+
+/** A model behind an API: a name for logs and trajectories, and the per-attempt rules of the chain. */
+export interface ModelProvider {
+  readonly name: string
+  readonly model: string
+  /** Timeout of one attempt, in milliseconds. */
+  readonly timeoutMs: number
+  /** Attempts on this provider before failing over (transient kinds only). */
+  readonly maxAttempts: number
+  /** One attempt. Fails only with a classified `ProviderError`. */
+  readonly complete: (request: ModelRequest) => Effect.Effect<ModelReply, ProviderError>
+}
+
+/** Defaults for the per-provider attempt rules. */
+export const defaultAttempt = { timeoutMs: 120_000, maxAttempts: 3 } as const
+
+/** The provider routes: a tier name maps to an ordered provider list (the failover order). */
+export class Providers extends Context.Tag("corral/model/Providers")<Providers, {
+  readonly tiers: ReadonlyArray<string>
+  readonly route: (tier: string) => Option.Option<ReadonlyArray<ModelProvider>>
+}>() {
+  /** Routes from a record of tier → providers. */
+  static fromRoutes(routes: Readonly<Record<string, ReadonlyArray<ModelProvider>>>): Context.Tag.Service<Providers> {
+    return {
+      tiers: Object.keys(routes).sort(),
+      route: (tier) => Option.fromNullable(routes[tier])
+    }
+  }
+}
