@@ -2,8 +2,8 @@
  * A session's durable state: what the actor rebuilds from the store after passivation or a crash.
  */
 import { Schema } from "effect"
-import { AgentId, SessionId } from "./Ids.js"
 import { ExitReason } from "./ExitReason.js"
+import { AgentId, SessionId } from "./Ids.js"
 import { Principal } from "./Principal.js"
 import { Report } from "./Report.js"
 import { Scope } from "./Scope.js"

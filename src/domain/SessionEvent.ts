@@ -17,7 +17,11 @@ export const ToolStartEvent = Schema.TaggedStruct("tool_start", {
   name: Schema.String
 })
 /** A streamed text fragment of the reply being generated (not persisted). */
-export const DeltaEvent = Schema.TaggedStruct("delta", { sessionId: Schema.String, seq: Schema.Int, text: Schema.String })
+export const DeltaEvent = Schema.TaggedStruct("delta", {
+  sessionId: Schema.String,
+  seq: Schema.Int,
+  text: Schema.String
+})
 /** The burst ended with this exit reason. */
 export const ExitEvent = Schema.TaggedStruct("exit", { sessionId: Schema.String, seq: Schema.Int, reason: ExitReason })
 /** The burst's report landed. */

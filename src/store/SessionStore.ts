@@ -44,5 +44,8 @@ export class SessionStore extends Context.Tag("corral/store/SessionStore")<Sessi
   /** Saves a burst's trajectory. */
   readonly saveTrajectory: (trajectory: Trajectory) => Effect.Effect<void, PersistenceFailed>
   /** The session's trajectories, oldest first; empty for another org's session. */
-  readonly trajectories: (orgId: string, sessionId: string) => Effect.Effect<ReadonlyArray<Trajectory>, PersistenceFailed>
+  readonly trajectories: (
+    orgId: string,
+    sessionId: string
+  ) => Effect.Effect<ReadonlyArray<Trajectory>, PersistenceFailed>
 }>() {}

@@ -1,0 +1,156 @@
+/**
+ * ProviderChain — one model call across a route of providers, with sticky failover (DESIGN §3 step 3).
+ *
+ * Walks the route from the session's sticky index. Each provider gets up to `maxAttempts` attempts, each under its
+ * own timeout. The failure's kind alone decides what happens next (`disposition`): fail now (another provider
+ * would get the same request, or the model itself answered "no"), fail over now (retrying cannot fix a key or a
+ * bill), or retry after `Retry.delayFor` — the provider's Retry-After when it gave one and it fits under
+ * `Limits.retryAfterCapMs`, jittered exponential backoff otherwise, and a Retry-After beyond the cap fails over at
+ * once instead of parking the session. The index only moves forward and is written to the session's state when it
+ * moves, so a provider that failed over stays skipped for the rest of the session; when every provider is spent
+ * the state becomes `exhausted` and stays so: every later call fails `ProviderExhausted` without a request.
+ *
+ * Every attempt, failed or not, is reported through `onAttempt` with its usage: usage is charged whatever happened.
+ */
+import { Clock, Effect, Either, Option, Ref } from "effect"
+import { disposition } from "../domain/ErrorKind.js"
+import { ProviderError, ProviderExhausted } from "../domain/Errors.js"
+import type { ModelReply } from "../domain/Message.js"
+import { Usage } from "../domain/Usage.js"
+import { Limits } from "../rails/Limits.js"
+import * as Retry from "../rails/Retry.js"
+import type { ModelProvider, ModelRequest } from "./ModelProvider.js"
+import { describe, withProvider } from "./ProviderError.js"
+
+/** A session's failover position: the provider to start from, and whether the whole route is spent (sticky). */
+export interface ChainState {
+  readonly index: number
+  readonly exhausted: boolean
+}
+
+/** The state of a session that has not failed over yet. */
+export const initialState: ChainState = { index: 0, exhausted: false }
+
+/** One attempt on one provider, reported whatever its outcome: exactly one of `reply` / `error` is set. */
+export interface AttemptRecord {
+  readonly provider: string
+  /** 1-based attempt number on this provider within this call. */
+  readonly attempt: number
+  /** Clock time (epoch ms) when the attempt started. */
+  readonly startedAt: number
+  readonly durationMs: number
+  readonly reply?: ModelReply
+  readonly error?: ProviderError
+  /** What the attempt cost: the reply's usage, the error's usage, or zero. */
+  readonly usage: Usage
+}
+
+/** What `callModel` needs: the route, the session's sticky state, the request, and the per-attempt hook. */
+export interface CallOptions {
+  readonly providers: ReadonlyArray<ModelProvider>
+  /** The session's sticky failover state; the chain moves `index` forward and sets `exhausted`. */
+  readonly state: Ref.Ref<ChainState>
+  readonly request: ModelRequest
+  /** Called after EVERY attempt, success or failure (the loop charges usage and records the trajectory here). */
+  readonly onAttempt: (record: AttemptRecord) => Effect.Effect<void>
+}
+
+/** A successful call: the reply and the provider that gave it. */
+export interface CallResult {
+  readonly reply: ModelReply
+  readonly provider: ModelProvider
+}
+
+const exhausted = (last: ProviderError | undefined): ProviderExhausted =>
+  new ProviderExhausted({
+    message: last === undefined
+      ? "every provider of the route is spent"
+      : `every provider of the route is spent; last failure: ${describe(last)}`,
+    ...(last !== undefined ? { last } : {})
+  })
+
+const timedOut = (provider: ModelProvider): ProviderError =>
+  new ProviderError({
+    kind: "timeout",
+    provider: provider.name,
+    message: `no reply from ${provider.name} within ${provider.timeoutMs} ms`
+  })
+
+// Moves the sticky index forward only: `Math.max` keeps the invariant even if two calls race on one state.
+const advanceTo = (state: Ref.Ref<ChainState>, index: number) =>
+  Ref.update(state, (current) => index > current.index ? { ...current, index } : current)
+
+/** One attempt under its own timeout, reported through `onAttempt`; the outcome as an Either so the walk decides. */
+const attemptOnce = (
+  provider: ModelProvider,
+  attempt: number,
+  options: CallOptions
+): Effect.Effect<Either.Either<ModelReply, ProviderError>> =>
+  Effect.gen(function*() {
+    const startedAt = yield* Clock.currentTimeMillis
+    const outcome = yield* provider.complete(options.request).pipe(
+      Effect.timeoutFail({ duration: provider.timeoutMs, onTimeout: () => timedOut(provider) }),
+      Effect.mapError((error) => withProvider(error, provider.name)),
+      Effect.either
+    )
+    const durationMs = (yield* Clock.currentTimeMillis) - startedAt
+    const base = { provider: provider.name, attempt, startedAt, durationMs }
+    yield* options.onAttempt(
+      Either.isRight(outcome)
+        ? { ...base, reply: outcome.right, usage: outcome.right.usage }
+        : { ...base, error: outcome.left, usage: outcome.left.usage ?? Usage.zero }
+    )
+    return outcome
+  }).pipe(
+    Effect.withSpan("gen_ai.chat.attempt", {
+      attributes: {
+        "gen_ai.system": provider.name,
+        "gen_ai.request.model": provider.model,
+        "corral.attempt": attempt
+      }
+    })
+  )
+
+/**
+ * Calls the model through the route, retrying and failing over per the classification rules (module comment).
+ * Succeeds with the first reply and the provider that gave it. Fails with the `ProviderError` itself for a
+ * fail-now kind (`context_overflow`, `bad_request`, `refused`, `filtered`; the index is unchanged), or with
+ * `ProviderExhausted` (carrying the last `ProviderError`) when the route is empty, already exhausted, or spent by
+ * this call — the state is then marked exhausted, for good. Sleeps and timeouts use `Clock`, so TestClock drives
+ * them; a provider defect propagates as a defect.
+ */
+export const callModel = (options: CallOptions): Effect.Effect<CallResult, ProviderError | ProviderExhausted> =>
+  Effect.gen(function*() {
+    const start = yield* Ref.get(options.state)
+    if (start.exhausted) {
+      return yield* Effect.fail(
+        new ProviderExhausted({ message: "every provider of the route was spent earlier in this session" })
+      )
+    }
+    const { retryAfterCapMs } = yield* Limits
+    let last: ProviderError | undefined
+
+    for (let index = start.index; index < options.providers.length; index++) {
+      const provider = options.providers[index]
+      if (provider === undefined) continue
+      if (index !== start.index) yield* advanceTo(options.state, index)
+      const attempts = Math.max(1, Math.floor(provider.maxAttempts))
+
+      for (let attempt = 1; attempt <= attempts; attempt++) {
+        const outcome = yield* attemptOnce(provider, attempt, options)
+        if (Either.isRight(outcome)) return { reply: outcome.right, provider }
+        const error = outcome.left
+        last = error
+        const next = disposition(error.kind)
+        if (next === "fail_now") return yield* Effect.fail(error)
+        if (next === "fail_over" || attempt === attempts) break
+        const delay = yield* Retry.delayFor(attempt, error.retryAfterMs, retryAfterCapMs)
+        // A Retry-After beyond the cap: waiting would park the session, the next provider may answer now.
+        if (Option.isNone(delay)) break
+        yield* Effect.sleep(delay.value)
+      }
+    }
+
+    yield* Ref.update(options.state, (current) => ({ ...current, exhausted: true }))
+    return yield* Effect.fail(exhausted(last))
+  }).pipe(Effect.withSpan("gen_ai.chat"))

@@ -1,0 +1,97 @@
+/**
+ * RepeatGuard — the same call returning the same result, again and again.
+ *
+ * Prevents: a model stuck in a loop, re-issuing an identical query and hoping for a different answer until a
+ * counter ceiling finally stops it. Both halves matter: the same call with a NEW result (a status being polled
+ * while it changes) is legitimate. At the second identical occurrence the model is told plainly that repeating
+ * will not help (models usually correct course on an explicit nudge); at the fourth the burst halts
+ * (`repeat_call_halt`), early enough that the loop has not eaten the burst's model-call ceiling.
+ * State lives for one burst: a follow-up message may legitimately re-check the same thing.
+ */
+import type { Limits } from "../domain/Limits.js"
+
+/** Occurrences per fingerprint (name + canonical arguments + result) within one burst. */
+export interface RepeatGuard {
+  readonly counts: ReadonlyMap<string, number>
+}
+
+/** The state at the start of a burst. */
+export const empty: RepeatGuard = { counts: new Map() }
+
+const sortKeys = (value: unknown): unknown => {
+  if (Array.isArray(value)) return value.map(sortKeys)
+  if (value !== null && typeof value === "object") {
+    // fromEntries defines own properties, so a "__proto__" key stays data and never touches the prototype
+    return Object.fromEntries(
+      Object.keys(value).sort().map((key) => [key, sortKeys((value as Record<string, unknown>)[key])])
+    )
+  }
+  return value
+}
+
+/**
+ * The arguments as compact JSON with object keys sorted recursively, so key order and whitespace do not make two
+ * calls look different; text that is not valid JSON is returned unchanged (it is compared verbatim).
+ */
+export const canonicalArgs = (argumentsJson: string): string => {
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(argumentsJson)
+  } catch {
+    return argumentsJson
+  }
+  return JSON.stringify(sortKeys(parsed))
+}
+
+// cyrb53: a fast, well-mixed 53-bit string hash; two seeds give 106 bits, ample for one burst's handful of calls
+const cyrb53 = (text: string, seed: number): string => {
+  let h1 = 0xdeadbeef ^ seed
+  let h2 = 0x41c6ce57 ^ seed
+  for (let i = 0; i < text.length; i++) {
+    const ch = text.charCodeAt(i)
+    h1 = Math.imul(h1 ^ ch, 2654435761)
+    h2 = Math.imul(h2 ^ ch, 1597334677)
+  }
+  h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909)
+  h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909)
+  return (4294967296 * (2097151 & h2) + (h1 >>> 0)).toString(16).padStart(14, "0")
+}
+
+/**
+ * A short hash (28 hex chars), stable across processes, of the tool name, the canonical arguments and the result
+ * text; equal inputs always give equal fingerprints, different ones collide only with negligible probability.
+ */
+export const fingerprint = (name: string, argumentsJson: string, resultContent: string): string => {
+  // lengths first, so no choice of separator can make ("a", "b|c") and ("a|b", "c") look alike
+  const args = canonicalArgs(argumentsJson)
+  const text = `${name.length}:${name}|${args.length}:${args}|${resultContent}`
+  return cyrb53(text, 0) + cyrb53(text, 1)
+}
+
+/** What the loop does after observing a call: carry on, warn the model, or halt the burst. */
+export type Verdict = "ok" | "warn" | "halt"
+
+/**
+ * Counts one completed call. `count` includes this one; the verdict is `halt` when `count >= repeatHaltAt`,
+ * else `warn` when `count >= repeatWarnAt`, else `ok`. Never fails; the input state is not mutated.
+ */
+export const observe = (
+  g: RepeatGuard,
+  name: string,
+  argumentsJson: string,
+  resultContent: string,
+  limits: Limits
+): { readonly guard: RepeatGuard; readonly verdict: Verdict; readonly count: number } => {
+  const key = fingerprint(name, argumentsJson, resultContent)
+  const count = (g.counts.get(key) ?? 0) + 1
+  const counts = new Map(g.counts)
+  counts.set(key, count)
+  const verdict: Verdict = count >= limits.repeatHaltAt ? "halt" : count >= limits.repeatWarnAt ? "warn" : "ok"
+  return { guard: { counts }, verdict, count }
+}
+
+/** The text appended to the result the model sees when the verdict is `warn`. */
+export const warning = (name: string, count: number, haltAt: number): string =>
+  `[repeat guard] this exact call to ${name} (same arguments) has now returned the same result ${count} times; ` +
+  "repeating it will not change the answer. Use the result you have, or change the query. " +
+  `The session halts if this identical call is made ${haltAt} times.`

@@ -1,0 +1,140 @@
+/**
+ * The running record of one burst: counters, budgets, rail state, and what the trajectory will say.
+ *
+ * One burst runs on one fiber, so this is a plain mutable record owned by that fiber; the actor keeps a reference so
+ * that a cancelled or crashed burst still lands with the counters it really spent.
+ */
+import { Effect, Ref } from "effect"
+import type { AgentSpec } from "../domain/AgentSpec.js"
+import type { ExitReason } from "../domain/ExitReason.js"
+import type { Limits } from "../domain/Limits.js"
+import type { TurnEntry } from "../domain/Message.js"
+import type { PendingConfirmation, Session, SessionState } from "../domain/Session.js"
+import type { BudgetSnapshot, ModelAttempt, ToolCallRecord, Trajectory } from "../domain/Trajectory.js"
+import { Usage } from "../domain/Usage.js"
+import type { ModelProvider, ToolSpec } from "../model/ModelProvider.js"
+import type * as ProviderChain from "../model/ProviderChain.js"
+import type * as Budget from "../rails/Budget.js"
+import * as Counters from "../rails/Counters.js"
+import * as RepeatGuard from "../rails/RepeatGuard.js"
+import type { ToolDef, ToolExecutor } from "../tools/ToolExecutor.js"
+import type * as Transcript from "./Transcript.js"
+
+/** What a burst runs with; fixed for its whole length. */
+export interface Context {
+  readonly session: Session
+  readonly spec: AgentSpec
+  readonly limits: Limits
+  readonly providers: ReadonlyArray<ModelProvider>
+  readonly runId: string
+  readonly ports: Transcript.Ports
+  readonly executor: ToolExecutor["Type"]
+  /** The tools this agent may call (its allowlist ∩ what the executor offers), by name. */
+  readonly tools: ReadonlyMap<string, ToolDef>
+  /** The same tools as the model sees them, sorted by name. */
+  readonly toolSpecs: ReadonlyArray<ToolSpec>
+}
+
+/** The mutable state of one burst. */
+export interface Burst {
+  readonly startedAt: number
+  readonly activeBefore: number
+  counters: Counters.Counters
+  budget: Budget.Budget
+  usage: Usage
+  readonly chain: Ref.Ref<ProviderChain.ChainState>
+  repeat: RepeatGuard.RepeatGuard
+  strikes: number
+  empties: number
+  pruned: boolean
+  /** The conversation the model sees: the session's history plus this burst's turns (after any prune). */
+  messages: Array<TurnEntry>
+  firstSeq: number
+  lastSeq: number
+  readonly attempts: Array<ModelAttempt>
+  readonly toolCalls: Array<ToolCallRecord>
+  readonly errors: Array<{ readonly code: string; readonly message: string }>
+  readonly budgets: Array<BudgetSnapshot>
+  pending: Array<PendingConfirmation>
+}
+
+/** Opens a burst over the session's state and history. */
+export const start = (state: SessionState, history: ReadonlyArray<TurnEntry>, now: number): Burst => ({
+  startedAt: now,
+  activeBefore: state.activeMs,
+  counters: Counters.start(state.modelCalls),
+  budget: { toolCalls: state.toolCalls, tokens: state.usage.total },
+  usage: Usage.zero,
+  chain: Ref.unsafeMake<ProviderChain.ChainState>({ index: state.providerIndex, exhausted: state.exhausted }),
+  repeat: RepeatGuard.empty,
+  strikes: 0,
+  empties: 0,
+  pruned: false,
+  messages: history.slice(),
+  firstSeq: 0,
+  lastSeq: 0,
+  attempts: [],
+  toolCalls: [],
+  errors: [],
+  budgets: [],
+  pending: []
+})
+
+/** Notes a persisted turn's sequence number. */
+export const persisted = (burst: Burst, seq: number, entry: TurnEntry): void => {
+  if (burst.firstSeq === 0) burst.firstSeq = seq
+  burst.lastSeq = seq
+  burst.messages.push(entry)
+}
+
+/** Records the counters and budgets now (one snapshot per model call, for the trajectory). */
+export const snapshot = (burst: Burst, now: number): void => {
+  burst.budgets.push({
+    at: now,
+    modelCallsBurst: burst.counters.burst,
+    modelCallsSession: burst.counters.session,
+    toolCalls: burst.budget.toolCalls,
+    tokens: burst.budget.tokens,
+    activeMs: burst.activeBefore + (now - burst.startedAt)
+  })
+}
+
+/** The session state after the burst ended with `reason` at `now` (status and report are set by the caller). */
+export const toState = (
+  burst: Burst,
+  before: SessionState,
+  reason: ExitReason,
+  now: number
+): Effect.Effect<SessionState> =>
+  Effect.map(Ref.get(burst.chain), ({ exhausted, index }) => ({
+    ...before,
+    status: reason === "confirmation_pending" ? "awaiting_confirmation" as const : "idle" as const,
+    modelCalls: burst.counters.session,
+    toolCalls: burst.budget.toolCalls,
+    usage: Usage.add(before.usage, burst.usage),
+    providerIndex: index,
+    exhausted,
+    activeMs: burst.activeBefore + Math.max(0, now - burst.startedAt),
+    bursts: before.bursts + 1,
+    lastExitReason: reason,
+    pending: burst.pending
+  }))
+
+/** The trajectory of the burst. */
+export const trajectory = (ctx: Context, burst: Burst, reason: ExitReason, now: number): Trajectory => ({
+  runId: ctx.runId,
+  sessionId: ctx.session.id,
+  principal: ctx.session.principal,
+  agentId: ctx.spec.id,
+  agentVersion: ctx.spec.version,
+  tier: ctx.spec.tier,
+  startedAt: burst.startedAt,
+  endedAt: now,
+  turns: { from: burst.firstSeq, to: burst.lastSeq },
+  modelCalls: burst.attempts,
+  toolCalls: burst.toolCalls,
+  errors: burst.errors,
+  budgets: burst.budgets,
+  usage: burst.usage,
+  exitReason: reason
+})

@@ -1,0 +1,30 @@
+/**
+ * Where ids and secrets come from. A `Context.Reference` so tests can make them deterministic; the default draws
+ * from the operating system's CSPRNG because approval tokens must be unguessable.
+ */
+import { Context } from "effect"
+import { randomBytes } from "node:crypto"
+
+/** Mints run ids (`run_` + 32 hex), session ids (`ses_` + 32 hex) and approval tokens (url-safe, 192 bits). */
+export interface IdGenerator {
+  readonly runId: () => string
+  readonly sessionId: () => string
+  readonly token: () => string
+}
+
+/** The default generator: random bytes from node:crypto. */
+export const random: IdGenerator = {
+  runId: () => `run_${randomBytes(16).toString("hex")}`,
+  sessionId: () => `ses_${randomBytes(16).toString("hex")}`,
+  token: () => randomBytes(24).toString("base64url")
+}
+
+/** A generator that counts (`run_000…1`, `ses_000…1`, `tok_1`), for tests and replays. */
+export const sequential = (): IdGenerator => {
+  let n = 0
+  const hex = () => (++n).toString(16).padStart(32, "0")
+  return { runId: () => `run_${hex()}`, sessionId: () => `ses_${hex()}`, token: () => `tok_${++n}` }
+}
+
+/** The id generator in force. */
+export class Ids extends Context.Reference<Ids>()("corral/session/Ids", { defaultValue: () => random }) {}

@@ -1,0 +1,130 @@
+/**
+ * The bounded loop: one burst, from the opening message to exactly one exit reason.
+ *
+ * This file only orchestrates; every bound lives in a rail (`rails/`), every effect behind a port. Each iteration
+ * checks active time, then asks `ModelCall.next` (which owns the gate: exhaustion, both ceilings, the token budget),
+ * reads the reply through `ReplyPolicy`, persists the assistant turn BEFORE any tool runs, and hands tool calls to
+ * `ToolCall.runTurn`. Iterations return a small step union; the loop ends only on an `Exit` step, and an invariant
+ * guard turns a step without a valid reason into a defect that the tests catch.
+ */
+import { Clock, Duration, Effect, Option, Schema } from "effect"
+import type { PersistenceFailed } from "../domain/Errors.js"
+import { ExitReason } from "../domain/ExitReason.js"
+import type { TurnEntry } from "../domain/Message.js"
+import * as ActiveTime from "../rails/ActiveTime.js"
+import * as ReplyPolicy from "../rails/ReplyPolicy.js"
+import * as Burst from "./Burst.js"
+import * as ModelCall from "./ModelCall.js"
+import * as ToolCall from "./ToolCall.js"
+import * as Transcript from "./Transcript.js"
+
+/** What one iteration decided. */
+export type Step =
+  | { readonly _tag: "Continue" }
+  | { readonly _tag: "Exit"; readonly reason: ExitReason }
+
+const next: Step = { _tag: "Continue" }
+const exit = (reason: ExitReason): Step => ({ _tag: "Exit", reason })
+
+/** Persists one entry of this burst and adds it to the conversation. */
+export const record = (
+  ctx: Burst.Context,
+  burst: Burst.Burst,
+  entry: TurnEntry
+): Effect.Effect<void, PersistenceFailed> =>
+  Effect.flatMap(Clock.currentTimeMillis, (now) =>
+    Effect.map(
+      Transcript.append(ctx.ports, ctx.session.id, entry, now, ctx.limits.persistTimeoutMs),
+      (turn) => Burst.persisted(burst, turn.seq, entry)
+    ))
+
+const notice = (rail: string, text: string): TurnEntry => ({ kind: "notice", rail, text })
+
+/** One iteration of DESIGN §3 steps 2-9. */
+const iteration = (ctx: Burst.Context, burst: Burst.Burst): Effect.Effect<Step, PersistenceFailed> =>
+  Effect.gen(function*() {
+    const now = yield* Clock.currentTimeMillis
+    if (!ActiveTime.hasRoom(ctx.limits, burst.activeBefore, burst.startedAt, now)) return exit("deadline")
+    const outcome = yield* ModelCall.next(ctx, burst)
+    if (outcome._tag === "Exit") return exit(outcome.reason)
+    const reply = outcome.reply
+    const verdict = ReplyPolicy.classify(reply)
+    switch (verdict._tag) {
+      case "Filtered":
+      case "Refused": {
+        yield* record(ctx, burst, {
+          kind: "assistant",
+          text: reply.text,
+          toolCalls: [],
+          finishReason: reply.finishReason
+        })
+        return exit(verdict._tag === "Filtered" ? "filtered" : "refused")
+      }
+      case "Truncated": {
+        // The calls of a cut reply may carry cut arguments: drop them rather than run something half-specified.
+        yield* record(ctx, burst, { kind: "assistant", text: reply.text, toolCalls: [], finishReason: "length" })
+        yield* record(ctx, burst, notice("ReplyPolicy", ReplyPolicy.lengthNudge))
+        return next
+      }
+      case "Empty": {
+        burst.empties += 1
+        if (ReplyPolicy.emptyExhausted(burst.empties, ctx.limits)) return exit("empty_exhausted")
+        yield* record(ctx, burst, notice("ReplyPolicy", ReplyPolicy.emptyNudge))
+        return next
+      }
+      case "Final": {
+        yield* record(ctx, burst, {
+          kind: "assistant",
+          text: reply.text,
+          toolCalls: [],
+          finishReason: reply.finishReason
+        })
+        return exit("completed")
+      }
+      case "ToolCalls": {
+        yield* record(ctx, burst, {
+          kind: "assistant",
+          text: reply.text,
+          toolCalls: verdict.calls,
+          finishReason: reply.finishReason
+        })
+        const forced = yield* ToolCall.runTurn(ctx, burst, verdict.calls)
+        return Option.isSome(forced) ? exit(forced.value) : next
+      }
+    }
+  })
+
+const isExitReason = Schema.is(ExitReason)
+
+/**
+ * Runs one burst to its exit reason. `opening` (the user message that opened the burst) is persisted before the first
+ * model call. The whole burst is bounded by the active time left: when it runs out mid-call, the burst exits
+ * `deadline` (tool calls in flight are stopped and recorded as such). Fails only on infrastructure.
+ */
+export const runBurst = (
+  ctx: Burst.Context,
+  burst: Burst.Burst,
+  opening: TurnEntry | undefined
+): Effect.Effect<ExitReason, PersistenceFailed> =>
+  Effect.gen(function*() {
+    if (opening !== undefined) yield* record(ctx, burst, opening)
+    const now = yield* Clock.currentTimeMillis
+    const remaining = ActiveTime.remainingMs(ctx.limits, burst.activeBefore, burst.startedAt, now)
+    const loop = Effect.gen(function*() {
+      let step: Step = next
+      while (step._tag === "Continue") step = yield* iteration(ctx, burst)
+      return step.reason
+    })
+    const reason = yield* loop.pipe(
+      Effect.timeoutTo({
+        duration: Duration.millis(remaining),
+        onTimeout: (): ExitReason => "deadline",
+        onSuccess: (reason) => reason
+      })
+    )
+    // The invariant guard: exactly one valid exit reason per burst, or a defect.
+    if (!isExitReason(reason)) return yield* Effect.dieMessage(`burst ended without an exit reason: ${String(reason)}`)
+    return reason
+  }).pipe(
+    Effect.withSpan("agent.run", { attributes: { "corral.session_id": ctx.session.id, "corral.run_id": ctx.runId } })
+  )

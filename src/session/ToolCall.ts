@@ -1,0 +1,188 @@
+/**
+ * The tool phase of one assistant turn: plan, dispatch, bound, persist.
+ *
+ * Order matters and is fixed: the assistant turn is already persisted (the loop did that); each call claims a
+ * tool-call budget unit before dispatch; `tool_start` is published before dispatch; reads run concurrently while
+ * writes become pending confirmations (collected across the whole turn); results are truncated, checked by the
+ * repeat guard, and persisted together as ONE `tool_results` turn — also when the burst is interrupted midway, so
+ * every call of the assistant turn always has exactly one result (the pairing invariant).
+ */
+import { Clock, Effect, Option } from "effect"
+import type { PersistenceFailed } from "../domain/Errors.js"
+import type { ExitReason } from "../domain/ExitReason.js"
+import type { ToolCall, ToolResult } from "../domain/Message.js"
+import * as Budget from "../rails/Budget.js"
+import * as RepeatGuard from "../rails/RepeatGuard.js"
+import * as Strikes from "../rails/Strikes.js"
+import * as Truncate from "../rails/Truncate.js"
+import * as TurnCap from "../rails/TurnCap.js"
+import type { ToolFailure, ToolOutcome } from "../tools/ToolExecutor.js"
+import * as Burst from "./Burst.js"
+import { Ids } from "./Ids.js"
+import * as Transcript from "./Transcript.js"
+
+/** Strikes of bad tool use: the model named a tool that does not exist or sent arguments that cannot be used. */
+const isStrike = (failure: ToolFailure | undefined): boolean =>
+  failure === "unknown_tool" || failure === "invalid_json" || failure === "invalid_args"
+
+type Slot = { readonly outcome: ToolOutcome; readonly status: ToolResult["status"] }
+
+const unknownTool = (ctx: Burst.Context, name: string): Slot => ({
+  status: "error",
+  outcome: {
+    isError: true,
+    failure: "unknown_tool",
+    content: `unknown tool "${name}". Available tools: ${
+      ctx.toolSpecs.map((t) => t.name).join(", ") || "(none)"
+    }. Call one of them by its exact name.`
+  }
+})
+
+const interrupted: Slot = {
+  status: "error",
+  outcome: {
+    isError: true,
+    failure: "interrupted",
+    content: "the call was stopped before it finished (the burst was cancelled or ran out of active time)."
+  }
+}
+
+const validJsonObject = (text: string): boolean => {
+  try {
+    const value: unknown = JSON.parse(text)
+    return typeof value === "object" && value !== null && !Array.isArray(value)
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Runs the calls of one assistant turn and persists their results. Returns the exit reason the turn forces, if any:
+ * `repeat_call_halt`, `bad_tool_use`, `confirmation_pending` or `tool_budget`, in that order of precedence.
+ */
+export const runTurn = (
+  ctx: Burst.Context,
+  burst: Burst.Burst,
+  calls: ReadonlyArray<ToolCall>
+): Effect.Effect<Option.Option<ExitReason>, PersistenceFailed> =>
+  Effect.gen(function*() {
+    const ids = yield* Ids
+    const { run, surplus } = TurnCap.split(calls, ctx.limits)
+    const slots: Array<Slot | undefined> = new Array(run.length)
+    const started: Array<number> = new Array(run.length).fill(0)
+    const dispatch: Array<number> = []
+    let budgetSpent = false
+
+    // Plan sequentially so budget claims are deterministic and happen before any dispatch.
+    for (let i = 0; i < run.length; i++) {
+      const call = run[i]!
+      const def = ctx.tools.get(call.name)
+      if (def === undefined) {
+        slots[i] = unknownTool(ctx, call.name)
+      } else if (def.effect === "write") {
+        if (!validJsonObject(call.arguments)) {
+          slots[i] = {
+            status: "error",
+            outcome: {
+              isError: true,
+              failure: "invalid_json",
+              content: `arguments for tool "${call.name}" were not a valid JSON object: re-emit the call with ` +
+                "corrected arguments: a single JSON object matching the tool's schema."
+            }
+          }
+        } else {
+          const token = ids.token()
+          burst.pending.push({ callId: call.id, tool: call.name, arguments: call.arguments, token })
+          slots[i] = {
+            status: "pending_confirmation",
+            outcome: {
+              isError: false,
+              content: `"${call.name}" changes something, so it waits for a person's approval; it has not run yet.`
+            }
+          }
+        }
+      } else {
+        const claimed = Budget.claimTool(burst.budget, ctx.limits)
+        if (Option.isNone(claimed)) {
+          budgetSpent = true
+          slots[i] = {
+            status: "not_executed",
+            outcome: { isError: true, content: Budget.budgetNotice(call.name, ctx.limits.toolCalls) }
+          }
+        } else {
+          burst.budget = claimed.value
+          dispatch.push(i)
+        }
+      }
+    }
+
+    const persist = Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      const results: Array<ToolResult> = []
+      const turnStrikes: Array<boolean> = []
+      let halt = false
+      for (let i = 0; i < run.length; i++) {
+        const call = run[i]!
+        const slot = slots[i] ?? interrupted
+        const def = ctx.tools.get(call.name)
+        let content = Truncate.truncate(slot.outcome.content, ctx.limits.toolResultMaxBytes).text
+        // Strikes own bad tool use; the repeat guard watches calls that actually ran.
+        const strike = isStrike(slot.outcome.failure)
+        if ((slot.status === "ok" || slot.status === "error") && !strike) {
+          const seen = RepeatGuard.observe(burst.repeat, call.name, call.arguments, slot.outcome.content, ctx.limits)
+          burst.repeat = seen.guard
+          if (seen.verdict !== "ok") {
+            content += `\n\n${RepeatGuard.warning(call.name, seen.count, ctx.limits.repeatHaltAt)}`
+          }
+          if (seen.verdict === "halt") halt = true
+        }
+        turnStrikes.push(strike)
+        results.push({ callId: call.id, name: call.name, content, isError: slot.outcome.isError, status: slot.status })
+        burst.toolCalls.push({
+          callId: call.id,
+          name: call.name,
+          effect: def?.effect ?? "unknown",
+          source: def?.source ?? "none",
+          status: slot.status,
+          durationMs: started[i] === 0 ? 0 : Math.max(0, now - started[i]!)
+        })
+      }
+      for (const call of surplus) results.push(TurnCap.surplusResult(call, ctx.limits.toolCallsPerTurn))
+      const entry = { kind: "tool_results" as const, results }
+      const turn = yield* Transcript.append(ctx.ports, ctx.session.id, entry, now, ctx.limits.persistTimeoutMs)
+      Burst.persisted(burst, turn.seq, entry)
+      const strikes = Strikes.observeTurn(burst.strikes, turnStrikes, ctx.limits)
+      burst.strikes = strikes.strikes
+      if (halt) return Option.some<ExitReason>("repeat_call_halt")
+      if (strikes.halt) return Option.some<ExitReason>("bad_tool_use")
+      if (burst.pending.length > 0) return Option.some<ExitReason>("confirmation_pending")
+      if (budgetSpent) return Option.some<ExitReason>("tool_budget")
+      return Option.none<ExitReason>()
+    })
+
+    const toolCtx = { sessionId: ctx.session.id, principal: ctx.session.principal, scope: ctx.session.scope }
+    const dispatchAll = Effect.forEach(dispatch, (i) => {
+      const call = run[i]!
+      return Effect.gen(function*() {
+        started[i] = yield* Clock.currentTimeMillis
+        yield* ctx.ports.events.publish({
+          _tag: "tool_start",
+          sessionId: ctx.session.id,
+          seq: burst.lastSeq,
+          callId: call.id,
+          name: call.name
+        })
+        const outcome = yield* ctx.executor.call(call.name, call.arguments, {
+          ...toolCtx,
+          runId: ctx.runId,
+          callId: call.id
+        })
+        slots[i] = { outcome, status: outcome.isError ? "error" : "ok" }
+      })
+    }, { concurrency: "unbounded", discard: true })
+
+    // If the burst is interrupted mid-dispatch, the finished results and an "interrupted" result for each unfinished
+    // call are still persisted: the transcript stays paired and resumable.
+    yield* dispatchAll.pipe(Effect.onInterrupt(() => Effect.ignore(persist)))
+    return yield* persist
+  })

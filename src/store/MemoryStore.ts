@@ -1,0 +1,146 @@
+/**
+ * MemoryStore — the `SessionStore` port over plain Maps, for tests, the demo and the all-in-memory runtime.
+ *
+ * Every method runs as one synchronous step: JavaScript is single threaded and nothing yields between reading the
+ * last sequence number and writing the next, so concurrent `appendTurn`s on one session can never share or skip a
+ * number. Memory per session is one record and one array of the Turn objects exactly as appended (the benchmark
+ * holds 10,000 sessions of 20 turns: no copies, no per-turn indexes). Because sequence numbers start at 1 with no
+ * gaps, a turn's index in the array is `seq - 1`, which makes "turns after seq N" a slice.
+ */
+import { Effect, Layer, Option } from "effect"
+import type { Context } from "effect"
+import type { AgentSpec } from "../domain/AgentSpec.js"
+import { PersistenceFailed } from "../domain/Errors.js"
+import type { Turn } from "../domain/Message.js"
+import type { Session } from "../domain/Session.js"
+import type { Trajectory } from "../domain/Trajectory.js"
+import { SessionStore } from "./SessionStore.js"
+
+interface SessionRecord {
+  session: Session
+  readonly turns: Array<Turn>
+  /** Created on the first trajectory: most sessions in a benchmark never land one while held in memory. */
+  trajectories: Array<Trajectory> | undefined
+}
+
+const byId = (a: AgentSpec, b: AgentSpec): number => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
+
+const missing = (operation: string, sessionId: string) =>
+  Effect.fail(new PersistenceFailed({ operation, message: `no session "${sessionId}"` }))
+
+/**
+ * A fresh, empty in-memory store. Never fails to build; its methods fail with `PersistenceFailed` only for a
+ * duplicate session id or a write to a session that does not exist.
+ */
+export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effect.sync(() => {
+  /** org → agent id → version → spec. */
+  const agents = new Map<string, Map<string, Map<number, AgentSpec>>>()
+  const sessions = new Map<string, SessionRecord>()
+
+  /** The session's record when it belongs to `orgId`: every read goes through here, so no read crosses orgs. */
+  const owned = (orgId: string, id: string): SessionRecord | undefined => {
+    const record = sessions.get(id)
+    return record !== undefined && record.session.principal.orgId === orgId ? record : undefined
+  }
+
+  const latest = (versions: Map<number, AgentSpec>): AgentSpec | undefined => {
+    let best: AgentSpec | undefined
+    for (const spec of versions.values()) if (best === undefined || spec.version > best.version) best = spec
+    return best
+  }
+
+  const service: Context.Tag.Service<SessionStore> = {
+    putAgent: (orgId, spec) =>
+      Effect.sync(() => {
+        let byAgent = agents.get(orgId)
+        if (byAgent === undefined) agents.set(orgId, byAgent = new Map())
+        let versions = byAgent.get(spec.id)
+        if (versions === undefined) byAgent.set(spec.id, versions = new Map())
+        versions.set(spec.version, spec)
+      }),
+
+    getAgent: (orgId, id, version) =>
+      Effect.sync(() => {
+        const versions = agents.get(orgId)?.get(id)
+        if (versions === undefined) return Option.none()
+        return Option.fromNullable(version === undefined ? latest(versions) : versions.get(version))
+      }),
+
+    listAgents: (orgId) =>
+      Effect.sync(() => {
+        const byAgent = agents.get(orgId)
+        if (byAgent === undefined) return []
+        const out: Array<AgentSpec> = []
+        for (const versions of byAgent.values()) {
+          const spec = latest(versions)
+          if (spec !== undefined) out.push(spec)
+        }
+        return out.sort(byId)
+      }),
+
+    createSession: (session) =>
+      Effect.suspend(() => {
+        if (sessions.has(session.id)) {
+          return Effect.fail(
+            new PersistenceFailed({ operation: "createSession", message: `session "${session.id}" already exists` })
+          )
+        }
+        sessions.set(session.id, { session, turns: [], trajectories: undefined })
+        return Effect.void
+      }),
+
+    getSession: (orgId, id) => Effect.sync(() => Option.fromNullable(owned(orgId, id)?.session)),
+
+    saveState: (id, state, at) =>
+      Effect.suspend(() => {
+        const record = sessions.get(id)
+        if (record === undefined) return missing("saveState", id)
+        record.session = { ...record.session, state, updatedAt: at }
+        return Effect.void
+      }),
+
+    listRunning: () =>
+      Effect.sync(() => {
+        const out: Array<Session> = []
+        for (const record of sessions.values()) if (record.session.state.status === "running") out.push(record.session)
+        return out
+      }),
+
+    appendTurn: (sessionId, entry, at) =>
+      Effect.suspend(() => {
+        const record = sessions.get(sessionId)
+        if (record === undefined) return missing("appendTurn", sessionId)
+        // Read and write in one synchronous step: this is what makes the sequence gap-free under concurrency.
+        const turn: Turn = { sessionId, seq: record.turns.length + 1, at, entry }
+        record.turns.push(turn)
+        return Effect.succeed(turn)
+      }),
+
+    turns: (orgId, sessionId, afterSeq) =>
+      Effect.sync(() => {
+        const record = owned(orgId, sessionId)
+        if (record === undefined) return []
+        // seq = index + 1, so the turns after `afterSeq` start at index `afterSeq`.
+        return record.turns.slice(afterSeq === undefined ? 0 : Math.max(0, Math.floor(afterSeq)))
+      }),
+
+    saveTrajectory: (trajectory) =>
+      Effect.suspend(() => {
+        const record = sessions.get(trajectory.sessionId)
+        if (record === undefined) return missing("saveTrajectory", trajectory.sessionId)
+        if (record.trajectories === undefined) record.trajectories = [trajectory]
+        else record.trajectories.push(trajectory)
+        return Effect.void
+      }),
+
+    trajectories: (orgId, sessionId) =>
+      Effect.sync(() => {
+        const record = owned(orgId, sessionId)
+        return record?.trajectories === undefined ? [] : record.trajectories.slice()
+      })
+  }
+  return service
+})
+
+/** The in-memory `SessionStore`; each build of the layer starts empty. */
+export const layerMemory: Layer.Layer<SessionStore> = Layer.effect(SessionStore, makeMemory)

@@ -1,0 +1,312 @@
+/**
+ * ToolRegistry — in-process tools behind the `ToolExecutor` port.
+ *
+ * A registry holds CORE tools, fixed at construction, and optionally one set of JOB tools for a run
+ * (`withJobTools` returns a new registry; the receiver is untouched, so concurrent runs never see each other's job
+ * tools). A job tool can never replace or shadow a core tool: the core set is what operators audited.
+ *
+ * Arguments are validated with ajv against each tool's JSON Schema, compiled once per tool (and cached by schema
+ * object, so re-registering the same handler for every run does not recompile). `call` never fails: every problem
+ * is an error-flagged outcome whose text tells the model what to do next. Malformed JSON is never repaired — a
+ * repaired call would run with arguments the model did not mean.
+ *
+ * `layered` stacks a per-session executor over a shared one; session tools shadow shared tools of the same name.
+ */
+import { Ajv } from "ajv"
+import type { ValidateFunction } from "ajv"
+import { Cause, Effect, Either, Layer, Schema } from "effect"
+import type { Context } from "effect"
+import { Limits } from "../rails/Limits.js"
+import * as Texts from "./internal/texts.js"
+import { ToolExecutor } from "./ToolExecutor.js"
+import type { ToolContext, ToolDef, ToolEffect, ToolOutcome } from "./ToolExecutor.js"
+
+/** What a tool's `run` may return: the text for the model, or the text with an error flag. */
+export type ToolReturn = string | { readonly content: string; readonly isError?: boolean }
+
+/**
+ * An in-process tool: its advertised definition plus `run`. `run` receives parsed, schema-valid JSON; its failure
+ * (or defect) becomes a `tool_error` outcome carrying the failure's message. `timeoutMs` tightens the session's
+ * `Limits.toolTimeoutMs` for this tool (the tighter of the two applies).
+ */
+export interface ToolHandler extends ToolDef {
+  readonly timeoutMs?: number
+  readonly run: (args: unknown, ctx: ToolContext) => Effect.Effect<ToolReturn, unknown>
+}
+
+/** A registration names a tool that is already taken (a core tool, or twice in the same set). */
+export class ToolNameTaken extends Schema.TaggedError<ToolNameTaken>()("ToolNameTaken", {
+  tool: Schema.String,
+  takenBy: Schema.Literal("core", "job")
+}) {
+  override get message(): string {
+    return this.takenBy === "core"
+      ? `tool "${this.tool}" is a core tool and cannot be replaced or shadowed`
+      : `tool "${this.tool}" is registered twice`
+  }
+}
+
+/** A tool's parameters are not a JSON Schema ajv can compile. */
+export class InvalidToolSchema extends Schema.TaggedError<InvalidToolSchema>()("InvalidToolSchema", {
+  tool: Schema.String,
+  message: Schema.String
+}) {}
+
+/** A registry: the `ToolExecutor` service plus what hosts need to build per-run executors from it. */
+export interface Registry extends Context.Tag.Service<ToolExecutor> {
+  /** The advertised tools, sorted by name. */
+  readonly tools: ReadonlyArray<ToolDef>
+  /** Whether `name` is callable here. */
+  readonly has: (name: string) => boolean
+  /**
+   * A new registry with the same core tools plus `handlers` as job tools (advertised with source `job`); this
+   * registry's own job tools are not carried over. Fails with `ToolNameTaken` when a handler uses a core name or
+   * two handlers share a name, `InvalidToolSchema` when a schema does not compile.
+   */
+  readonly withJobTools: (
+    handlers: ReadonlyArray<ToolHandler>
+  ) => Effect.Effect<Registry, ToolNameTaken | InvalidToolSchema>
+}
+
+/** Options of `make`. `source` overrides the source advertised for the core tools (`session`, `mcp:<server>`). */
+export interface MakeOptions {
+  readonly source?: string
+}
+
+/** The fields of `define`: a handler whose `effect` defaults to `read` and `source` to `core`. */
+export interface ToolSpec<A> {
+  readonly name: string
+  readonly description: string
+  readonly parameters: ToolDef["parameters"]
+  readonly effect?: ToolEffect
+  readonly source?: string
+  readonly timeoutMs?: number
+  readonly run: (args: A, ctx: ToolContext) => Effect.Effect<ToolReturn, unknown>
+}
+
+/**
+ * Builds a handler. `A` is the argument type the schema guarantees — the registry validates before `run` is called,
+ * so keeping `A` in line with `parameters` is the author's promise. Never fails.
+ */
+export const define = <A = unknown>(spec: ToolSpec<A>): ToolHandler => ({
+  name: spec.name,
+  description: spec.description,
+  parameters: spec.parameters,
+  effect: spec.effect ?? "read",
+  source: spec.source ?? "core",
+  ...(spec.timeoutMs === undefined ? {} : { timeoutMs: spec.timeoutMs }),
+  // The registry only calls `run` with arguments that passed `parameters`: that is the cast's justification.
+  run: (args, ctx) => spec.run(args as A, ctx)
+})
+
+interface Entry {
+  readonly def: ToolDef
+  readonly handler: ToolHandler
+  readonly validate: ValidateFunction
+  /** Summary of the schema for invalid-args texts, computed once. */
+  readonly expected: string
+}
+
+/** `strict: false`: tool schemas come from many authors (and MCP servers) and carry keywords ajv does not know. */
+const ajv = new Ajv({ allErrors: true, strict: false, logger: false })
+/** Compiled validators by schema object: a handler constant re-registered for every run compiles once. */
+const compiled = new WeakMap<object, ValidateFunction>()
+
+const compile = (handler: ToolHandler): ValidateFunction => {
+  const cached = compiled.get(handler.parameters)
+  if (cached !== undefined) return cached
+  const validate = ajv.compile(handler.parameters)
+  // Drop ajv's own strong reference: per-run job schemas would otherwise pile up in its cache for ever.
+  ajv.removeSchema(handler.parameters)
+  compiled.set(handler.parameters, validate)
+  return validate
+}
+
+const toEntry = (handler: ToolHandler, source: string): Either.Either<Entry, InvalidToolSchema> => {
+  let validate: ValidateFunction
+  try {
+    validate = compile(handler)
+  } catch (error) {
+    return Either.left(new InvalidToolSchema({ tool: handler.name, message: Texts.messageOf(error) }))
+  }
+  const def: ToolDef = {
+    name: handler.name,
+    description: handler.description,
+    parameters: handler.parameters,
+    effect: handler.effect,
+    source
+  }
+  return Either.right({ def, handler, validate, expected: Texts.summarize(handler.parameters) })
+}
+
+/** Compiles a set of handlers; names must be unique within the set and must not be `reserved`. */
+const toEntries = (
+  handlers: ReadonlyArray<ToolHandler>,
+  source: (handler: ToolHandler) => string,
+  takenBy: "core" | "job",
+  reserved: ReadonlyMap<string, Entry>
+): Either.Either<ReadonlyArray<Entry>, ToolNameTaken | InvalidToolSchema> => {
+  const entries: Array<Entry> = []
+  const seen = new Set<string>()
+  for (const handler of handlers) {
+    if (reserved.has(handler.name)) return Either.left(new ToolNameTaken({ tool: handler.name, takenBy: "core" }))
+    if (seen.has(handler.name)) return Either.left(new ToolNameTaken({ tool: handler.name, takenBy }))
+    seen.add(handler.name)
+    const entry = toEntry(handler, source(handler))
+    if (Either.isLeft(entry)) return Either.left(entry.left)
+    entries.push(entry.right)
+  }
+  return Either.right(entries)
+}
+
+const byName = (a: ToolDef, b: ToolDef): number => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)
+
+/** What `layered` needs to resolve names without listing per call; registered for registries and static layers. */
+interface Static {
+  readonly tools: ReadonlyArray<ToolDef>
+  readonly has: (name: string) => boolean
+}
+const statics = new WeakMap<Context.Tag.Service<ToolExecutor>, Static>()
+
+const toOutcome = (result: ToolReturn): ToolOutcome =>
+  typeof result === "string"
+    ? { content: result, isError: false }
+    : result.isError === true
+    ? { content: result.content, isError: true, failure: "tool_error" }
+    : { content: result.content, isError: false }
+
+const causeOutcome = (name: string, cause: Cause.Cause<unknown>): ToolOutcome => {
+  // Reached only when the tool itself failed, died or interrupted itself: when the CALLER is interrupted, the
+  // runtime skips this handler and the interruption propagates (the loop's cancel must still work).
+  if (Cause.isInterruptedOnly(cause)) return Texts.interrupted(name)
+  const failure = Cause.failureOption(cause)
+  if (failure._tag === "Some") return Texts.toolError(name, Texts.messageOf(failure.value))
+  const defect = Cause.dieOption(cause)
+  return Texts.toolError(name, defect._tag === "Some" ? Texts.messageOf(defect.value) : Cause.pretty(cause))
+}
+
+const runEntry = (entry: Entry, args: unknown, ctx: ToolContext): Effect.Effect<ToolOutcome> =>
+  Effect.flatMap(Limits, (limits) => {
+    const own = entry.handler.timeoutMs
+    const ms = own === undefined ? limits.toolTimeoutMs : Math.min(own, limits.toolTimeoutMs)
+    const name = entry.def.name
+    return Effect.suspend(() => entry.handler.run(args, ctx)).pipe(
+      Effect.timeoutTo({ duration: ms, onSuccess: toOutcome, onTimeout: () => Texts.timedOut(name, ms) }),
+      Effect.catchAllCause((cause) => Effect.succeed(causeOutcome(name, cause)))
+    )
+  })
+
+const dispatch = (
+  entries: ReadonlyMap<string, Entry>,
+  available: string,
+  name: string,
+  argumentsJson: string,
+  ctx: ToolContext
+): Effect.Effect<ToolOutcome> => {
+  const entry = entries.get(name)
+  if (entry === undefined) return Effect.succeed(Texts.unknownTool(name, available))
+  let args: unknown
+  try {
+    args = JSON.parse(argumentsJson)
+  } catch (error) {
+    return Effect.succeed(Texts.invalidJson(name, Texts.messageOf(error)))
+  }
+  if (typeof args !== "object" || args === null || Array.isArray(args)) {
+    return Effect.succeed(Texts.notAnObject(name, args, entry.expected))
+  }
+  if (!entry.validate(args)) {
+    return Effect.succeed(Texts.invalidArgs(name, entry.validate.errors ?? [], entry.expected))
+  }
+  return runEntry(entry, args, ctx)
+}
+
+const build = (core: ReadonlyMap<string, Entry>, job: ReadonlyArray<Entry>): Registry => {
+  const entries = new Map(core)
+  for (const entry of job) entries.set(entry.def.name, entry)
+  const tools = Array.from(entries.values(), (e) => e.def).sort(byName)
+  const available = tools.map((t) => t.name).join(", ")
+  const listed = Effect.succeed(tools)
+  const has = (name: string) => entries.has(name)
+
+  const registry: Registry = {
+    list: () => listed,
+    call: (name, argumentsJson, ctx) => Effect.suspend(() => dispatch(entries, available, name, argumentsJson, ctx)),
+    tools,
+    has,
+    withJobTools: (handlers) =>
+      Effect.suspend(() =>
+        Either.match(toEntries(handlers, () => "job", "job", core), {
+          onLeft: Effect.fail,
+          onRight: (next) => Effect.succeed(build(core, next))
+        })
+      )
+  }
+  statics.set(registry, { tools, has })
+  return registry
+}
+
+/**
+ * A registry of the `core` handlers, advertised with their own source (or `options.source`). Throws
+ * `ToolNameTaken` for a duplicated core name and `InvalidToolSchema` for a schema ajv cannot compile: core tools
+ * are code, so a bad one is a programming error caught at start-up.
+ */
+export const make = (core: ReadonlyArray<ToolHandler>, options?: MakeOptions): Registry => {
+  const source = options?.source
+  const entries = toEntries(core, (handler) => source ?? handler.source, "core", new Map())
+  if (Either.isLeft(entries)) throw entries.left
+  return build(new Map(entries.right.map((e) => [e.def.name, e])), [])
+}
+
+/** `make(core, options)` as the `ToolExecutor` layer; a bad core set (see `make`) is a defect at build time. */
+export const layer = (core: ReadonlyArray<ToolHandler>, options?: MakeOptions): Layer.Layer<ToolExecutor> =>
+  Layer.sync(ToolExecutor, () => make(core, options))
+
+const mergeLists = (session: ReadonlyArray<ToolDef>, shared: ReadonlyArray<ToolDef>): ReadonlyArray<ToolDef> => {
+  const names = new Set(session.map((t) => t.name))
+  return [...session, ...shared.filter((t) => !names.has(t.name))].sort(byName)
+}
+
+/**
+ * A per-session executor over a shared one: session tools shadow shared tools of the same name, `list` is the
+ * merged name-sorted list, and a call goes to the session layer when it lists the name, else to the shared one.
+ * Never fails; a name neither layer knows gets the `unknown_tool` text listing the merged tools.
+ */
+export const layered = (
+  session: Context.Tag.Service<ToolExecutor>,
+  shared: Context.Tag.Service<ToolExecutor>
+): Context.Tag.Service<ToolExecutor> => {
+  const top = statics.get(session)
+  const bottom = statics.get(shared)
+  if (top !== undefined && bottom !== undefined) {
+    // Both layers are fixed: resolve names from precomputed sets, never by listing on the hot path.
+    const tools = mergeLists(top.tools, bottom.tools)
+    const available = tools.map((t) => t.name).join(", ")
+    const listed = Effect.succeed(tools)
+    const has = (name: string) => top.has(name) || bottom.has(name)
+    const service: Context.Tag.Service<ToolExecutor> = {
+      list: () => listed,
+      call: (name, argumentsJson, ctx) =>
+        top.has(name)
+          ? session.call(name, argumentsJson, ctx)
+          : bottom.has(name)
+          ? shared.call(name, argumentsJson, ctx)
+          : Effect.succeed(Texts.unknownTool(name, available))
+    }
+    statics.set(service, { tools, has })
+    return service
+  }
+  // A dynamic layer may change what it lists: ask both on every call.
+  return {
+    list: (ctx) => Effect.zipWith(session.list(ctx), shared.list(ctx), mergeLists),
+    call: (name, argumentsJson, ctx) =>
+      Effect.flatMap(
+        Effect.zip(session.list(ctx), shared.list(ctx)),
+        ([top, bottom]) =>
+          top.some((t) => t.name === name)
+            ? session.call(name, argumentsJson, ctx)
+            : bottom.some((t) => t.name === name)
+            ? shared.call(name, argumentsJson, ctx)
+            : Effect.succeed(Texts.unknownTool(name, mergeLists(top, bottom).map((t) => t.name).join(", ")))
+      )
+  }
+}

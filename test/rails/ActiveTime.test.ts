@@ -1,0 +1,51 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Duration, Effect, Exit, TestClock } from "effect"
+import * as ActiveTime from "../../src/rails/ActiveTime.js"
+import { defaults } from "../../src/rails/Limits.js"
+
+const minute = 60_000
+
+describe("ActiveTime", () => {
+  it("counts the current burst on top of earlier bursts", () => {
+    expect(ActiveTime.spent(90_000, 1_000_000, 1_030_000)).toBe(120_000)
+  })
+
+  it("does not count the gap between bursts", () => {
+    // the burst started long after the previous one ended; only its own 10 s count
+    expect(ActiveTime.remainingMs(defaults, 2 * minute, 50 * minute, 50 * minute + 10_000)).toBe(
+      3 * minute - 10_000
+    )
+  })
+
+  it("has five minutes of room in a fresh session", () => {
+    expect(ActiveTime.remainingMs(defaults, 0, 1000, 1000)).toBe(5 * minute)
+    expect(ActiveTime.hasRoom(defaults, 0, 1000, 1000)).toBe(true)
+  })
+
+  it("has no room once five minutes of active time are spent across bursts", () => {
+    expect(ActiveTime.hasRoom(defaults, 4 * minute, 0, minute - 1)).toBe(true)
+    expect(ActiveTime.hasRoom(defaults, 4 * minute, 0, minute)).toBe(false)
+  })
+
+  it("never reports negative time left after an overrun", () => {
+    expect(ActiveTime.remainingMs(defaults, 4 * minute, 0, 10 * minute)).toBe(0)
+  })
+
+  it("ignores a clock that appears to run backwards", () => {
+    expect(ActiveTime.spent(1000, 5000, 4000)).toBe(1000)
+  })
+
+  it.effect("measures the elapsed time of an effect on the test clock", () =>
+    Effect.gen(function*() {
+      const fiber = yield* Effect.fork(ActiveTime.measure(Effect.as(Effect.sleep(Duration.seconds(42)), "done")))
+      yield* TestClock.adjust(Duration.seconds(42))
+      const exit = yield* fiber.await
+      expect(exit).toEqual(Exit.succeed(["done", 42_000]))
+    }))
+
+  it.effect("passes a failure through unmeasured", () =>
+    Effect.gen(function*() {
+      const exit = yield* Effect.exit(ActiveTime.measure(Effect.fail("boom")))
+      expect(exit).toEqual(Exit.fail("boom"))
+    }))
+})

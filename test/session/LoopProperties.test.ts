@@ -1,0 +1,142 @@
+/**
+ * Property tests of the loop: for ANY scripted sequence of replies and provider faults, the invariants of
+ * DESIGN §5 hold. Two bursts per case, so the session-level invariants (ceilings, sticky exhaustion) are exercised.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, FastCheck as fc, Schema } from "effect"
+import type { ErrorKind } from "../../src/domain/ErrorKind.js"
+import { ExitReason } from "../../src/domain/ExitReason.js"
+import type { Turn } from "../../src/domain/Message.js"
+import * as Scripted from "../../src/model/Scripted.js"
+import * as Limits from "../../src/rails/Limits.js"
+import * as Prompt from "../../src/session/Prompt.js"
+import * as Harness from "../../src/testing/Harness.js"
+import * as Tools from "../support/tools.js"
+
+const kinds: ReadonlyArray<ErrorKind> = [
+  "auth",
+  "quota",
+  "rate_limit",
+  "overloaded",
+  "server",
+  "timeout",
+  "context_overflow",
+  "bad_request",
+  "refused",
+  "filtered"
+]
+
+const MARKER = "USER-TEXT-7f3a"
+
+const call = fc.oneof(
+  fc.record({
+    name: fc.constant("echo"),
+    arguments: fc.constantFrom("{\"q\":\"a\"}", "{\"q\":\"b\"}", "{\"q\":\"c\"}")
+  }),
+  fc.record({ name: fc.constant("status"), arguments: fc.constant("{\"q\":\"db\"}") }),
+  fc.record({ name: fc.constantFrom("nope", "ech0"), arguments: fc.constant("{}") }),
+  fc.record({ name: fc.constant("echo"), arguments: fc.constantFrom("{\"q\":", "not json", "[1]") }),
+  fc.record({ name: fc.constant("echo"), arguments: fc.constantFrom("{\"q\":1}", "{}") }),
+  fc.record({ name: fc.constant("restart"), arguments: fc.constantFrom("{\"service\":\"db\"}", "{bad") }),
+  fc.record({ name: fc.constant("logs"), arguments: fc.constant("{\"q\":\"big\"}") })
+)
+
+const step: fc.Arbitrary<Scripted.Step> = fc.oneof(
+  { weight: 2, arbitrary: fc.string({ maxLength: 20 }).map((t) => Scripted.text(`answer ${t}`)) },
+  {
+    weight: 6,
+    arbitrary: fc.array(call, { minLength: 1, maxLength: 10 }).chain((cs) =>
+      fc.boolean().map((dupIds) =>
+        Scripted.toolCalls(cs.map((c, i) => ({ ...c, ...(dupIds && i > 0 ? { id: "dup" } : {}) })))
+      )
+    )
+  },
+  { weight: 1, arbitrary: fc.constant(Scripted.empty()) },
+  { weight: 1, arbitrary: fc.array(call, { maxLength: 2 }).map((cs) => Scripted.length(cs)) },
+  { weight: 1, arbitrary: fc.constantFrom(Scripted.filtered(), Scripted.refused()) },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      kind: fc.constantFrom(...kinds),
+      retryAfterMs: fc.option(fc.integer({ min: 0, max: 120_000 }), { nil: undefined })
+    }).map(({ kind, retryAfterMs }) => Scripted.fault(kind, retryAfterMs === undefined ? {} : { retryAfterMs }))
+  }
+)
+
+const scripts = fc.array(fc.array(step, { maxLength: 30 }), { minLength: 1, maxLength: 3 })
+
+const isExitReason = Schema.is(ExitReason)
+
+const pairedEverywhere = (turns: ReadonlyArray<Turn>): boolean =>
+  turns.every((turn, i) => {
+    const entry = turn.entry
+    if (entry.kind !== "assistant" || entry.toolCalls.length === 0) return true
+    const next = turns[i + 1]?.entry
+    return next?.kind === "tool_results" &&
+      next.results.length === entry.toolCalls.length &&
+      next.results.every((r, j) => r.callId === entry.toolCalls[j]?.id)
+  })
+
+describe("Loop properties (any replies, any faults)", () => {
+  it.effect.prop(
+    "one exit reason per burst, pairing, ceilings, one-way failover, sticky exhaustion, clean system prompt",
+    { scripts },
+    ({ scripts }) =>
+      Effect.gen(function*() {
+        const providers = scripts.map((script, i) =>
+          Scripted.make({ name: `p${i}`, script, maxAttempts: 2, timeoutMs: 30_000, whenDone: Scripted.text("done") })
+        )
+        const spec = Harness.agent({ tools: Tools.names })
+        const [first, second] = yield* Harness.drive(
+          Harness.runBurst({ spec, prompt: `first ${MARKER}` }).pipe(
+            Effect.flatMap((one) =>
+              Effect.map(
+                Harness.runBurst({ spec, session: one.session, history: one.messages, prompt: `again ${MARKER}` }),
+                (two) => [one, two] as const
+              )
+            ),
+            Effect.provide(Harness.layer({ providers, tools: Tools.all }))
+          )
+        )
+        const limits = Limits.defaults
+        for (const landed of [first, second]) {
+          // (a) exactly one exit reason, the same everywhere it is recorded, and a report for it
+          expect(isExitReason(landed.reason)).toBe(true)
+          expect(landed.trajectory.exitReason).toBe(landed.reason)
+          expect(landed.state.lastExitReason).toBe(landed.reason)
+          expect(landed.report.exitReason).toBe(landed.reason)
+          // (c) both counters move together and stay under both ceilings
+          const snaps = landed.trajectory.budgets
+          expect(snaps.length).toBeLessThanOrEqual(limits.modelCallsPerBurst)
+          snaps.forEach((s, i) => {
+            expect(s.modelCallsBurst).toBe(i + 1)
+            expect(s.modelCallsSession - s.modelCallsBurst).toBe(snaps[0]!.modelCallsSession - 1)
+          })
+          expect(landed.state.modelCalls).toBeLessThanOrEqual(limits.modelCallsPerSession)
+          // (d) the failover index never decreases within a burst
+          const order = landed.trajectory.modelCalls.map((a) => Number(a.provider.slice(1)))
+          order.forEach((p, i) => expect(p).toBeGreaterThanOrEqual(order[i - 1] ?? 0))
+        }
+        // (b) pairing across the whole transcript
+        expect(pairedEverywhere(second.turns)).toBe(true)
+        // (c) the session counter carries across bursts
+        expect(second.state.modelCalls).toBe(first.state.modelCalls + second.trajectory.budgets.length)
+        // (d) the index never decreases across bursts; exhaustion is sticky and costs no model call
+        expect(second.state.providerIndex).toBeGreaterThanOrEqual(first.state.providerIndex)
+        if (first.state.exhausted) {
+          expect(second.reason).toBe("provider_failed")
+          expect(second.trajectory.modelCalls).toHaveLength(0)
+          expect(second.state.exhausted).toBe(true)
+        }
+        // (e) the system prompt is the spec's, always: no user text, tool result or document reaches it
+        for (const p of providers) {
+          for (const request of p.requests) {
+            expect(request.system).toBe(Prompt.system(spec))
+            expect(request.system).not.toContain(MARKER)
+            expect(request.system).not.toContain("echo:")
+          }
+        }
+      }),
+    { fastCheck: { numRuns: 200, seed: 20261129 } }
+  )
+})
