@@ -21,5 +21,10 @@ export class AgentSpec extends Schema.Class<AgentSpec>("AgentSpec")({
   skills: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] }),
   knowledgeSources: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] }),
   reportSchema: Schema.optional(JsonSchema),
+  /**
+   * How the report is written at landing: `model` (one extra model call without tools asking for JSON) or
+   * `transcript` (built from the exit reason and the transcript, with no extra model call).
+   */
+  finalize: Schema.optionalWith(Schema.Literal("model", "transcript"), { default: () => "model" as const }),
   limits: Schema.optional(LimitsOverride)
 }) {}

@@ -13,12 +13,21 @@ import { Usage } from "./Usage.js"
 export const SessionStatus = Schema.Literal("idle", "running", "awaiting_confirmation", "interrupted")
 export type SessionStatus = typeof SessionStatus.Type
 
+/** How a person resolved a pending write, and what running it produced. */
+export const Resolution = Schema.Struct({
+  decision: Schema.Literal("approve", "reject"),
+  content: Schema.String,
+  isError: Schema.Boolean
+})
+export type Resolution = typeof Resolution.Type
+
 /** A write that waits for a person: the call exactly as shown, and the token that approves it. */
 export const PendingConfirmation = Schema.Struct({
   callId: Schema.String,
   tool: Schema.String,
   arguments: Schema.String,
-  token: Schema.String
+  token: Schema.String,
+  resolution: Schema.optional(Resolution)
 })
 export type PendingConfirmation = typeof PendingConfirmation.Type
 
@@ -66,3 +75,47 @@ export const Session = Schema.Struct({
   state: SessionState
 })
 export type Session = typeof Session.Type
+
+/** What callers see of a session: identity, where it stands, its last landing, and its counters. */
+export const SessionView = Schema.Struct({
+  id: Schema.String,
+  agentId: Schema.String,
+  agentVersion: Schema.Int,
+  scope: Schema.String,
+  status: SessionStatus,
+  exitReason: Schema.optional(ExitReason),
+  report: Schema.optional(Report),
+  usage: Usage,
+  modelCalls: Schema.Int,
+  toolCalls: Schema.Int,
+  activeMs: Schema.Number,
+  bursts: Schema.Int,
+  /** Writes awaiting a decision: tool, arguments exactly as they will run, and the approval token. */
+  pending: Schema.Array(Schema.Struct({ tool: Schema.String, arguments: Schema.String, token: Schema.String })),
+  createdAt: Schema.Number,
+  updatedAt: Schema.Number
+})
+export type SessionView = typeof SessionView.Type
+
+/** The view of a session row. */
+export const view = (session: Session): SessionView => ({
+  id: session.id,
+  agentId: session.agentId,
+  agentVersion: session.agentVersion,
+  scope: session.scope,
+  status: session.state.status,
+  ...(session.state.lastExitReason === undefined ? {} : { exitReason: session.state.lastExitReason }),
+  ...(session.state.report === undefined ? {} : { report: session.state.report }),
+  usage: session.state.usage,
+  modelCalls: session.state.modelCalls,
+  toolCalls: session.state.toolCalls,
+  activeMs: session.state.activeMs,
+  bursts: session.state.bursts,
+  pending: session.state.pending.filter((p) => p.resolution === undefined).map(({ arguments: args, token, tool }) => ({
+    tool,
+    arguments: args,
+    token
+  })),
+  createdAt: session.createdAt,
+  updatedAt: session.updatedAt
+})

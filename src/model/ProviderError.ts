@@ -10,10 +10,36 @@ import { ProviderError } from "../domain/Errors.js"
 export { type Disposition, disposition, ErrorKind } from "../domain/ErrorKind.js"
 export { ProviderError, ProviderExhausted } from "../domain/Errors.js"
 
-const overflowPattern =
-  /context[_ ]length|context window|maximum context|prompt is too long|input is too long|too many tokens|exceeds the context/
+// Context-length phrasings, one per family of servers: OpenAI / vLLM / DeepSeek / OpenRouter ("maximum context
+// length"), Anthropic ("prompt is too long"), vLLM ≥ 0.6 ("too long to fit into the model"), llama.cpp ("exceeds
+// the available context size", `exceed_context_size_error`), Ollama ("input length exceeds maximum context length",
+// "prompt too long"), Mistral ("too large for model with N maximum context length"), Gemini ("input token count
+// ... exceeds the maximum"), Bedrock ("input is too long"), TGI ("`inputs` tokens + `max_new_tokens` must be"),
+// Groq ("reduce the length of the messages").
+const overflowPattern = new RegExp(
+  [
+    "context[_ ]length",
+    "context[_ ]window",
+    "context size",
+    "maximum context",
+    "exceed_context_size",
+    "prompt is too long",
+    "prompt too long",
+    "input is too long",
+    "too long to fit",
+    "too many tokens",
+    "exceeds? the (available )?context",
+    "input length exceeds",
+    "input token count.{0,40}exceeds",
+    "tokens \\+ `?max_new_tokens`? must be",
+    "reduce the length of the messages"
+  ].join("|")
+)
 const filterPattern = /content[_ ]filter|content management policy|responsible ?ai|safety system/
-const quotaPattern = /insufficient_quota|quota|billing|credit balance|spend(ing)? limit|exceeded your current/
+// Exhaustion of money, not of a rate: retrying cannot help, failing over can. A bare "quota" is NOT enough: Gemini
+// and Azure say "quota" for per-minute throttles, which are rate limits and recover in seconds.
+const quotaPattern =
+  /insufficient_quota|billing|credit balance|spend(ing)? limit|exceeded your current quota|payment required|insufficient (credits|funds|balance)|out of credits/
 const overloadPattern = /overloaded/
 
 /**
@@ -29,7 +55,7 @@ export const classifyStatus = (status: number, body: string): ErrorKind => {
   if (status === 402) return "quota"
   if (status === 408 || status === 504) return "timeout"
   if (status === 413) return "context_overflow"
-  if (status === 429) return quotaPattern.test(text) ? "quota" : "rate_limit"
+  if (status === 429) return quotaPattern.test(text) ? "quota" : overloadPattern.test(text) ? "overloaded" : "rate_limit"
   if (status === 503 || status === 529) return "overloaded"
   if (status >= 500 && status < 600) return overloadPattern.test(text) ? "overloaded" : "server"
   if (status >= 400 && status < 500) {
@@ -39,6 +65,48 @@ export const classifyStatus = (status: number, body: string): ErrorKind => {
     return "bad_request"
   }
   return "server"
+}
+
+// Error types and codes that arrive without an HTTP status (an error event inside a 200 stream), mapped to the
+// status the same provider uses for them, so one table — `classifyStatus` — decides for both paths.
+const statusByErrorType: Readonly<Record<string, number>> = {
+  // Anthropic `error.type`
+  authentication_error: 401,
+  permission_error: 403,
+  billing_error: 402,
+  not_found_error: 404,
+  request_too_large: 413,
+  rate_limit_error: 429,
+  api_error: 500,
+  timeout_error: 504,
+  overloaded_error: 529,
+  invalid_request_error: 400,
+  // OpenAI `error.code` / `error.type`
+  invalid_api_key: 401,
+  insufficient_quota: 429,
+  rate_limit_exceeded: 429,
+  context_length_exceeded: 400,
+  server_error: 500,
+  content_filter: 400
+}
+
+/**
+ * Classifies an error reported inside a stream (or a body without a usable status): `type` is the provider's
+ * error type or code (`overloaded_error`, `rate_limit_exceeded`, an HTTP-like number as OpenRouter sends…),
+ * `message` its text. Unknown types fall back to the message; with no clue at all → `server` (retried). Never throws.
+ */
+export const classifyErrorType = (type: string | number | undefined, message: string): ErrorKind => {
+  const status = typeof type === "number"
+    ? type
+    : type !== undefined && /^\d{3}$/.test(type)
+    ? Number(type)
+    : type !== undefined
+    ? statusByErrorType[type]
+    : undefined
+  const text = `${type ?? ""} ${message}`
+  if (status !== undefined && status >= 400) return classifyStatus(status, text)
+  if (overflowPattern.test(text.toLowerCase())) return "context_overflow"
+  return classifyStatus(500, text)
 }
 
 /** Response headers as adapters see them (`@effect/platform` Headers is such a record); names match in any case. */

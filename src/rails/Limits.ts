@@ -7,7 +7,7 @@
  * 60 s Retry-After cap keeps one throttled provider from parking a session for hours. Hosts and agents may only
  * TIGHTEN them (a Layer or the spec's `limits`), never loosen: the ceiling is a promise to the operator.
  */
-import { Context, Either } from "effect"
+import { Context, Effect, Either, Layer } from "effect"
 import { FieldIssue, InvalidRequest } from "../domain/Errors.js"
 import type { Limits as LimitsShape, LimitsOverride } from "../domain/Limits.js"
 
@@ -63,3 +63,13 @@ export const tighten = (
     ? Either.left(new InvalidRequest({ message: "limits may only be tightened", issues }))
     : Either.right(next as LimitsShape)
 }
+
+/**
+ * A layer that tightens the ceilings for everything it provides to. Fails with `InvalidRequest` naming each field
+ * that would loosen a ceiling: a host can make Corral stricter, never laxer.
+ */
+export const layer = (override: LimitsOverride): Layer.Layer<Limits, InvalidRequest> =>
+  Layer.unwrapEffect(
+    Effect.map(Effect.flatMap(Limits, (ceiling) => tighten(ceiling, override)), (limits) =>
+      Layer.succeedContext(Context.make(Limits, limits)))
+  )

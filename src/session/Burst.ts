@@ -117,8 +117,12 @@ export const toState = (
     activeMs: burst.activeBefore + Math.max(0, now - burst.startedAt),
     bursts: before.bursts + 1,
     lastExitReason: reason,
-    pending: burst.pending
+    // Decided writes are remembered a while so that deciding the same token twice is answered, not refused.
+    pending: [...before.pending.filter((p) => p.resolution !== undefined).slice(-keepDecided), ...burst.pending]
   }))
+
+/** How many decided writes a session remembers. */
+const keepDecided = 20
 
 /** The trajectory of the burst. */
 export const trajectory = (ctx: Context, burst: Burst, reason: ExitReason, now: number): Trajectory => ({

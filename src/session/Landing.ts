@@ -100,6 +100,9 @@ export const land = (ctx: Burst.Context, burst: Burst.Burst, reason: ExitReason)
     }
     const withArtifact = (report: Report): Report => artifact === undefined ? report : { ...report, artifact }
 
+    if (ctx.spec.finalize === "transcript") {
+      return withArtifact(fallback(schema, reason, burst.messages, "the agent writes its report from the transcript"))
+    }
     if (noFinalize.has(reason)) {
       return withArtifact(fallback(schema, reason, burst.messages, `no finalize call after "${reason}"`))
     }

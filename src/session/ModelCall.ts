@@ -81,7 +81,8 @@ const attempt = (ctx: Burst.Context, burst: Burst.Burst, request: ModelRequest) 
  * `provider_failed` for a request the provider rejected as malformed (recorded; not sticky).
  */
 export const next = (ctx: Burst.Context, burst: Burst.Burst): Effect.Effect<Outcome> =>
-  attempt(ctx, burst, { system: Prompt.system(ctx.spec), messages: burst.messages, tools: ctx.toolSpecs }).pipe(
+  // A snapshot: the burst keeps appending to its own list, and providers may keep the request.
+  attempt(ctx, burst, { system: Prompt.system(ctx.spec), messages: burst.messages.slice(), tools: ctx.toolSpecs }).pipe(
     Effect.map((reply): Outcome => ({ _tag: "Reply", reply })),
     Effect.catchAll((failure): Effect.Effect<Outcome> => {
       if (typeof failure === "string") return Effect.succeed(exit(failure))

@@ -149,6 +149,32 @@ describe("ToolRegistry", () => {
       expect((yield* r.call("dies_later", "{}", ctx)).failure).toBe("tool_error")
     }))
 
+  it.effect("waits for a tool that suspends, and reports its later failure", () =>
+    Effect.gen(function*() {
+      const r = ToolRegistry.make([
+        tool("later", () => Effect.as(Effect.sleep(500), "done")),
+        tool("fails_later", () => Effect.zipRight(Effect.sleep(500), Effect.fail(new Error("upstream 503"))))
+      ])
+      const ok = yield* Effect.fork(r.call("later", "{}", ctx))
+      const bad = yield* Effect.fork(r.call("fails_later", "{}", ctx))
+      yield* TestClock.adjust(500)
+      expect(yield* Fiber.join(ok)).toEqual({ content: "done", isError: false })
+      expect((yield* Fiber.join(bad)).content).toBe("tool \"fails_later\" failed: upstream 503")
+    }))
+
+  it.effect("runs the tool with the caller's services", () =>
+    Effect.gen(function*() {
+      const r = ToolRegistry.make([
+        tool("limit", () => Effect.map(Limits, (l) => String(l.toolTimeoutMs))),
+        tool(
+          "limit_later",
+          () => Effect.zipRight(Effect.yieldNow(), Effect.map(Limits, (l) => String(l.toolTimeoutMs)))
+        )
+      ])
+      expect((yield* r.call("limit", "{}", ctx).pipe(withToolTimeout(1_234))).content).toBe("1234")
+      expect((yield* r.call("limit_later", "{}", ctx).pipe(withToolTimeout(4_321))).content).toBe("4321")
+    }))
+
   it.effect("stops a tool at Limits.toolTimeoutMs", () =>
     Effect.gen(function*() {
       const stopped = yield* Deferred.make<void>()

@@ -129,3 +129,34 @@ export const messageOf = (u: unknown): string => {
     return String(u)
   }
 }
+
+/** `tool_error`: the MCP server's process exited while the call was in flight; the registry restarts it. */
+export const serverExited = (server: string, name: string): ToolOutcome =>
+  failed(
+    "tool_error",
+    `MCP server "${server}" exited while running tool "${name}"; it is being restarted; retry the call if it is safe.`
+  )
+
+/** `tool_error`: the answer exceeded the stdio message cap, which closes the connection; the registry restarts it. */
+export const outputTooLarge = (server: string, name: string, limit: string): ToolOutcome =>
+  failed(
+    "tool_error",
+    `the output of tool "${name}" was larger than the ${limit} an MCP stdio message may carry, so the connection to ` +
+      `MCP server "${server}" was closed; it is being restarted. Call the tool again with a narrower request.`
+  )
+
+/** `tool_error`: the connection to a (remote) MCP server broke while the call was in flight. */
+export const connectionLost = (server: string, name: string, detail: string): ToolOutcome =>
+  failed(
+    "tool_error",
+    `the connection to MCP server "${server}" was lost while running tool "${name}" (${detail}); it is being ` +
+      "re-established; retry the call if it is safe."
+  )
+
+/** `tool_error`: the call was never sent because its MCP server is down and has not come back yet. */
+export const serverUnavailable = (server: string, name: string, detail: string): ToolOutcome =>
+  failed(
+    "tool_error",
+    `tool "${name}" was not run: MCP server "${server}" is unavailable (${detail}); it is being restarted. ` +
+      "Try again later or use another tool."
+  )

@@ -1,0 +1,353 @@
+/**
+ * Corral — the embedding surface: publish agents, run sessions, continue, approve, cancel, read, follow.
+ *
+ * Every call carries a `Principal` and sees only its org's agents and sessions (another org's session is simply not
+ * found). Requests are validated before any session exists or any text reaches a prompt: a malformed request, an
+ * unknown agent, a session bound to another scope, or an inherited artifact from another scope is refused with a
+ * typed error naming what is wrong.
+ */
+import { Clock, Context, Effect, Layer, Option, ParseResult, Schema, Stream } from "effect"
+import { AgentSpec } from "./domain/AgentSpec.js"
+import {
+  AgentNotFound,
+  FieldIssue,
+  InvalidRequest,
+  InvalidSessionState,
+  PersistenceFailed,
+  ScopeMismatch,
+  SessionNotFound
+} from "./domain/Errors.js"
+import { AgentId, SessionId } from "./domain/Ids.js"
+import type { LimitsOverride } from "./domain/Limits.js"
+import type { Turn } from "./domain/Message.js"
+import type { Principal } from "./domain/Principal.js"
+import { Scope } from "./domain/Scope.js"
+import type { Session, SessionView } from "./domain/Session.js"
+import { initialState, view } from "./domain/Session.js"
+import type { SessionEvent } from "./domain/SessionEvent.js"
+import type { Trajectory } from "./domain/Trajectory.js"
+import * as LiveEvents from "./events/LiveEvents.js"
+import { SessionEvents } from "./events/SessionEvents.js"
+import type { ModelProvider } from "./model/ModelProvider.js"
+import { Providers } from "./model/ModelProvider.js"
+import * as Limits from "./rails/Limits.js"
+import { Ids } from "./session/Ids.js"
+import * as JsonSchemaCheck from "./session/internal/jsonSchema.js"
+import * as Prompt from "./session/Prompt.js"
+import * as Supervisor from "./session/Supervisor.js"
+import * as MemoryStore from "./store/MemoryStore.js"
+import { SessionStore } from "./store/SessionStore.js"
+import { ToolExecutor } from "./tools/ToolExecutor.js"
+import * as ToolRegistry from "./tools/ToolRegistry.js"
+
+/** Starting a session: which agent, in which scope, with which first prompt. */
+export const StartRequest = Schema.Struct({
+  agentId: AgentId,
+  version: Schema.optional(Schema.Int.pipe(Schema.positive())),
+  scope: Scope,
+  prompt: Schema.NonEmptyString.pipe(Schema.maxLength(200_000)),
+  /** Sessions (same org, same scope) whose landed reports this session starts from. */
+  inheritedArtifacts: Schema.optional(Schema.Array(SessionId).pipe(Schema.maxItems(20))),
+  /** A host-chosen session id; minted (`ses_` + 32 hex) when absent. */
+  sessionId: Schema.optional(SessionId)
+})
+export type StartRequest = typeof StartRequest.Encoded
+
+/** Anything `send`-like can fail with. */
+export type SessionError = SessionNotFound | PersistenceFailed | InvalidSessionState | ScopeMismatch
+
+/** The Corral service. */
+export interface Service {
+  /** Validates and stores an agent spec. Fails with `InvalidRequest` listing every invalid field. */
+  readonly publishAgent: (by: Principal, spec: unknown) => Effect.Effect<AgentSpec, InvalidRequest | PersistenceFailed>
+  /** The given version of an agent, or its latest. */
+  readonly getAgent: (
+    by: Principal,
+    agentId: string,
+    version?: number
+  ) => Effect.Effect<AgentSpec, AgentNotFound | PersistenceFailed>
+  /** The latest version of every agent of the caller's org. */
+  readonly listAgents: (by: Principal) => Effect.Effect<ReadonlyArray<AgentSpec>, PersistenceFailed>
+  /** Creates a session and starts its first burst in the background; returns at once. */
+  readonly start: (
+    by: Principal,
+    request: StartRequest
+  ) => Effect.Effect<SessionView, InvalidRequest | AgentNotFound | SessionError>
+  /** Creates a session, runs its first burst and returns the landed view. */
+  readonly run: (
+    by: Principal,
+    request: StartRequest
+  ) => Effect.Effect<SessionView, InvalidRequest | AgentNotFound | SessionError>
+  /** Sends a follow-up and awaits its landing. `scope`, when given, must be the session's. */
+  readonly continue: (
+    by: Principal,
+    sessionId: string,
+    text: string,
+    options?: { readonly scope?: string }
+  ) => Effect.Effect<SessionView, InvalidRequest | SessionError>
+  /** Decides a pending write; when it was the last one, the session resumes and this awaits its landing. */
+  readonly approve: (
+    by: Principal,
+    sessionId: string,
+    token: string,
+    decision?: "approve" | "reject"
+  ) => Effect.Effect<SessionView, SessionError>
+  /** Cancels the running burst (if any) and returns the session as it stands. */
+  readonly cancel: (by: Principal, sessionId: string) => Effect.Effect<SessionView, SessionError>
+  /** The session as it stands. */
+  readonly get: (by: Principal, sessionId: string) => Effect.Effect<SessionView, SessionNotFound | PersistenceFailed>
+  /** The persisted transcript after `afterSeq`. */
+  readonly turns: (
+    by: Principal,
+    sessionId: string,
+    afterSeq?: number
+  ) => Effect.Effect<ReadonlyArray<Turn>, SessionNotFound | PersistenceFailed>
+  /** The trajectories of the session's bursts, oldest first. */
+  readonly trajectories: (
+    by: Principal,
+    sessionId: string
+  ) => Effect.Effect<ReadonlyArray<Trajectory>, SessionNotFound | PersistenceFailed>
+  /** Stored turns after `fromSeq`, then live events; never misses or repeats a turn. Does not end by itself. */
+  readonly events: (
+    by: Principal,
+    sessionId: string,
+    fromSeq?: number
+  ) => Stream.Stream<SessionEvent, SessionNotFound | PersistenceFailed>
+}
+
+/** The Corral service tag. */
+export class Corral extends Context.Tag("corral/Corral")<Corral, Service>() {
+  /** The service over the ports (store, events, tools, providers); hosts sessions with a local supervisor. */
+  static readonly layer = (
+    options: Supervisor.Options = {}
+  ): Layer.Layer<Corral, PersistenceFailed, SessionStore | SessionEvents | ToolExecutor | Providers> =>
+    Layer.effect(Corral, make).pipe(Layer.provide(Supervisor.layer(options)))
+
+  /**
+   * An all-in-memory runtime: memory store, live events, in-process tools, the given provider routes (`providers`
+   * is the `default` tier). `limits` tightens the ceilings (loosening fails with `InvalidRequest`).
+   */
+  static readonly layerMemory = (options: MemoryOptions): Layer.Layer<Corral, InvalidRequest | PersistenceFailed> =>
+    Corral.layer(options).pipe(
+      Layer.provide(
+        Layer.mergeAll(
+          LiveEvents.layer,
+          ToolRegistry.layer(options.tools ?? []),
+          Layer.succeed(
+            Providers,
+            Providers.fromRoutes({ ...(options.providers ? { default: options.providers } : {}), ...options.tiers })
+          )
+        )
+      ),
+      Layer.provide(MemoryStore.layerMemory),
+      Layer.provide(options.limits === undefined ? Layer.empty : Limits.layer(options.limits))
+    )
+}
+
+/** Options of `Corral.layerMemory`. */
+export interface MemoryOptions extends Supervisor.Options {
+  readonly providers?: ReadonlyArray<ModelProvider>
+  readonly tiers?: Readonly<Record<string, ReadonlyArray<ModelProvider>>>
+  readonly tools?: ReadonlyArray<ToolRegistry.ToolHandler>
+  readonly limits?: LimitsOverride
+}
+
+const issuesOf = (error: ParseResult.ParseError, prefix = ""): ReadonlyArray<FieldIssue> =>
+  ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) =>
+    new FieldIssue({
+      path: [prefix, ...issue.path.map(String)].filter((p) => p.length > 0).join(".") || "(root)",
+      message: issue.message
+    })
+  )
+
+const invalid = (message: string, issues: ReadonlyArray<FieldIssue>) => new InvalidRequest({ message, issues })
+
+/** Builds the service; needs the ports and a supervisor. */
+export const make: Effect.Effect<
+  Service,
+  never,
+  SessionStore | SessionEvents | ToolExecutor | Providers | Supervisor.Supervisor
+> = Effect.gen(function*() {
+  const store = yield* SessionStore
+  const events = yield* SessionEvents
+  const executor = yield* ToolExecutor
+  const providers = yield* Providers
+  const supervisor = yield* Supervisor.Supervisor
+  const ceiling = yield* Limits.Limits
+  const ids = yield* Ids
+
+  const decodeSpec = Schema.decodeUnknown(AgentSpec, { errors: "all", onExcessProperty: "error" })
+  const decodeStart = Schema.decodeUnknown(StartRequest, { errors: "all", onExcessProperty: "error" })
+
+  const publishAgent: Service["publishAgent"] = (by, input) =>
+    Effect.gen(function*() {
+      const spec = yield* decodeSpec(input).pipe(
+        Effect.mapError((error) => invalid("the agent spec is invalid", issuesOf(error)))
+      )
+      const issues: Array<FieldIssue> = []
+      const known = new Set(
+        (yield* executor.list({ sessionId: "", principal: by, scope: "", runId: "" })).map((t) => t.name)
+      )
+      spec.tools.forEach((name, i) => {
+        if (!known.has(name)) {
+          issues.push(
+            new FieldIssue({
+              path: `tools.${i}`,
+              message: `unknown tool "${name}"; known tools: ${[...known].sort().join(", ") || "(none)"}`
+            })
+          )
+        }
+      })
+      if (Option.isNone(providers.route(spec.tier))) {
+        issues.push(
+          new FieldIssue({
+            path: "tier",
+            message: `unknown tier "${spec.tier}"; configured tiers: ${providers.tiers.join(", ") || "(none)"}`
+          })
+        )
+      }
+      const tightened = Limits.tighten(ceiling, spec.limits)
+      if (tightened._tag === "Left") issues.push(...tightened.left.issues)
+      if (spec.reportSchema !== undefined) {
+        const problem = JsonSchemaCheck.check(spec.reportSchema)
+        if (problem !== undefined) {
+          issues.push(new FieldIssue({ path: "reportSchema", message: `not a valid JSON Schema: ${problem}` }))
+        }
+      }
+      if (issues.length > 0) return yield* invalid("the agent spec is invalid", issues)
+      yield* store.putAgent(by.orgId, spec)
+      return spec
+    })
+
+  const getAgent: Service["getAgent"] = (by, agentId, version) =>
+    Effect.flatMap(store.getAgent(by.orgId, agentId, version), (found) =>
+      Option.match(found, {
+        onNone: () => Effect.fail(new AgentNotFound({ agentId, ...(version === undefined ? {} : { version }) })),
+        onSome: Effect.succeed
+      }))
+
+  const load = (by: Principal, sessionId: string) =>
+    Effect.flatMap(
+      Effect.suspend(() => {
+        const live = supervisor.peek(by.orgId, sessionId)
+        return Option.isSome(live) ? Effect.succeed(live) : store.getSession(by.orgId, sessionId)
+      }),
+      (found) =>
+        Option.match(found, {
+          onNone: () => Effect.fail(new SessionNotFound({ sessionId })),
+          onSome: (session): Effect.Effect<Session> => Effect.succeed(session)
+        })
+    )
+
+  /** The context block of inherited reports; every inherited session must share the org and the scope. */
+  const inherited = (by: Principal, scope: string, sessionIds: ReadonlyArray<string>) =>
+    Effect.gen(function*() {
+      const blocks: Array<string> = []
+      for (const id of sessionIds) {
+        const source = yield* load(by, id)
+        if (source.scope !== scope) {
+          return yield* new ScopeMismatch({
+            message: `inherited artifact ${id} belongs to another scope`,
+            expected: scope,
+            actual: source.scope
+          })
+        }
+        if (source.state.report !== undefined) {
+          blocks.push(`Report of earlier session ${id}:\n${JSON.stringify(source.state.report.data)}`)
+        }
+      }
+      return blocks.join("\n\n")
+    })
+
+  const create = (by: Principal, input: StartRequest) =>
+    Effect.gen(function*() {
+      const request = yield* decodeStart(input).pipe(
+        Effect.mapError((error) => invalid("the session request is invalid", issuesOf(error)))
+      )
+      const spec = yield* getAgent(by, request.agentId, request.version)
+      if (request.sessionId !== undefined) {
+        const existing = yield* store.getSession(by.orgId, request.sessionId)
+        if (Option.isSome(existing)) {
+          return yield* existing.value.scope === request.scope
+            ? Effect.fail(
+              invalid("the session already exists", [
+                new FieldIssue({ path: "sessionId", message: "already exists: use continue to send a follow-up" })
+              ])
+            )
+            : Effect.fail(
+              new ScopeMismatch({
+                message: `session ${request.sessionId} is bound to another scope`,
+                expected: request.scope,
+                actual: existing.value.scope
+              })
+            )
+        }
+      }
+      const context = yield* inherited(by, request.scope, request.inheritedArtifacts ?? [])
+      const now = yield* Clock.currentTimeMillis
+      const session: Session = {
+        id: request.sessionId ?? SessionId.make(ids.sessionId()),
+        principal: by,
+        scope: request.scope,
+        agentId: spec.id,
+        agentVersion: spec.version,
+        createdAt: now,
+        updatedAt: now,
+        state: initialState
+      }
+      yield* supervisor.create(session, spec)
+      const opening = context.length > 0
+        ? { _tag: "Run" as const, text: request.prompt, context }
+        : { _tag: "Run" as const, text: request.prompt }
+      return { session, opening }
+    })
+
+  const send = (by: Principal, sessionId: string, message: Parameters<Supervisor.Service["send"]>[2]) =>
+    Effect.map(supervisor.send(by.orgId, sessionId, message), view)
+
+  const service: Service = {
+    publishAgent,
+    getAgent,
+    listAgents: (by) => store.listAgents(by.orgId),
+    start: (by, input) =>
+      Effect.gen(function*() {
+        const { opening, session } = yield* create(by, input)
+        // The first burst runs on the actor; nobody awaits it here.
+        yield* Effect.forkDaemon(supervisor.send(by.orgId, session.id, opening))
+        return view(session)
+      }),
+    run: (by, input) =>
+      Effect.flatMap(create(by, input), ({ opening, session }) => send(by, session.id, opening)),
+    continue: (by, sessionId, text, options = {}) =>
+      Effect.gen(function*() {
+        if (text.trim().length === 0) {
+          return yield* invalid("the message is empty", [new FieldIssue({ path: "text", message: "must not be empty" })])
+        }
+        const session = yield* load(by, sessionId)
+        if (options.scope !== undefined && options.scope !== session.scope) {
+          return yield* new ScopeMismatch({
+            message: `session ${sessionId} is bound to another scope`,
+            expected: options.scope,
+            actual: session.scope
+          })
+        }
+        return yield* send(by, sessionId, { _tag: "Continue", text })
+      }),
+    approve: (by, sessionId, token, decision = "approve") => send(by, sessionId, { _tag: "Approve", token, decision }),
+    cancel: (by, sessionId) =>
+      Effect.zipRight(
+        Effect.flatMap(load(by, sessionId), () => supervisor.cancel(by.orgId, sessionId)),
+        Effect.map(load(by, sessionId), view)
+      ),
+    get: (by, sessionId) => Effect.map(load(by, sessionId), view),
+    turns: (by, sessionId, afterSeq = 0) =>
+      Effect.zipRight(load(by, sessionId), store.turns(by.orgId, sessionId, afterSeq)),
+    trajectories: (by, sessionId) => Effect.zipRight(load(by, sessionId), store.trajectories(by.orgId, sessionId)),
+    events: (by, sessionId, fromSeq = 0) =>
+      Stream.unwrap(Effect.as(load(by, sessionId), events.subscribe(by.orgId, sessionId, fromSeq)))
+  }
+  return service
+})
+
+/** Re-exported so embedders find the prompt rules next to the service. */
+export { Prompt }

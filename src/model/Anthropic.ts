@@ -1,0 +1,437 @@
+/**
+ * Anthropic — the Messages API (`POST /v1/messages`) over `HttpClient`.
+ *
+ * Our own rather than @effect/ai-anthropic because that one loses the HTTP status when an error body is not
+ * Anthropic's (a proxy's HTML 502), and reports no usage on failures. Every failure is classified once, in
+ * `internal/http` and here, into a `ProviderError` kind; an `error` event inside a stream is classified by its
+ * `error.type` (`overloaded_error` → `overloaded`, …) exactly as the same error would be with its HTTP status.
+ *
+ * The wire rules that shape the mapping: the system prompt is a top-level field; roles must alternate, so
+ * consecutive same-role entries are merged into one message (a notice after tool results joins their user
+ * message); all results of one assistant turn go in ONE user message as `tool_result` blocks (with `is_error`),
+ * before any text; empty text blocks are rejected by the API and are never sent; `max_tokens` is required.
+ *
+ * Structured output (the landing's finalize call): a forced tool — `tool_choice: { type: "tool", name:
+ * "submit_report" }` with the report schema as its `input_schema` — whose input comes back as the reply text
+ * (JSON). Forced tool use is the long-standing, model-independent way to get schema-shaped JSON from the API.
+ */
+import { HttpClient } from "@effect/platform"
+import type { Redacted } from "effect"
+import { Effect, Either, Redacted as R, Schema, Stream } from "effect"
+import type { FinishReason, ModelReply, ToolCall } from "../domain/Message.js"
+import type { Usage } from "../domain/Usage.js"
+import * as Prompt from "../session/Prompt.js"
+import * as Http from "./internal/http.js"
+import * as Sse from "./internal/sse.js"
+import * as WireUsage from "./internal/usage.js"
+import type { ModelProvider, ModelRequest } from "./ModelProvider.js"
+import { defaultAttempt } from "./ModelProvider.js"
+import type { ProviderError } from "./ProviderError.js"
+import { classifyErrorType } from "./ProviderError.js"
+
+/** How to reach one Claude model. */
+export interface Options {
+  /** The provider's name in logs, trajectories and errors. */
+  readonly name: string
+  readonly model: string
+  /** The API root, e.g. `https://api.anthropic.com` (a trailing `/v1` is tolerated). */
+  readonly baseUrl?: string | undefined
+  /** Sent as `x-api-key`; omit for a gateway that authenticates otherwise. */
+  readonly apiKey?: Redacted.Redacted<string> | undefined
+  /** Extra headers on every request (`anthropic-beta`, a gateway's routing header…). */
+  readonly headers?: Readonly<Record<string, string>> | undefined
+  /** Per-attempt timeout applied by the chain (default 120 s). */
+  readonly timeoutMs?: number | undefined
+  /** Attempts before failing over (default 3). */
+  readonly maxAttempts?: number | undefined
+  /** Response headers must arrive within this (default: `timeoutMs`). */
+  readonly firstByteTimeoutMs?: number | undefined
+  /** A stream or body silent for longer fails `timeout` (default: `timeoutMs`). */
+  readonly idleTimeoutMs?: number | undefined
+  /** Replies larger than this fail `server` (default 8 MiB). */
+  readonly maxResponseBytes?: number | undefined
+  /** `max_tokens`, required by the API (default 8192). */
+  readonly maxOutputTokens?: number | undefined
+  /** Extra body fields on every request (`temperature`, `metadata`…). */
+  readonly extraBody?: Readonly<Record<string, unknown>> | undefined
+}
+
+/** The API version this adapter speaks. */
+export const apiVersion = "2023-06-01"
+
+/** The forced tool that carries a structured (finalize) reply. */
+export const reportTool = "submit_report"
+
+// ---------------------------------------------------------------------------------------------------------------
+// Wire schemas: lenient — every field optional or nullable, unknown fields and block types ignored.
+
+const Str = Schema.optional(Schema.NullOr(Schema.String))
+
+const WireBlock = Schema.Struct({
+  type: Schema.String,
+  text: Str,
+  id: Str,
+  name: Str,
+  input: Schema.optional(Schema.Unknown)
+})
+type WireBlock = typeof WireBlock.Type
+
+/** A Messages API reply. */
+export const Message = Schema.Struct({
+  id: Str,
+  type: Str,
+  model: Str,
+  content: Schema.optional(Schema.NullOr(Schema.Array(WireBlock))),
+  stop_reason: Str,
+  usage: Schema.optional(Schema.NullOr(WireUsage.AnthropicUsage)),
+  error: Schema.optional(Schema.Unknown)
+})
+export type Message = typeof Message.Type
+
+/** One streamed event's data (every event type in one lenient shape, told apart by `type`). */
+export const Event = Schema.Struct({
+  type: Schema.String,
+  index: Schema.optional(Schema.NullOr(Schema.Number)),
+  message: Schema.optional(Schema.NullOr(Schema.Struct({
+    id: Str,
+    model: Str,
+    usage: Schema.optional(Schema.NullOr(WireUsage.AnthropicUsage))
+  }))),
+  content_block: Schema.optional(Schema.NullOr(WireBlock)),
+  delta: Schema.optional(Schema.NullOr(Schema.Struct({
+    type: Str,
+    text: Str,
+    partial_json: Str,
+    stop_reason: Str
+  }))),
+  usage: Schema.optional(Schema.NullOr(WireUsage.AnthropicUsage)),
+  error: Schema.optional(Schema.Unknown)
+})
+export type Event = typeof Event.Type
+
+// ---------------------------------------------------------------------------------------------------------------
+// Request mapping
+
+type Block = Record<string, unknown>
+interface WireMessage {
+  readonly role: "user" | "assistant"
+  readonly content: Array<Block>
+}
+
+// Anthropic wants an object as `input`. Arguments that are not a JSON object (a failover after another model
+// emitted broken JSON) are passed through as text, never repaired: the tool result already says what went wrong.
+const inputOf = (args: string): unknown => {
+  const parsed = Http.parseJson(args)
+  return Either.isRight(parsed) && typeof parsed.right === "object" && parsed.right !== null &&
+      !Array.isArray(parsed.right)
+    ? parsed.right
+    : { invalid_json: args }
+}
+
+const text = (value: string): Array<Block> => value.trim() === "" ? [] : [{ type: "text", text: value }]
+
+/**
+ * The `messages` array for `request`: user and notice entries → user text blocks (`Prompt.userText`,
+ * `Prompt.noticeText`), assistant → text + `tool_use` blocks, tool results → `tool_result` blocks, consecutive
+ * same-role messages merged, `tool_result` blocks first in their message, empty messages dropped. Never fails.
+ */
+export const toMessages = (request: Pick<ModelRequest, "messages">): Array<WireMessage> => {
+  const out: Array<WireMessage> = []
+  const push = (role: WireMessage["role"], blocks: Array<Block>) => {
+    if (blocks.length === 0) return
+    const last = out.at(-1)
+    if (last !== undefined && last.role === role) last.content.push(...blocks)
+    else out.push({ role, content: blocks })
+  }
+  for (const entry of request.messages) {
+    switch (entry.kind) {
+      case "user":
+        push("user", text(Prompt.userText(entry)))
+        break
+      case "notice":
+        push("user", text(Prompt.noticeText(entry)))
+        break
+      case "assistant":
+        push("assistant", [
+          ...text(entry.text),
+          ...entry.toolCalls.map((call) => ({
+            type: "tool_use",
+            id: call.id,
+            name: call.name,
+            input: inputOf(call.arguments)
+          }))
+        ])
+        break
+      case "tool_results":
+        push(
+          "user",
+          entry.results.map((result) => ({
+            type: "tool_result",
+            tool_use_id: result.callId,
+            ...(result.content === "" ? {} : { content: result.content }),
+            ...(result.isError ? { is_error: true } : {})
+          }))
+        )
+        break
+    }
+  }
+  // The API requires tool results before any text in a user message; the sort is stable.
+  for (const message of out) {
+    if (message.role !== "user") continue
+    message.content.sort((a, b) => Number(b.type === "tool_result") - Number(a.type === "tool_result"))
+  }
+  return out
+}
+
+const structured = (request: ModelRequest): boolean => {
+  const schema = request.responseSchema
+  return schema !== undefined && (schema.type === "object" || (schema.type === undefined && "properties" in schema))
+}
+
+const body = (options: Options, request: ModelRequest, stream: boolean): Block => {
+  const payload: Block = {
+    ...options.extraBody,
+    model: options.model,
+    max_tokens: options.maxOutputTokens ?? 8192,
+    messages: toMessages(request)
+  }
+  if (request.system !== "") payload.system = request.system
+  const tools: Array<Block> = request.tools.map((tool) => ({
+    name: tool.name,
+    description: tool.description,
+    input_schema: tool.parameters
+  }))
+  if (structured(request)) {
+    tools.push({ name: reportTool, description: "Submit the final report.", input_schema: request.responseSchema })
+    payload.tool_choice = { type: "tool", name: reportTool }
+  }
+  if (tools.length > 0) payload.tools = tools
+  if (stream) payload.stream = true
+  return payload
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Reply mapping
+
+/** The normalised finish reason for a wire `stop_reason`. */
+export const finishReason = (wire: string | null | undefined, toolCalls: number): FinishReason => {
+  switch (wire) {
+    case "end_turn":
+    case "stop_sequence":
+      return toolCalls > 0 ? "tool_calls" : "stop"
+    case "tool_use":
+      return "tool_calls"
+    case "max_tokens":
+    case "model_context_window_exceeded":
+      return "length"
+    case "refusal":
+      return "refused"
+    case null:
+    case undefined:
+      return toolCalls > 0 ? "tool_calls" : "stop"
+    default:
+      return "unknown"
+  }
+}
+
+interface Assembled {
+  readonly texts: ReadonlyArray<string>
+  readonly calls: ReadonlyArray<{ readonly id: string; readonly name: string; readonly arguments: string }>
+}
+
+// A structured reply's JSON travels as the forced tool's input: it becomes the text, and no tool call is made.
+const toReply = (
+  request: ModelRequest,
+  parts: Assembled,
+  stopReason: string | null | undefined,
+  usage: Usage,
+  model: string,
+  raw: unknown
+): ModelReply => {
+  const report = structured(request) ? parts.calls.find((call) => call.name === reportTool) : undefined
+  if (report !== undefined) {
+    return { text: report.arguments, toolCalls: [], finishReason: "stop", usage, model, raw }
+  }
+  const toolCalls: Array<ToolCall> = parts.calls.map((call) => ({ ...call }))
+  return {
+    text: parts.texts.join(""),
+    toolCalls,
+    finishReason: finishReason(stopReason, toolCalls.length),
+    usage,
+    model,
+    raw
+  }
+}
+
+const embeddedError = (transport: Http.Transport, error: unknown, usage: Usage, status: number): ProviderError => {
+  const detail = Http.errorDetail({ error })
+  const message = detail?.message ?? JSON.stringify(error)
+  return Http.fail(transport, classifyErrorType(detail?.type, message), `error in the reply: ${message}`, {
+    status,
+    usage
+  })
+}
+
+const definedCounts = (usage: WireUsage.AnthropicUsage): WireUsage.AnthropicUsage =>
+  Object.fromEntries(Object.entries(usage).filter(([, value]) => value !== null && value !== undefined))
+
+// ---------------------------------------------------------------------------------------------------------------
+// The adapter
+
+/**
+ * An Anthropic Messages provider. Needs an `HttpClient` once, here; `complete` then needs nothing. `complete`
+ * fails only with a classified `ProviderError`: HTTP statuses per `classifyStatus` (status and Retry-After kept),
+ * a slow first byte, a stalled or dropped body → `timeout`, malformed or oversized replies and streams that end
+ * without `message_stop` → `server`, an `error` event → classified by `error.type` (with the usage so far).
+ * A refusal is a reply with finish reason `refused`, not an error.
+ */
+export const make = (options: Options): Effect.Effect<ModelProvider, never, HttpClient.HttpClient> =>
+  Effect.gen(function*() {
+    const client = yield* HttpClient.HttpClient
+    const timeoutMs = options.timeoutMs ?? defaultAttempt.timeoutMs
+    const transport: Http.Transport = {
+      provider: options.name,
+      client,
+      firstByteTimeoutMs: options.firstByteTimeoutMs ?? timeoutMs,
+      idleTimeoutMs: options.idleTimeoutMs ?? timeoutMs,
+      maxResponseBytes: options.maxResponseBytes ?? Http.defaults(timeoutMs).maxResponseBytes
+    }
+    const root = (options.baseUrl ?? "https://api.anthropic.com").replace(/\/+$/, "").replace(/\/v1$/, "")
+    const url = `${root}/v1/messages`
+    const headers = (stream: boolean): Record<string, string> => ({
+      ...options.headers,
+      "anthropic-version": apiVersion,
+      accept: stream ? "text/event-stream" : "application/json",
+      ...(options.apiKey !== undefined ? { "x-api-key": R.value(options.apiKey) } : {})
+    })
+
+    const once = (request: ModelRequest): Effect.Effect<ModelReply, ProviderError> =>
+      Effect.gen(function*() {
+        const response = yield* Http.post(transport, url, headers(false), body(options, request, false))
+        const raw = yield* Http.text(transport, response)
+        const wire = yield* Http.decodeJson(transport, Message, raw, response.status)
+        const usage = WireUsage.fromAnthropic(wire.usage)
+        if (wire.type === "error" || (wire.content === undefined && wire.error !== undefined)) {
+          return yield* Effect.fail(embeddedError(transport, wire.error, usage, response.status))
+        }
+        const blocks: ReadonlyArray<WireBlock> = wire.content ?? []
+        const parts: Assembled = {
+          texts: blocks.flatMap((block) => block.type === "text" ? [block.text ?? ""] : []),
+          calls: blocks.flatMap((block) =>
+            block.type === "tool_use"
+              ? [{ id: block.id ?? "", name: block.name ?? "", arguments: JSON.stringify(block.input ?? {}) }]
+              : []
+          )
+        }
+        return toReply(
+          request,
+          parts,
+          wire.stop_reason,
+          usage,
+          wire.model ?? options.model,
+          Either.getOrUndefined(Http.parseJson(raw))
+        )
+      })
+
+    const streamed = (request: ModelRequest, onDelta: (text: string) => void) =>
+      Effect.gen(function*() {
+        const response = yield* Http.post(transport, url, headers(true), body(options, request, true))
+        // `input` is a tool_use block's whole input when the start event carried a non-empty one; fragments win.
+        const blocks = new Map<number, { type: string; id: string; name: string; text: Array<string>; input: string }>()
+        const state = {
+          usage: {} as WireUsage.AnthropicUsage,
+          stop: undefined as string | undefined,
+          id: undefined as string | undefined,
+          model: undefined as string | undefined,
+          done: false
+        }
+        const usage = () => WireUsage.fromAnthropic(state.usage)
+        const handle = (event: Sse.SseEvent): Effect.Effect<boolean, ProviderError> =>
+          Effect.gen(function*() {
+            if (event.data.trim() === "") return true
+            const data = yield* Http.decodeJson(transport, Event, event.data, response.status)
+            switch (data.type) {
+              case "message_start":
+                state.id = data.message?.id ?? undefined
+                state.model = data.message?.model ?? undefined
+                state.usage = { ...state.usage, ...definedCounts(data.message?.usage ?? {}) }
+                return true
+              case "content_block_start": {
+                const block = data.content_block
+                if (block === null || block === undefined) return true
+                const initial = block.type === "text" ? block.text ?? "" : ""
+                blocks.set(data.index ?? blocks.size, {
+                  type: block.type,
+                  id: block.id ?? "",
+                  name: block.name ?? "",
+                  text: initial === "" ? [] : [initial],
+                  input: block.type === "tool_use" && block.input !== undefined ? JSON.stringify(block.input) : "{}"
+                })
+                if (initial !== "") onDelta(initial)
+                return true
+              }
+              case "content_block_delta": {
+                const block = blocks.get(data.index ?? blocks.size - 1)
+                const delta = data.delta
+                if (block === undefined || delta === null || delta === undefined) return true
+                if (delta.type === "text_delta" && block.type === "text") {
+                  const piece = delta.text ?? ""
+                  if (piece !== "") {
+                    block.text.push(piece)
+                    onDelta(piece)
+                  }
+                } else if (delta.type === "input_json_delta" && block.type === "tool_use") {
+                  block.text.push(delta.partial_json ?? "")
+                }
+                return true
+              }
+              case "message_delta":
+                state.stop = data.delta?.stop_reason ?? state.stop
+                state.usage = { ...state.usage, ...definedCounts(data.usage ?? {}) }
+                return true
+              case "message_stop":
+                state.done = true
+                return false
+              case "error":
+                return yield* Effect.fail(embeddedError(transport, data.error, usage(), response.status))
+              default:
+                // ping, content_block_stop, and event types added after this adapter was written.
+                return true
+            }
+          })
+        yield* Sse.events(Http.boundedBody(transport, response)).pipe(Stream.runForEachWhile(handle))
+        if (!state.done) {
+          return yield* Effect.fail(
+            Http.fail(transport, "server", "the stream ended before message_stop", {
+              status: response.status,
+              usage: usage()
+            })
+          )
+        }
+        const ordered = [...blocks.entries()].sort(([a], [b]) => a - b).map(([, block]) => block)
+        const parts: Assembled = {
+          texts: ordered.flatMap((block) => block.type === "text" ? [block.text.join("")] : []),
+          calls: ordered.flatMap((block) => {
+            if (block.type !== "tool_use") return []
+            const joined = block.text.join("")
+            return [{ id: block.id, name: block.name, arguments: joined === "" ? block.input : joined }]
+          })
+        }
+        return toReply(request, parts, state.stop, usage(), state.model ?? options.model, {
+          streamed: true,
+          id: state.id,
+          stop_reason: state.stop ?? null
+        })
+      })
+
+    return {
+      name: options.name,
+      model: options.model,
+      timeoutMs,
+      maxAttempts: options.maxAttempts ?? defaultAttempt.maxAttempts,
+      complete: (request) => {
+        const onDelta = request.onDelta
+        return onDelta === undefined ? once(request) : streamed(request, onDelta)
+      }
+    }
+  })

@@ -1,0 +1,403 @@
+/**
+ * OpenAiCompat — the Chat Completions wire format over `HttpClient`, for OpenAI and every server that imitates it
+ * (Ollama, vLLM, llama.cpp, LM Studio, OpenRouter, Groq, Together…).
+ *
+ * Our own rather than a library's because compatible servers differ in what they omit: `message.refusal`, `usage`,
+ * `finish_reason` (null), tool call ids, `index` on streamed tool-call fragments. Every wire field is therefore
+ * optional here, and a missing one gets the most plausible value (a reply with tool calls and no finish reason
+ * asked for tools). Every failure is classified once, in `internal/http` and here, into a `ProviderError` kind.
+ *
+ * Structured output (the landing's finalize call): `response_format: { type: "json_schema", json_schema: { name,
+ * schema, strict: false } }`. That is the one form OpenAI, vLLM, llama.cpp, Ollama (≥ 0.5) and LM Studio all accept
+ * (LM Studio rejects `json_object`); `strict: false` because strict mode refuses schemas that do not list every
+ * property as required. `responseFormat: "json_object"` or `"none"` switch it for servers that want otherwise.
+ *
+ * Streaming (when the request has `onDelta`): `stream: true` with `stream_options.include_usage`, every text
+ * fragment handed to `onDelta` as it arrives, tool-call argument fragments concatenated per `index`. The reply is
+ * returned only once the stream finished (`[DONE]` or a finish reason): a stream broken mid-way fails classified,
+ * never with half a reply.
+ */
+import { HttpClient } from "@effect/platform"
+import type { Redacted } from "effect"
+import { Effect, Either, Redacted as R, Schema, Stream } from "effect"
+import type { ErrorKind } from "../domain/ErrorKind.js"
+import type { FinishReason, ModelReply, ToolCall, TurnEntry } from "../domain/Message.js"
+import type { Usage } from "../domain/Usage.js"
+import * as Prompt from "../session/Prompt.js"
+import * as Http from "./internal/http.js"
+import * as Sse from "./internal/sse.js"
+import * as WireUsage from "./internal/usage.js"
+import type { ModelProvider, ModelRequest } from "./ModelProvider.js"
+import { defaultAttempt } from "./ModelProvider.js"
+import type { ProviderError } from "./ProviderError.js"
+import { classifyErrorType } from "./ProviderError.js"
+
+/** How to reach one model on one OpenAI-compatible server. */
+export interface Options {
+  /** The provider's name in logs, trajectories and errors. */
+  readonly name: string
+  readonly model: string
+  /** The API root including its version segment, e.g. `https://api.openai.com/v1`, `http://localhost:11434/v1`. */
+  readonly baseUrl: string
+  /** Sent as `Authorization: Bearer …`; omit for local servers that need none. */
+  readonly apiKey?: Redacted.Redacted<string> | undefined
+  /** Extra headers on every request (OpenRouter's `HTTP-Referer`, a gateway's routing header…). */
+  readonly headers?: Readonly<Record<string, string>> | undefined
+  /** Per-attempt timeout applied by the chain (default 120 s). */
+  readonly timeoutMs?: number | undefined
+  /** Attempts before failing over (default 3). */
+  readonly maxAttempts?: number | undefined
+  /** Response headers must arrive within this (default: `timeoutMs`). */
+  readonly firstByteTimeoutMs?: number | undefined
+  /** A stream or body silent for longer fails `timeout` (default: `timeoutMs`). */
+  readonly idleTimeoutMs?: number | undefined
+  /** Replies larger than this fail `server` (default 8 MiB). */
+  readonly maxResponseBytes?: number | undefined
+  /** How the finalize call asks for JSON (default `json_schema`; see the module comment). */
+  readonly responseFormat?: "json_schema" | "json_object" | "none" | undefined
+  /** Extra body fields on every request (`temperature`, `max_tokens`, a server's own knobs). */
+  readonly extraBody?: Readonly<Record<string, unknown>> | undefined
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Wire schemas: lenient — every field optional or nullable, unknown fields ignored.
+
+const Str = Schema.optional(Schema.NullOr(Schema.String))
+
+const WireToolCall = Schema.Struct({
+  index: Schema.optional(Schema.NullOr(Schema.Number)),
+  id: Str,
+  type: Str,
+  function: Schema.optional(Schema.NullOr(Schema.Struct({
+    name: Str,
+    // Some servers send the arguments as an object instead of JSON text.
+    arguments: Schema.optional(Schema.NullOr(Schema.Union(Schema.String, Schema.Unknown)))
+  })))
+})
+type WireToolCall = typeof WireToolCall.Type
+
+// Content is text, or (some servers) an array of parts.
+const ContentValue = Schema.NullOr(Schema.Union(Schema.String, Schema.Array(Schema.Struct({ type: Str, text: Str }))))
+const Content = Schema.optional(ContentValue)
+
+const WireMessage = Schema.Struct({
+  content: Content,
+  refusal: Str,
+  tool_calls: Schema.optional(Schema.NullOr(Schema.Array(WireToolCall)))
+})
+
+/** A chat completion, as OpenAI documents it and compatible servers approximate it. */
+export const Completion = Schema.Struct({
+  id: Str,
+  model: Str,
+  choices: Schema.optional(Schema.NullOr(Schema.Array(Schema.Struct({
+    message: Schema.optional(Schema.NullOr(WireMessage)),
+    finish_reason: Str
+  })))),
+  usage: Schema.optional(Schema.NullOr(WireUsage.OpenAiUsage)),
+  error: Schema.optional(Schema.Unknown)
+})
+export type Completion = typeof Completion.Type
+
+/** One streamed `chat.completion.chunk`. */
+export const Chunk = Schema.Struct({
+  id: Str,
+  model: Str,
+  choices: Schema.optional(Schema.NullOr(Schema.Array(Schema.Struct({
+    delta: Schema.optional(Schema.NullOr(Schema.Struct({
+      content: Str,
+      refusal: Str,
+      tool_calls: Schema.optional(Schema.NullOr(Schema.Array(WireToolCall)))
+    }))),
+    finish_reason: Str
+  })))),
+  usage: Schema.optional(Schema.NullOr(WireUsage.OpenAiUsage)),
+  error: Schema.optional(Schema.Unknown)
+})
+export type Chunk = typeof Chunk.Type
+
+// ---------------------------------------------------------------------------------------------------------------
+// Request mapping
+
+type WireOut = Record<string, unknown>
+
+/**
+ * The `messages` array for `request`: system first, then user → `user` (context block first, `Prompt.userText`),
+ * assistant → `assistant` with `tool_calls`, one `role: "tool"` message per tool result, notice → `user`
+ * (`Prompt.noticeText`). An assistant entry with neither text nor calls is left out: several servers reject an
+ * empty assistant message, and the model gains nothing from seeing it.
+ */
+export const toMessages = (request: Pick<ModelRequest, "system" | "messages">): Array<WireOut> => {
+  const out: Array<WireOut> = []
+  if (request.system !== "") out.push({ role: "system", content: request.system })
+  for (const entry of request.messages) out.push(...entryMessages(entry))
+  return out
+}
+
+const entryMessages = (entry: TurnEntry): Array<WireOut> => {
+  switch (entry.kind) {
+    case "user":
+      return [{ role: "user", content: Prompt.userText(entry) }]
+    case "notice":
+      return [{ role: "user", content: Prompt.noticeText(entry) }]
+    case "assistant": {
+      if (entry.text === "" && entry.toolCalls.length === 0) return []
+      if (entry.toolCalls.length === 0) return [{ role: "assistant", content: entry.text }]
+      return [{
+        role: "assistant",
+        content: entry.text === "" ? null : entry.text,
+        tool_calls: entry.toolCalls.map((call) => ({
+          id: call.id,
+          type: "function",
+          function: { name: call.name, arguments: call.arguments }
+        }))
+      }]
+    }
+    case "tool_results":
+      return entry.results.map((result) => ({ role: "tool", tool_call_id: result.callId, content: result.content }))
+  }
+}
+
+const body = (options: Options, request: ModelRequest, stream: boolean): WireOut => {
+  const payload: WireOut = { ...options.extraBody, model: options.model, messages: toMessages(request) }
+  if (request.tools.length > 0) {
+    payload.tools = request.tools.map((tool) => ({
+      type: "function",
+      function: { name: tool.name, description: tool.description, parameters: tool.parameters }
+    }))
+  }
+  const format = options.responseFormat ?? "json_schema"
+  if (request.responseSchema !== undefined && format !== "none") {
+    payload.response_format = format === "json_object"
+      ? { type: "json_object" }
+      : { type: "json_schema", json_schema: { name: "report", schema: request.responseSchema, strict: false } }
+  }
+  if (stream) {
+    payload.stream = true
+    payload.stream_options = { include_usage: true }
+  }
+  return payload
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Reply mapping
+
+/** The normalised finish reason for a wire `finish_reason`, given what the reply carried. */
+export const finishReason = (
+  wire: string | null | undefined,
+  reply: { readonly toolCalls: number; readonly refusal: boolean }
+): FinishReason => {
+  if (reply.refusal) return "refused"
+  switch (wire) {
+    case "stop":
+    case "eos":
+    case "end_turn":
+      // Ollama and some llama.cpp builds say "stop" even when the reply asks for tools.
+      return reply.toolCalls > 0 ? "tool_calls" : "stop"
+    case "tool_calls":
+    case "function_call":
+      return "tool_calls"
+    case "length":
+    case "max_tokens":
+      return "length"
+    case "content_filter":
+      return "filtered"
+    case "refusal":
+      return "refused"
+    case null:
+    case undefined:
+    case "":
+      return reply.toolCalls > 0 ? "tool_calls" : "stop"
+    default:
+      return "unknown"
+  }
+}
+
+const argumentsText = (value: unknown): string =>
+  value === null || value === undefined ? "" : typeof value === "string" ? value : JSON.stringify(value)
+
+const contentText = (content: typeof ContentValue.Type | undefined): string =>
+  content === null || content === undefined
+    ? ""
+    : typeof content === "string"
+    ? content
+    : content.map((part) => part.text ?? "").join("")
+
+/** The error a 2xx body (or a stream chunk) carries in an `error` field, classified. */
+const embeddedError = (transport: Http.Transport, error: unknown, usage: Usage | undefined, status: number) => {
+  const detail = Http.errorDetail({ error })
+  const message = detail?.message ?? JSON.stringify(error)
+  const kind: ErrorKind = classifyErrorType(detail?.type, message)
+  return Http.fail(transport, kind, `error in the reply: ${message}`, {
+    status,
+    ...(usage !== undefined ? { usage } : {})
+  })
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The adapter
+
+/**
+ * An OpenAI-compatible provider. Needs an `HttpClient` once, here; `complete` then needs nothing. `complete` fails
+ * only with a classified `ProviderError`: HTTP statuses per `classifyStatus` (status and Retry-After kept), a slow
+ * first byte, a stalled or dropped body → `timeout`, malformed or oversized replies → `server`, an `error` object
+ * inside a 200 reply or a stream → classified by its type/code. A refusal or a content filter is a reply with
+ * finish reason `refused` / `filtered` (the loop exits on it), not an error.
+ */
+export const make = (options: Options): Effect.Effect<ModelProvider, never, HttpClient.HttpClient> =>
+  Effect.gen(function*() {
+    const client = yield* HttpClient.HttpClient
+    const timeoutMs = options.timeoutMs ?? defaultAttempt.timeoutMs
+    const transport: Http.Transport = {
+      provider: options.name,
+      client,
+      firstByteTimeoutMs: options.firstByteTimeoutMs ?? timeoutMs,
+      idleTimeoutMs: options.idleTimeoutMs ?? timeoutMs,
+      maxResponseBytes: options.maxResponseBytes ?? Http.defaults(timeoutMs).maxResponseBytes
+    }
+    const url = `${options.baseUrl.replace(/\/+$/, "")}/chat/completions`
+    let minted = 0
+    // Some servers send no ids (or empty ones); the pairing of calls and results needs one per call.
+    const callId = (wire: string | null | undefined): string =>
+      wire !== null && wire !== undefined && wire !== "" ? wire : `call_${++minted}`
+
+    const headers = (stream: boolean): Record<string, string> => ({
+      ...options.headers,
+      accept: stream ? "text/event-stream" : "application/json",
+      ...(options.apiKey !== undefined ? { authorization: `Bearer ${R.value(options.apiKey)}` } : {})
+    })
+
+    const toolCall = (wire: WireToolCall): ToolCall => ({
+      id: callId(wire.id),
+      name: wire.function?.name ?? "",
+      arguments: argumentsText(wire.function?.arguments)
+    })
+
+    const once = (request: ModelRequest): Effect.Effect<ModelReply, ProviderError> =>
+      Effect.gen(function*() {
+        const response = yield* Http.post(transport, url, headers(false), body(options, request, false))
+        const raw = yield* Http.text(transport, response)
+        const wire = yield* Http.decodeJson(transport, Completion, raw, response.status)
+        const usage = WireUsage.fromOpenAi(wire.usage)
+        const choice = wire.choices?.[0]
+        if (choice === undefined) {
+          if (wire.error !== undefined && wire.error !== null) {
+            return yield* Effect.fail(embeddedError(transport, wire.error, usage, response.status))
+          }
+          return yield* Effect.fail(
+            Http.fail(transport, "server", "the reply had no choices", { status: response.status, usage })
+          )
+        }
+        const message = choice.message
+        const refusal = message?.refusal ?? ""
+        const toolCalls = (message?.tool_calls ?? []).map(toolCall)
+        const text = contentText(message?.content)
+        return {
+          text: refusal !== "" && text === "" ? refusal : text,
+          toolCalls,
+          finishReason: finishReason(choice.finish_reason, { toolCalls: toolCalls.length, refusal: refusal !== "" }),
+          usage,
+          model: wire.model ?? options.model,
+          raw: Either.getOrUndefined(Http.parseJson(raw))
+        }
+      })
+
+    const streamed = (request: ModelRequest, onDelta: (text: string) => void) =>
+      Effect.gen(function*() {
+        const response = yield* Http.post(transport, url, headers(true), body(options, request, true))
+        const state = {
+          text: [] as Array<string>,
+          refusal: [] as Array<string>,
+          calls: [] as Array<{ index: number; id: string; name: string; args: Array<string> }>,
+          finish: undefined as string | undefined,
+          usage: undefined as Usage | undefined,
+          id: undefined as string | undefined,
+          model: undefined as string | undefined,
+          done: false
+        }
+        const fragment = (wire: WireToolCall) => {
+          const index = wire.index ?? undefined
+          const fresh = wire.id !== null && wire.id !== undefined && wire.id !== ""
+          // Without an index, a fragment with a new id starts a call and one without continues the last.
+          let slot = index !== undefined
+            ? state.calls.find((call) => call.index === index)
+            : fresh
+            ? state.calls.find((call) => call.id === wire.id)
+            : state.calls.at(-1)
+          if (slot === undefined) {
+            slot = { index: index ?? state.calls.length, id: "", name: "", args: [] }
+            state.calls.push(slot)
+          }
+          if (fresh && slot.id === "") slot.id = wire.id ?? ""
+          const name = wire.function?.name
+          if (name !== null && name !== undefined && name !== "") slot.name = name
+          const args = argumentsText(wire.function?.arguments)
+          if (args !== "") slot.args.push(args)
+        }
+        const handle = (event: Sse.SseEvent): Effect.Effect<boolean, ProviderError> =>
+          Effect.gen(function*() {
+            const data = event.data.trim()
+            if (data === "[DONE]") {
+              state.done = true
+              return false
+            }
+            if (data === "") return true
+            const chunk = yield* Http.decodeJson(transport, Chunk, data, response.status)
+            if (chunk.usage !== null && chunk.usage !== undefined) state.usage = WireUsage.fromOpenAi(chunk.usage)
+            if (chunk.error !== undefined && chunk.error !== null) {
+              return yield* Effect.fail(embeddedError(transport, chunk.error, state.usage, response.status))
+            }
+            state.id ??= chunk.id ?? undefined
+            state.model ??= chunk.model ?? undefined
+            const choice = chunk.choices?.[0]
+            if (choice === undefined) return true
+            const delta = choice.delta
+            const text = delta?.content ?? ""
+            if (text !== "") {
+              state.text.push(text)
+              onDelta(text)
+            }
+            const refusal = delta?.refusal ?? ""
+            if (refusal !== "") state.refusal.push(refusal)
+            for (const call of delta?.tool_calls ?? []) fragment(call)
+            if (choice.finish_reason !== null && choice.finish_reason !== undefined) state.finish = choice.finish_reason
+            return true
+          })
+        yield* Sse.events(Http.boundedBody(transport, response)).pipe(Stream.runForEachWhile(handle))
+        if (!state.done && state.finish === undefined) {
+          return yield* Effect.fail(
+            Http.fail(transport, "server", "the stream ended before the reply was complete", {
+              status: response.status,
+              ...(state.usage !== undefined ? { usage: state.usage } : {})
+            })
+          )
+        }
+        const refusal = state.refusal.join("")
+        const text = state.text.join("")
+        const toolCalls = state.calls.map((call): ToolCall => ({
+          id: callId(call.id),
+          name: call.name,
+          arguments: call.args.join("")
+        }))
+        const reply: ModelReply = {
+          text: refusal !== "" && text === "" ? refusal : text,
+          toolCalls,
+          finishReason: finishReason(state.finish, { toolCalls: toolCalls.length, refusal: refusal !== "" }),
+          usage: state.usage ?? WireUsage.fromOpenAi(undefined),
+          model: state.model ?? options.model,
+          raw: { streamed: true, id: state.id, finish_reason: state.finish ?? null }
+        }
+        return reply
+      })
+
+    return {
+      name: options.name,
+      model: options.model,
+      timeoutMs,
+      maxAttempts: options.maxAttempts ?? defaultAttempt.maxAttempts,
+      complete: (request) => {
+        const onDelta = request.onDelta
+        return onDelta === undefined ? once(request) : streamed(request, onDelta)
+      }
+    }
+  })

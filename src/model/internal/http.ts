@@ -1,0 +1,247 @@
+/**
+ * The HTTP edge both adapters share: send one JSON request, read a bounded body, and turn EVERY way the wire can
+ * fail into a classified `ProviderError`, here and only here. A slow first byte and a silent stream surface as
+ * `timeout` on their own (the chain's per-attempt timeout is the outer bound; these are tighter so a stalled
+ * connection is noticed before the whole attempt budget is gone); a dropped connection is `timeout` too; a reply
+ * that is not JSON or does not decode is `server` (retried: the next reply is usually fine); a reply larger than
+ * `maxResponseBytes` is cut off and `server`, so a misbehaving proxy cannot fill the heap.
+ */
+import type { HttpClient, HttpClientError, HttpClientResponse } from "@effect/platform"
+import { HttpClientRequest } from "@effect/platform"
+import { Chunk, Clock, Effect, Either, ParseResult, Schema, Stream } from "effect"
+import type { ErrorKind } from "../../domain/ErrorKind.js"
+import type { Usage } from "../../domain/Usage.js"
+import { classifyStatus, parseRetryAfter, ProviderError } from "../ProviderError.js"
+import * as WireUsage from "./usage.js"
+
+/** What the edge needs to know about one provider. */
+export interface Transport {
+  readonly provider: string
+  readonly client: HttpClient.HttpClient
+  /** Response headers must arrive within this many milliseconds. */
+  readonly firstByteTimeoutMs: number
+  /** The body must make progress at least this often (milliseconds between chunks). */
+  readonly idleTimeoutMs: number
+  /** Bodies larger than this many bytes are cut off and fail `server`. */
+  readonly maxResponseBytes: number
+}
+
+/** Defaults for the edge timeouts and the size cap, given the provider's per-attempt timeout. */
+export const defaults = (timeoutMs: number) => ({
+  firstByteTimeoutMs: Math.min(timeoutMs, 60_000),
+  idleTimeoutMs: Math.min(timeoutMs, 60_000),
+  maxResponseBytes: 8 * 1024 * 1024
+})
+
+// Error bodies are read for classification only: a bounded prefix is plenty and a huge one must not be buffered.
+const errorBodyBytes = 64 * 1024
+
+/** A `ProviderError` for `provider`. */
+export const fail = (
+  transport: Transport,
+  kind: ErrorKind,
+  message: string,
+  extra: { readonly status?: number; readonly retryAfterMs?: number; readonly usage?: Usage } = {}
+): ProviderError =>
+  new ProviderError({
+    kind,
+    message,
+    provider: transport.provider,
+    ...(extra.status !== undefined ? { status: extra.status } : {}),
+    ...(extra.retryAfterMs !== undefined ? { retryAfterMs: extra.retryAfterMs } : {}),
+    ...(extra.usage !== undefined && extra.usage.total > 0 ? { usage: extra.usage } : {})
+  })
+
+const causeText = (cause: unknown): string => {
+  if (cause instanceof Error) {
+    const inner = cause.cause instanceof Error ? `: ${cause.cause.message}` : ""
+    return `${cause.message}${inner}`
+  }
+  return String(cause)
+}
+
+const requestFailed = (transport: Transport, error: HttpClientError.HttpClientError): ProviderError => {
+  if (error._tag === "RequestError" && error.reason !== "Transport") {
+    return fail(transport, "bad_request", `could not send the request (${error.reason}): ${causeText(error.cause)}`)
+  }
+  // Refused, reset, DNS, TLS: the request may never have reached the model; transient, like a timeout.
+  return fail(transport, "timeout", `connection to ${transport.provider} failed: ${causeText(error.cause)}`)
+}
+
+const dropped = (transport: Transport, status: number, cause: unknown): ProviderError =>
+  fail(transport, "timeout", `connection dropped while reading the reply: ${causeText(cause)}`, { status })
+
+const stalled = (transport: Transport, status: number): ProviderError =>
+  fail(transport, "timeout", `the reply stalled: no data for ${transport.idleTimeoutMs} ms`, { status })
+
+/** The body as bytes, failing `timeout` when it stalls or the connection drops. */
+export const body = (
+  transport: Transport,
+  response: HttpClientResponse.HttpClientResponse
+): Stream.Stream<Uint8Array, ProviderError> =>
+  response.stream.pipe(
+    Stream.mapError((error) => dropped(transport, response.status, error.cause)),
+    Stream.timeoutFail(() => stalled(transport, response.status), transport.idleTimeoutMs)
+  )
+
+/** The body as bytes, failing `server` once more than `maxResponseBytes` have arrived (the read stops there). */
+export const boundedBody = (
+  transport: Transport,
+  response: HttpClientResponse.HttpClientResponse
+): Stream.Stream<Uint8Array, ProviderError> =>
+  body(transport, response).pipe(
+    Stream.mapAccumEffect(0, (size, bytes) => {
+      const next = size + bytes.length
+      return next > transport.maxResponseBytes
+        ? Effect.fail(
+          fail(transport, "server", `the reply exceeded ${transport.maxResponseBytes} bytes; read stopped`, {
+            status: response.status
+          })
+        )
+        : Effect.succeed([next, bytes] as const)
+    })
+  )
+
+const concat = (chunks: Chunk.Chunk<Uint8Array>): string => Buffer.concat(Chunk.toArray(chunks)).toString("utf8")
+
+/** The whole body as UTF-8 text, bounded by `maxResponseBytes`. Fails `timeout` (stall, drop) or `server` (size). */
+export const text = (
+  transport: Transport,
+  response: HttpClientResponse.HttpClientResponse
+): Effect.Effect<string, ProviderError> => Effect.map(Stream.runCollect(boundedBody(transport, response)), concat)
+
+// The first `errorBodyBytes` of an error body; whatever goes wrong while reading it, the status still classifies.
+const errorText = (transport: Transport, response: HttpClientResponse.HttpClientResponse): Effect.Effect<string> =>
+  body(transport, response).pipe(
+    Stream.runFoldWhile(
+      { chunks: Chunk.empty<Uint8Array>(), size: 0 },
+      (acc) => acc.size < errorBodyBytes,
+      (acc, bytes) => ({ chunks: Chunk.append(acc.chunks, bytes), size: acc.size + bytes.length })
+    ),
+    Effect.map((acc) => concat(acc.chunks).slice(0, errorBodyBytes)),
+    Effect.orElseSucceed(() => "")
+  )
+
+const ErrorBody = Schema.Union(
+  // OpenAI, Anthropic, vLLM, OpenRouter: `{ error: { message, type, code } }`.
+  Schema.Struct({
+    error: Schema.Struct({
+      message: Schema.optional(Schema.NullOr(Schema.String)),
+      type: Schema.optional(Schema.NullOr(Schema.String)),
+      code: Schema.optional(Schema.NullOr(Schema.Union(Schema.String, Schema.Number)))
+    })
+  }),
+  // Ollama, llama.cpp (older): `{ error: "text" }`.
+  Schema.Struct({ error: Schema.String }),
+  // FastAPI-style servers: `{ detail: "text" }` or `{ message: "text" }`.
+  Schema.Struct({ detail: Schema.String }),
+  Schema.Struct({ message: Schema.String })
+)
+const decodeErrorBody = Schema.decodeUnknownOption(ErrorBody)
+
+/** The provider's error type/code and message in a JSON error body (any common shape), if there is one. */
+export const errorDetail = (
+  json: unknown
+): { readonly type: string | number | undefined; readonly message: string } | undefined => {
+  const decoded = decodeErrorBody(json)
+  if (decoded._tag === "None") return undefined
+  const value = decoded.value
+  if ("detail" in value) return { type: undefined, message: value.detail }
+  if ("message" in value) return { type: undefined, message: value.message }
+  if (typeof value.error === "string") return { type: undefined, message: value.error }
+  return {
+    type: value.error.code ?? value.error.type ?? undefined,
+    message: value.error.message ?? ""
+  }
+}
+
+/** Parses JSON without throwing. */
+export const parseJson = (raw: string): Either.Either<unknown, unknown> =>
+  Either.try({ try: (): unknown => JSON.parse(raw), catch: (cause) => cause })
+
+const excerpt = (raw: string, max = 300): string => {
+  const oneLine = raw.replace(/\s+/g, " ").trim()
+  return oneLine.length > max ? `${oneLine.slice(0, max)}…` : oneLine
+}
+
+/**
+ * The classified error for a non-2xx reply: kind from the status and the body (`classifyStatus`), Retry-After
+ * from the headers (uncapped), usage if the body reports it, the status always — even when the body is not JSON.
+ */
+export const statusError = (
+  transport: Transport,
+  response: HttpClientResponse.HttpClientResponse
+): Effect.Effect<ProviderError> =>
+  Effect.gen(function*() {
+    const raw = yield* errorText(transport, response)
+    const now = yield* Clock.currentTimeMillis
+    const json = Either.getOrUndefined(parseJson(raw))
+    const detail = errorDetail(json)
+    const retryAfterMs = parseRetryAfter(response.headers, now)
+    const usage = WireUsage.inErrorBody(json)
+    const said = detail !== undefined && detail.message !== "" ? detail.message : excerpt(raw)
+    return fail(
+      transport,
+      classifyStatus(response.status, raw),
+      `HTTP ${response.status}${said === "" ? "" : `: ${said}`}`,
+      {
+        status: response.status,
+        ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
+        ...(usage !== undefined ? { usage } : {})
+      }
+    )
+  })
+
+/**
+ * POSTs `payload` as JSON to `url` and returns the response once its headers arrived with a 2xx status. Fails
+ * with the classified error for a non-2xx status (body read, bounded), `timeout` when no headers arrive within
+ * `firstByteTimeoutMs` or the connection fails, `bad_request` when the request cannot be built.
+ */
+export const post = (
+  transport: Transport,
+  url: string,
+  headers: Readonly<Record<string, string>>,
+  payload: unknown
+): Effect.Effect<HttpClientResponse.HttpClientResponse, ProviderError> =>
+  Effect.gen(function*() {
+    const request = HttpClientRequest.post(url).pipe(
+      HttpClientRequest.setHeaders(headers),
+      HttpClientRequest.bodyUnsafeJson(payload)
+    )
+    const response = yield* transport.client.execute(request).pipe(
+      Effect.mapError((error) => requestFailed(transport, error)),
+      Effect.timeoutFail({
+        duration: transport.firstByteTimeoutMs,
+        onTimeout: () =>
+          fail(transport, "timeout", `no response from ${transport.provider} within ${transport.firstByteTimeoutMs} ms`)
+      })
+    )
+    if (response.status >= 200 && response.status < 300) return response
+    return yield* Effect.flip(statusError(transport, response))
+  })
+
+/**
+ * Decodes `raw` (a 2xx body) as JSON against `schema`. Fails `server` when it is not JSON or not the expected
+ * shape (the status is kept).
+ */
+export const decodeJson = <A, I>(
+  transport: Transport,
+  schema: Schema.Schema<A, I>,
+  raw: string,
+  status: number
+): Effect.Effect<A, ProviderError> => {
+  const json = parseJson(raw)
+  if (Either.isLeft(json)) {
+    return Effect.fail(fail(transport, "server", `the reply was not valid JSON: ${excerpt(raw, 120)}`, { status }))
+  }
+  return Schema.decodeUnknown(schema)(json.right).pipe(
+    Effect.mapError((error) =>
+      fail(
+        transport,
+        "server",
+        `the reply did not have the expected shape: ${excerpt(ParseResult.TreeFormatter.formatErrorSync(error))}`,
+        { status }
+      )
+    )
+  )
+}

@@ -1,0 +1,45 @@
+/**
+ * Migrations: the numbered schema changes under `migrations/`, applied by @effect/sql's Migrator.
+ *
+ * The loader is a plain record (not a glob) because Corral runs its TypeScript directly under tsx, with no build
+ * step that could resolve globs. The Migrator runs every pending migration in one transaction with its bookkeeping
+ * table locked, so a second run (or a second process) applies nothing twice. Run at start by `SqlStore.layer` and
+ * by `corral migrate`.
+ */
+import { SqlClient } from "@effect/sql"
+import * as Migrator from "@effect/sql/Migrator"
+import { Cause, Effect } from "effect"
+import { PersistenceFailed } from "../domain/Errors.js"
+import init from "./migrations/0001_init.js"
+
+/** The bookkeeping table of applied migrations. */
+export const table = "corral_migrations"
+
+/** Every migration, keyed `<number>_<name>`; append new ones, never edit applied ones. */
+export const all: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
+  "0001_init": init
+}
+
+const migrate = Migrator.make({})
+
+/**
+ * Applies the pending migrations and returns the ones it applied as `[id, name]` (empty when the schema is
+ * current). Fails with `PersistenceFailed` when the database is unreachable or a migration fails (the failed
+ * run is rolled back as a whole); interruption is passed through.
+ */
+export const run: Effect.Effect<ReadonlyArray<readonly [id: number, name: string]>, PersistenceFailed, SqlClient.SqlClient> =
+  migrate({ loader: Migrator.fromRecord(all), table }).pipe(
+    // The Migrator reports a failing migration as a defect; this edge turns every non-interrupt cause into one
+    // typed error so nothing of @effect/sql leaks past the store.
+    Effect.catchAllCause((cause) =>
+      Cause.isInterruptedOnly(cause)
+        ? Effect.failCause(cause as Cause.Cause<never>)
+        : Effect.fail(new PersistenceFailed({ operation: "migrate", message: describe(cause) }))
+    )
+  )
+
+const describe = (cause: Cause.Cause<unknown>): string => {
+  const pretty = Cause.pretty(cause)
+  const firstLine = pretty.split("\n").find((line) => line.trim().length > 0)
+  return firstLine ?? "migration failed"
+}

@@ -1,0 +1,146 @@
+/**
+ * McpConfig — the `mcpServers` section of the configuration file (DESIGN §9).
+ *
+ * Each entry names one MCP server: a stdio command Corral spawns and supervises, or a Streamable HTTP URL it connects
+ * to. Operators write this by hand, so `decode` picks the variant from the keys present (`command` or `url`) and
+ * reports every problem with its full path (`mcpServers.github.args[1]: expected a string`) instead of the
+ * "expected A | B" an undiscriminated union would print. Unknown keys are errors: a misspelt `efects` silently
+ * ignored would leave a write tool advertised as whatever the server claims.
+ */
+import { Array as Arr, Either, ParseResult, Schema } from "effect"
+import { FieldIssue } from "../domain/Errors.js"
+
+/** A tool's declared effect, as an operator overrides it. */
+export const EffectOverride = Schema.Literal("read", "write")
+
+const Name = Schema.String.pipe(
+  Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9_.-]*$/, {
+    message: () => "a server name: letters, digits, '_', '.', '-', starting with a letter or digit"
+  })
+)
+const Strings = Schema.Record({ key: Schema.String, value: Schema.String })
+
+/** Fields both transports share. */
+const common = {
+  /** Per-tool effect overrides: `read` or `write`, winning over the server's `readOnlyHint`. */
+  effects: Schema.optional(Schema.Record({ key: Schema.String, value: EffectOverride })),
+  /** Per-call timeout in ms; `Limits.toolTimeoutMs` still caps it. */
+  timeoutMs: Schema.optional(Schema.Int.pipe(Schema.positive({ message: () => "a positive integer (ms)" }))),
+  /** Tools of this server that are never advertised nor callable (also resolves a name collision). */
+  exclude: Schema.optional(Schema.Array(Schema.String))
+}
+
+/** A server Corral spawns as a child process and talks to over stdin/stdout. */
+export const StdioServer = Schema.Struct({
+  command: Schema.NonEmptyTrimmedString,
+  args: Schema.optional(Schema.Array(Schema.String)),
+  env: Schema.optional(Strings),
+  cwd: Schema.optional(Schema.String),
+  ...common
+})
+export type StdioServer = typeof StdioServer.Type
+
+const HttpUrl = Schema.String.pipe(
+  Schema.filter((s) => {
+    try {
+      const url = new URL(s)
+      return url.protocol === "http:" || url.protocol === "https:"
+    } catch {
+      return false
+    }
+  }, { message: () => "an absolute http:// or https:// URL" })
+)
+
+/** A server reached over MCP Streamable HTTP. */
+export const HttpServer = Schema.Struct({
+  url: HttpUrl,
+  headers: Schema.optional(Strings),
+  ...common
+})
+export type HttpServer = typeof HttpServer.Type
+
+/** One MCP server: stdio (`command`) or Streamable HTTP (`url`). */
+export const McpServer = Schema.Union(StdioServer, HttpServer)
+export type McpServer = typeof McpServer.Type
+
+/** The `mcpServers` section: server name → server. The name becomes the tools' source, `mcp:<name>`. */
+export const McpServers = Schema.Record({ key: Name, value: McpServer })
+export type McpServers = typeof McpServers.Type
+
+/** Whether a server is spawned over stdio (else it is reached over Streamable HTTP). */
+export const isStdio = (server: McpServer): server is StdioServer => "command" in server
+
+/** The `mcpServers` section is invalid; every problem is listed with its path. */
+export class McpConfigInvalid extends Schema.TaggedError<McpConfigInvalid>()("McpConfigInvalid", {
+  issues: Schema.Array(FieldIssue)
+}) {
+  override get message(): string {
+    return `invalid MCP server configuration:\n${this.issues.map((i) => `- ${i.path}: ${i.message}`).join("\n")}`
+  }
+}
+
+const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+
+const pathOf = (prefix: string, path: ReadonlyArray<PropertyKey>): string =>
+  path.reduce<string>((acc, key) => (typeof key === "number" ? `${acc}[${key}]` : `${acc}.${String(key)}`), prefix)
+
+const decodeVariant = <A, I>(schema: Schema.Schema<A, I>, input: unknown, at: string) =>
+  Either.mapLeft(
+    Schema.decodeUnknownEither(schema, { errors: "all", onExcessProperty: "error" })(input),
+    (error) =>
+      ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) =>
+        new FieldIssue({
+          path: pathOf(at, issue.path),
+          message: issue._tag === "Unexpected" ? "unknown key" : issue.message
+        })
+      )
+  )
+
+/**
+ * Decodes the `mcpServers` section (`undefined` = no servers). Fails with `McpConfigInvalid` listing every problem:
+ * a bad server name, an entry with both or neither of `command` and `url`, a wrong or unknown field — each with its
+ * path under `prefix` (default `mcpServers`).
+ */
+export const decode = (input: unknown, prefix = "mcpServers"): Either.Either<McpServers, McpConfigInvalid> => {
+  if (input === undefined) return Either.right({})
+  if (!isRecord(input)) {
+    return Either.left(new McpConfigInvalid({ issues: [new FieldIssue({ path: prefix, message: "expected an object" })] }))
+  }
+  const issues: Array<FieldIssue> = []
+  const servers: Record<string, McpServer> = {}
+  for (const [name, entry] of Object.entries(input)) {
+    const at = `${prefix}.${name}`
+    const named = Schema.decodeUnknownEither(Name)(name)
+    if (Either.isLeft(named)) {
+      issues.push(new FieldIssue({ path: at, message: ParseResult.TreeFormatter.formatErrorSync(named.left) }))
+      continue
+    }
+    if (!isRecord(entry)) {
+      issues.push(new FieldIssue({ path: at, message: "expected an object with `command` (stdio) or `url` (HTTP)" }))
+      continue
+    }
+    const hasCommand = "command" in entry
+    const hasUrl = "url" in entry
+    if (hasCommand === hasUrl) {
+      issues.push(
+        new FieldIssue({
+          path: at,
+          message: hasCommand
+            ? "give either `command` (stdio) or `url` (Streamable HTTP), not both"
+            : "missing `command` (a stdio server) or `url` (a Streamable HTTP server)"
+        })
+      )
+      continue
+    }
+    const decoded: Either.Either<McpServer, ReadonlyArray<FieldIssue>> = hasCommand
+      ? decodeVariant(StdioServer, entry, at)
+      : decodeVariant(HttpServer, entry, at)
+    Either.match(decoded, {
+      onLeft: (found) => issues.push(...found),
+      onRight: (server) => {
+        servers[name] = server
+      }
+    })
+  }
+  return Arr.isNonEmptyArray(issues) ? Either.left(new McpConfigInvalid({ issues })) : Either.right(servers)
+}

@@ -1,0 +1,65 @@
+/**
+ * Renders an MCP tool result as the text the model sees.
+ *
+ * The transcript is text. Images, audio and resources cannot enter it as such, but dropping them silently would let
+ * the model believe the tool returned nothing (and call it again): each becomes a short bracketed description with
+ * its type, MIME type and size, and a text resource keeps its text. `structuredContent` is rendered as JSON only when
+ * the result carries no text — servers usually repeat it as text, and the model needs it once.
+ */
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js"
+
+/** What `Client.callTool` resolves with. */
+export type CallResult = Awaited<ReturnType<Client["callTool"]>>
+
+type ContentResult = Extract<CallResult, { content: ReadonlyArray<unknown> }>
+type Block = ContentResult["content"][number]
+
+const hasContent = (result: CallResult): result is ContentResult => Array.isArray(result["content"])
+
+/** The decoded size of base64 `data`, without decoding it. */
+export const base64Bytes = (data: string): number => {
+  const trimmed = data.replace(/\s/g, "")
+  const padding = trimmed.endsWith("==") ? 2 : trimmed.endsWith("=") ? 1 : 0
+  return Math.max(0, Math.floor((trimmed.length * 3) / 4) - padding)
+}
+
+const describe = (block: Block): string => {
+  switch (block.type) {
+    case "text":
+      return block.text
+    case "image":
+      return `[image: ${block.mimeType}, ${base64Bytes(block.data)} bytes]`
+    case "audio":
+      return `[audio: ${block.mimeType}, ${base64Bytes(block.data)} bytes]`
+    case "resource": {
+      const r = block.resource
+      const mime = r.mimeType === undefined ? "" : `, ${r.mimeType}`
+      return "text" in r
+        ? `[resource: ${r.uri}${mime}]\n${r.text}`
+        : `[resource: ${r.uri}${mime}, ${base64Bytes(r.blob)} bytes]`
+    }
+    case "resource_link":
+      return `[resource link: ${block.name} ${block.uri}${block.mimeType === undefined ? "" : ` (${block.mimeType})`}]`
+    default:
+      // A content type newer than this SDK: still say that something came back.
+      return `[${String((block as { readonly type: unknown }).type)} content]`
+  }
+}
+
+const json = (value: unknown): string => {
+  try {
+    return JSON.stringify(value) ?? String(value)
+  } catch {
+    return String(value)
+  }
+}
+
+/** The text of a result and whether the server flagged it as an error. Never throws. */
+export const render = (result: CallResult): { readonly text: string; readonly isError: boolean } => {
+  if (!hasContent(result)) return { text: json(result["toolResult"]), isError: false }
+  const parts = result.content.map(describe)
+  const hasText = result.content.some((b) => b.type === "text" || (b.type === "resource" && "text" in b.resource))
+  if (!hasText && result.structuredContent !== undefined) parts.push(json(result.structuredContent))
+  const text = parts.length === 0 ? "(the tool returned no content)" : parts.join("\n")
+  return { text, isError: result.isError === true }
+}

@@ -1,0 +1,108 @@
+/**
+ * A misbehaving MCP server over stdio, for the McpRegistry tests: it hangs, crashes, floods and writes junk on
+ * purpose, so the registry's timeout, restart, size and parsing paths run against a real child process.
+ *
+ * Run with `node --import tsx test/support/mcp-fixture.ts [--junk] [--prefix P] [--only a,b]`:
+ * - `--junk` writes a line that is not JSON-RPC to stdout before every answer (the client must skip it);
+ * - `--prefix P` prefixes every tool name (so two fixtures can run side by side without colliding);
+ * - `--only a,b` exports only the named tools (before prefixing).
+ * Tools are listed in pages of 3, so every client of the fixture exercises `nextCursor` pagination.
+ *
+ * Built on the SDK's low-level `Server` with plain JSON Schemas: the project does not depend on zod directly, and
+ * the junk mode needs nothing more than the raw stdout the transport writes to.
+ */
+import { Server } from "@modelcontextprotocol/sdk/server/index.js"
+import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
+import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js"
+import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js"
+
+const argv = process.argv.slice(2)
+const option = (flag: string): string | undefined => {
+  const i = argv.indexOf(flag)
+  return i === -1 ? undefined : argv[i + 1]
+}
+const junk = argv.includes("--junk")
+const prefix = option("--prefix") ?? ""
+const only = option("--only")?.split(",")
+
+const PAGE_SIZE = 3
+
+const object = (properties: Record<string, object>, required: ReadonlyArray<string> = []): Tool["inputSchema"] => ({
+  type: "object",
+  properties,
+  required: [...required],
+  additionalProperties: false
+})
+
+const all: ReadonlyArray<Tool> = [
+  { name: "echo", description: "Echoes its message.", inputSchema: object({ message: { type: "string" } }, ["message"]) },
+  { name: "hang", description: "Never answers (until cancelled).", inputSchema: object({}) },
+  { name: "crash", description: "Exits the server process mid-call.", inputSchema: object({}) },
+  {
+    name: "big_output",
+    description: "Returns `bytes` bytes of text.",
+    inputSchema: object({ bytes: { type: "integer", minimum: 0 } }, ["bytes"])
+  },
+  { name: "delete_file", description: "Deletes a file (a write).", inputSchema: object({ path: { type: "string" } }) },
+  {
+    name: "read_notes",
+    description: "Reads the notes (a read).",
+    inputSchema: object({}),
+    annotations: { readOnlyHint: true }
+  },
+  {
+    name: "stats",
+    description: "How many `hang` calls started and how many were cancelled by the client.",
+    inputSchema: object({}),
+    annotations: { readOnlyHint: true }
+  },
+  { name: "fail", description: "Answers with isError.", inputSchema: object({}) }
+]
+
+const tools = all
+  .filter((t) => only === undefined || only.includes(t.name))
+  .map((t) => ({ ...t, name: `${prefix}${t.name}` }))
+
+const stats = { hangStarted: 0, hangCancelled: 0 }
+
+const text = (s: string): CallToolResult => ({ content: [{ type: "text", text: s }] })
+
+const server = new Server({ name: "corral-fixture", version: "1.0.0" }, { capabilities: { tools: {} } })
+
+server.setRequestHandler(ListToolsRequestSchema, (request) => {
+  const start = Number(request.params?.cursor ?? "0")
+  const page = tools.slice(start, start + PAGE_SIZE)
+  const next = start + PAGE_SIZE
+  return next < tools.length ? { tools: page, nextCursor: String(next) } : { tools: page }
+})
+
+server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
+  if (junk) process.stdout.write("this line is not JSON-RPC\n")
+  const args = request.params.arguments ?? {}
+  switch (request.params.name.slice(prefix.length)) {
+    case "echo":
+      return text(`echo: ${String(args["message"])}`)
+    case "hang":
+      stats.hangStarted++
+      await new Promise<void>((resolve) => extra.signal.addEventListener("abort", () => resolve()))
+      stats.hangCancelled++
+      return text("cancelled")
+    case "crash":
+      process.stderr.write("fixture: crashing on purpose\n")
+      process.exit(3)
+      break
+    case "big_output":
+      return text("x".repeat(Number(args["bytes"])))
+    case "delete_file":
+      return text(`deleted ${String(args["path"])}`)
+    case "read_notes":
+      return text("notes: all quiet")
+    case "stats":
+      return text(JSON.stringify(stats))
+    case "fail":
+      return { content: [{ type: "text", text: "the fixture failed on purpose" }], isError: true }
+  }
+  return { content: [{ type: "text", text: `unknown tool ${request.params.name}` }], isError: true }
+})
+
+await server.connect(new StdioServerTransport())
