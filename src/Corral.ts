@@ -8,15 +8,8 @@
  */
 import { Clock, Context, Effect, Layer, Option, ParseResult, Schema, Stream } from "effect"
 import { AgentSpec } from "./domain/AgentSpec.js"
-import {
-  AgentNotFound,
-  FieldIssue,
-  InvalidRequest,
-  InvalidSessionState,
-  PersistenceFailed,
-  ScopeMismatch,
-  SessionNotFound
-} from "./domain/Errors.js"
+import type { InvalidSessionState, PersistenceFailed } from "./domain/Errors.js"
+import { AgentNotFound, FieldIssue, InvalidRequest, ScopeMismatch, SessionNotFound } from "./domain/Errors.js"
 import { AgentId, SessionId } from "./domain/Ids.js"
 import type { LimitsOverride } from "./domain/Limits.js"
 import type { Turn } from "./domain/Message.js"
@@ -120,14 +113,19 @@ export class Corral extends Context.Tag("corral/Corral")<Corral, Service>() {
   /** The service over the ports (store, events, tools, providers); hosts sessions with a local supervisor. */
   static readonly layer = (
     options: Supervisor.Options = {}
-  ): Layer.Layer<Corral, PersistenceFailed, SessionStore | SessionEvents | ToolExecutor | Providers> =>
-    Layer.effect(Corral, make).pipe(Layer.provide(Supervisor.layer(options)))
+  ): Layer.Layer<
+    Corral | Supervisor.Supervisor,
+    PersistenceFailed,
+    SessionStore | SessionEvents | ToolExecutor | Providers
+  > => Layer.effect(Corral, make).pipe(Layer.provideMerge(Supervisor.layer(options)))
 
   /**
    * An all-in-memory runtime: memory store, live events, in-process tools, the given provider routes (`providers`
    * is the `default` tier). `limits` tightens the ceilings (loosening fails with `InvalidRequest`).
    */
-  static readonly layerMemory = (options: MemoryOptions): Layer.Layer<Corral, InvalidRequest | PersistenceFailed> =>
+  static readonly layerMemory = (
+    options: MemoryOptions
+  ): Layer.Layer<Corral | Supervisor.Supervisor, InvalidRequest | PersistenceFailed> =>
     Corral.layer(options).pipe(
       Layer.provide(
         Layer.mergeAll(
@@ -316,12 +314,13 @@ export const make: Effect.Effect<
         yield* Effect.forkDaemon(supervisor.send(by.orgId, session.id, opening))
         return view(session)
       }),
-    run: (by, input) =>
-      Effect.flatMap(create(by, input), ({ opening, session }) => send(by, session.id, opening)),
+    run: (by, input) => Effect.flatMap(create(by, input), ({ opening, session }) => send(by, session.id, opening)),
     continue: (by, sessionId, text, options = {}) =>
       Effect.gen(function*() {
         if (text.trim().length === 0) {
-          return yield* invalid("the message is empty", [new FieldIssue({ path: "text", message: "must not be empty" })])
+          return yield* invalid("the message is empty", [
+            new FieldIssue({ path: "text", message: "must not be empty" })
+          ])
         }
         const session = yield* load(by, sessionId)
         if (options.scope !== undefined && options.scope !== session.scope) {

@@ -17,8 +17,10 @@ const agent = {
   tools: ["echo", "restart"]
 }
 
-const corral = (providers: ReadonlyArray<ModelProvider>, extra: Partial<Parameters<typeof Corral.layerMemory>[0]> = {}) =>
-  Corral.layerMemory({ providers, tools: Tools.all, ...extra })
+const corral = (
+  providers: ReadonlyArray<ModelProvider>,
+  extra: Partial<Parameters<typeof Corral.layerMemory>[0]> = {}
+) => Corral.layerMemory({ providers, tools: Tools.all, ...extra })
 
 const withCorral = <A, E>(
   providers: ReadonlyArray<ModelProvider>,
@@ -71,7 +73,9 @@ describe("Corral.publishAgent", () => {
 
 describe("Corral sessions", () => {
   it.effect("run lands a completed session with a report, usage and counters", () =>
-    withCorral([Scripted.make({ script: [Scripted.toolCalls([{ name: "echo", arguments: { q: "x" } }]), Scripted.text("done")] })], (c) =>
+    withCorral([
+      Scripted.make({ script: [Scripted.toolCalls([{ name: "echo", arguments: { q: "x" } }]), Scripted.text("done")] })
+    ], (c) =>
       Effect.gen(function*() {
         const v = yield* c.run(alice, { agentId: "triage", scope: "incident:1", prompt: "why?" })
         expect(v).toMatchObject({ status: "idle", exitReason: "completed", modelCalls: 3, toolCalls: 1 })
@@ -79,21 +83,26 @@ describe("Corral sessions", () => {
         expect(v.usage.total).toBeGreaterThan(0)
         const turns = yield* c.turns(alice, v.id)
         expect(turns.map((t) => t.entry.kind)).toEqual(["user", "assistant", "tool_results", "assistant"])
-        expect((yield* c.trajectories(alice, v.id))).toHaveLength(1)
+        expect(yield* c.trajectories(alice, v.id)).toHaveLength(1)
       })))
 
   it.effect("start returns at once; continue runs a second burst after the first", () =>
-    withCorral([Scripted.make({ script: [Scripted.delay(1_000, Scripted.text("first")), Scripted.text("second")] })], (c) =>
-      Effect.gen(function*() {
-        const started = yield* c.start(alice, { agentId: "triage", scope: "incident:1", prompt: "go" })
-        expect(started.status).toBe("idle")
-        const follow = yield* Effect.fork(c.continue(alice, started.id, "and then?"))
-        yield* TestClock.adjust("1 second")
-        const v = yield* Fiber.join(follow)
-        expect(v.bursts).toBe(2)
-        const texts = (yield* c.turns(alice, v.id)).map((t) => t.entry.kind === "assistant" ? t.entry.text : t.entry.kind)
-        expect(texts).toEqual(["user", "first", "user", "second"])
-      })))
+    withCorral(
+      [Scripted.make({ script: [Scripted.delay(1_000, Scripted.text("first")), Scripted.text("second")] })],
+      (c) =>
+        Effect.gen(function*() {
+          const started = yield* c.start(alice, { agentId: "triage", scope: "incident:1", prompt: "go" })
+          expect(started.status).toBe("idle")
+          const follow = yield* Effect.fork(c.continue(alice, started.id, "and then?"))
+          yield* TestClock.adjust("1 second")
+          const v = yield* Fiber.join(follow)
+          expect(v.bursts).toBe(2)
+          const texts = (yield* c.turns(alice, v.id)).map((t) =>
+            t.entry.kind === "assistant" ? t.entry.text : t.entry.kind
+          )
+          expect(texts).toEqual(["user", "first", "user", "second"])
+        })
+    ))
 
   it.effect("another org sees nothing: get, turns, continue, cancel and events are all not found", () =>
     withCorral([Scripted.make({ script: [Scripted.text("done")] })], (c) =>
@@ -160,7 +169,10 @@ describe("Corral sessions", () => {
       const restart = { ...Tools.restart, run: (args: unknown) => Effect.sync(() => (ran.push(args), "restarted db")) }
       const model = Scripted.make({
         script: [
-          Scripted.toolCalls([{ name: "restart", arguments: { service: "db" } }, { name: "echo", arguments: { q: "s" } }]),
+          Scripted.toolCalls([{ name: "restart", arguments: { service: "db" } }, {
+            name: "echo",
+            arguments: { q: "s" }
+          }]),
           Scripted.text("The restart worked.")
         ]
       })
@@ -189,7 +201,10 @@ describe("Corral sessions", () => {
   it.effect("reject tells the model the write was declined", () =>
     Effect.gen(function*() {
       const model = Scripted.make({
-        script: [Scripted.toolCalls([{ name: "restart", arguments: { service: "db" } }]), Scripted.text("ok, not restarting")]
+        script: [
+          Scripted.toolCalls([{ name: "restart", arguments: { service: "db" } }]),
+          Scripted.text("ok, not restarting")
+        ]
       })
       yield* withCorral([model], (c) =>
         Effect.gen(function*() {
@@ -202,17 +217,20 @@ describe("Corral sessions", () => {
     }))
 
   it.effect("events replay the transcript and then follow live", () =>
-    withCorral([Scripted.make({ script: [Scripted.text("one"), Scripted.delay(500, Scripted.text("two"))] })], (c) =>
-      Effect.gen(function*() {
-        const v = yield* c.run(alice, { agentId: "triage", scope: "incident:1", prompt: "why?" })
-        const collected = yield* Effect.fork(
-          c.events(alice, v.id, 0).pipe(Stream.filter((e) => e._tag === "turn"), Stream.take(4), Stream.runCollect)
-        )
-        yield* Effect.fork(c.continue(alice, v.id, "more"))
-        yield* TestClock.adjust("1 second")
-        const turns = Chunk.toReadonlyArray(yield* Fiber.join(collected))
-        expect(turns.map((e) => e.seq)).toEqual([1, 2, 3, 4])
-      })))
+    withCorral(
+      [Scripted.make({ script: [Scripted.text("one"), Scripted.delay(500, Scripted.text("two"))] })],
+      (c) =>
+        Effect.gen(function*() {
+          const v = yield* c.run(alice, { agentId: "triage", scope: "incident:1", prompt: "why?" })
+          const collected = yield* Effect.fork(
+            c.events(alice, v.id, 0).pipe(Stream.filter((e) => e._tag === "turn"), Stream.take(4), Stream.runCollect)
+          )
+          yield* Effect.fork(c.continue(alice, v.id, "more"))
+          yield* TestClock.adjust("1 second")
+          const turns = Chunk.toReadonlyArray(yield* Fiber.join(collected))
+          expect(turns.map((e) => e.seq)).toEqual([1, 2, 3, 4])
+        })
+    ))
 
   it.effect("host limits tighten every agent; loosening them is refused", () =>
     Effect.gen(function*() {

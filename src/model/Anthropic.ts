@@ -298,6 +298,9 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
     }
     const root = (options.baseUrl ?? "https://api.anthropic.com").replace(/\/+$/, "").replace(/\/v1$/, "")
     const url = `${root}/v1/messages`
+    let minted = 0
+    // A gateway may drop tool_use ids; the pairing of calls and results needs one per call.
+    const callId = (wire: string): string => wire !== "" ? wire : `toolu_corral_${++minted}`
     const headers = (stream: boolean): Record<string, string> => ({
       ...options.headers,
       "anthropic-version": apiVersion,
@@ -319,7 +322,7 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
           texts: blocks.flatMap((block) => block.type === "text" ? [block.text ?? ""] : []),
           calls: blocks.flatMap((block) =>
             block.type === "tool_use"
-              ? [{ id: block.id ?? "", name: block.name ?? "", arguments: JSON.stringify(block.input ?? {}) }]
+              ? [{ id: callId(block.id ?? ""), name: block.name ?? "", arguments: JSON.stringify(block.input ?? {}) }]
               : []
           )
         }
@@ -414,7 +417,7 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
           calls: ordered.flatMap((block) => {
             if (block.type !== "tool_use") return []
             const joined = block.text.join("")
-            return [{ id: block.id, name: block.name, arguments: joined === "" ? block.input : joined }]
+            return [{ id: callId(block.id), name: block.name, arguments: joined === "" ? block.input : joined }]
           })
         }
         return toReply(request, parts, state.stop, usage(), state.model ?? options.model, {

@@ -147,8 +147,7 @@ export const make = (
       })
 
     return {
-      create: (session, spec) =>
-        Effect.zipRight(store.createSession(session), Effect.asVoid(spawn(session, spec, []))),
+      create: (session, spec) => Effect.zipRight(store.createSession(session), Effect.asVoid(spawn(session, spec, []))),
       send,
       cancel: (orgId, sessionId) => {
         const live = actors.get(sessionId)

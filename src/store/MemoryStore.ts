@@ -14,6 +14,7 @@ import { PersistenceFailed } from "../domain/Errors.js"
 import type { Turn } from "../domain/Message.js"
 import type { Session } from "../domain/Session.js"
 import type { Trajectory } from "../domain/Trajectory.js"
+import * as Refusals from "./internal/refusals.js"
 import { SessionStore } from "./SessionStore.js"
 
 interface SessionRecord {
@@ -21,6 +22,8 @@ interface SessionRecord {
   readonly turns: Array<Turn>
   /** Created on the first trajectory: most sessions in a benchmark never land one while held in memory. */
   trajectories: Array<Trajectory> | undefined
+  /** Ids of the sessions this one inherits artifacts from; created on the first. */
+  inherits: Set<string> | undefined
 }
 
 const byId = (a: AgentSpec, b: AgentSpec): number => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
@@ -30,7 +33,8 @@ const missing = (operation: string, sessionId: string) =>
 
 /**
  * A fresh, empty in-memory store. Never fails to build; its methods fail with `PersistenceFailed` only for a
- * duplicate session id or a write to a session that does not exist.
+ * duplicate session id or a write to a session that does not exist, and `inheritArtifact` with `ScopeMismatch`
+ * across orgs or scopes.
  */
 export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effect.sync(() => {
   /** org → agent id → version → spec. */
@@ -85,7 +89,7 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
             new PersistenceFailed({ operation: "createSession", message: `session "${session.id}" already exists` })
           )
         }
-        sessions.set(session.id, { session, turns: [], trajectories: undefined })
+        sessions.set(session.id, { session, turns: [], trajectories: undefined, inherits: undefined })
         return Effect.void
       }),
 
@@ -122,6 +126,26 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
         if (record === undefined) return []
         // seq = index + 1, so the turns after `afterSeq` start at index `afterSeq`.
         return record.turns.slice(afterSeq === undefined ? 0 : Math.max(0, Math.floor(afterSeq)))
+      }),
+
+    inheritArtifact: (orgId, sessionId, fromSessionId) =>
+      Effect.suspend(() => {
+        const record = owned(orgId, sessionId)
+        if (record === undefined) return missing("inheritArtifact", sessionId)
+        // The same rule the SQL drivers' composite foreign key enforces: same org AND same scope.
+        const from = owned(orgId, fromSessionId)
+        if (from === undefined || from.session.scope !== record.session.scope) {
+          return Effect.fail(Refusals.crossScope(sessionId, fromSessionId, record.session.scope, from?.session.scope))
+        }
+        if (record.inherits === undefined) record.inherits = new Set([fromSessionId])
+        else record.inherits.add(fromSessionId)
+        return Effect.void
+      }),
+
+    inherited: (orgId, sessionId) =>
+      Effect.sync(() => {
+        const inherits = owned(orgId, sessionId)?.inherits
+        return inherits === undefined ? [] : Array.from(inherits).sort()
       }),
 
     saveTrajectory: (trajectory) =>

@@ -8,8 +8,9 @@
  */
 import { SqlClient } from "@effect/sql"
 import * as Migrator from "@effect/sql/Migrator"
-import { Cause, Effect } from "effect"
-import { PersistenceFailed } from "../domain/Errors.js"
+import { Effect } from "effect"
+import type { PersistenceFailed } from "../domain/Errors.js"
+import { persist } from "./internal/failure.js"
 import init from "./migrations/0001_init.js"
 
 /** The bookkeeping table of applied migrations. */
@@ -29,17 +30,7 @@ const migrate = Migrator.make({})
  */
 export const run: Effect.Effect<ReadonlyArray<readonly [id: number, name: string]>, PersistenceFailed, SqlClient.SqlClient> =
   migrate({ loader: Migrator.fromRecord(all), table }).pipe(
-    // The Migrator reports a failing migration as a defect; this edge turns every non-interrupt cause into one
-    // typed error so nothing of @effect/sql leaks past the store.
-    Effect.catchAllCause((cause) =>
-      Cause.isInterruptedOnly(cause)
-        ? Effect.failCause(cause as Cause.Cause<never>)
-        : Effect.fail(new PersistenceFailed({ operation: "migrate", message: describe(cause) }))
-    )
+    // A failing migration reaches us as a defect (the Migrator dies with it): `persist` turns every
+    // non-interrupt cause into one typed error so nothing of @effect/sql leaks past the store.
+    persist("migrate")
   )
-
-const describe = (cause: Cause.Cause<unknown>): string => {
-  const pretty = Cause.pretty(cause)
-  const firstLine = pretty.split("\n").find((line) => line.trim().length > 0)
-  return firstLine ?? "migration failed"
-}

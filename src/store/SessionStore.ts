@@ -5,12 +5,15 @@
 import { Context } from "effect"
 import type { Effect, Option } from "effect"
 import type { AgentSpec } from "../domain/AgentSpec.js"
-import type { PersistenceFailed } from "../domain/Errors.js"
+import type { PersistenceFailed, ScopeMismatch } from "../domain/Errors.js"
 import type { Turn, TurnEntry } from "../domain/Message.js"
 import type { Session, SessionState } from "../domain/Session.js"
 import type { Trajectory } from "../domain/Trajectory.js"
 
-/** The store. Every failure is a `PersistenceFailed` (drivers wrap their own errors once, at their edge). */
+/**
+ * The store. Every failure is a `PersistenceFailed` (drivers wrap their own errors once, at their edge), except
+ * the scope refusal of `inheritArtifact`, which is a `ScopeMismatch`.
+ */
 export class SessionStore extends Context.Tag("corral/store/SessionStore")<SessionStore, {
   /** Stores a spec under (org, id, version). Re-publishing the same version replaces it. */
   readonly putAgent: (orgId: string, spec: AgentSpec) => Effect.Effect<void, PersistenceFailed>
@@ -40,6 +43,20 @@ export class SessionStore extends Context.Tag("corral/store/SessionStore")<Sessi
     sessionId: string,
     afterSeq?: number
   ) => Effect.Effect<ReadonlyArray<Turn>, PersistenceFailed>
+
+  /**
+   * Records that session `sessionId` inherits the artifacts (report) of session `fromSessionId`; idempotent.
+   * Fails with `ScopeMismatch` when `fromSessionId` is not a session of the same org AND the same scope (on the
+   * SQL drivers the database itself refuses the row), and with `PersistenceFailed` when `sessionId` is not a
+   * session of `orgId`.
+   */
+  readonly inheritArtifact: (
+    orgId: string,
+    sessionId: string,
+    fromSessionId: string
+  ) => Effect.Effect<void, PersistenceFailed | ScopeMismatch>
+  /** The ids of the sessions `sessionId` inherits from, sorted; empty for another org's session. */
+  readonly inherited: (orgId: string, sessionId: string) => Effect.Effect<ReadonlyArray<string>, PersistenceFailed>
 
   /** Saves a burst's trajectory. */
   readonly saveTrajectory: (trajectory: Trajectory) => Effect.Effect<void, PersistenceFailed>

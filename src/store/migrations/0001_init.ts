@@ -4,10 +4,13 @@
  * Decisions worth knowing before changing a column:
  * - Times are `double precision` milliseconds since the epoch, exactly the numbers the domain's `Clock` gives:
  *   they round-trip bit for bit on both drivers (a `timestamptz` would not keep a JavaScript number exactly).
- * - Transcript and trajectory payloads are `json`, not `jsonb`: they carry model replies and tool output verbatim,
- *   and `jsonb` refuses `\u0000` and unpaired surrogates, which such text can contain (a refused turn would fail the
- *   burst as infrastructure). `json` also skips the binary conversion, which is most of an append's server cost.
- *   Agent specs and session state are our own structured data: `jsonb`.
+ * - Every JSON column is `json`, not `jsonb`. `jsonb` normalises what it stores: it reorders object keys, drops
+ *   duplicate keys and refuses `\u0000` and unpaired surrogates. Key order is observable here (a report's fields,
+ *   the property order of an agent's report schema, which shapes the prompt), and model replies and tool output
+ *   are kept verbatim and may contain those characters (a refused turn would fail the burst as infrastructure).
+ *   `json` stores the text as written, so both drivers read back exactly what was appended, and it skips the
+ *   binary conversion that is most of an append's server-side cost. A query that needs operators or an index casts
+ *   to `jsonb`.
  * - `sessions.last_seq` is the per-session turn counter: an append bumps it and inserts the turn in one statement
  *   (see SqlStore), so sequence numbers are gap-free without retries.
  * - `UNIQUE (org_id, scope, id)` on sessions is what composite foreign keys point at: a row that references a
@@ -24,7 +27,7 @@ export default Effect.gen(function*() {
     org_id text NOT NULL,
     id text NOT NULL,
     version integer NOT NULL,
-    spec jsonb NOT NULL,
+    spec json NOT NULL,
     published_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (org_id, id, version)
   )`
@@ -37,7 +40,7 @@ export default Effect.gen(function*() {
     agent_id text NOT NULL,
     agent_version integer NOT NULL,
     status text NOT NULL,
-    state jsonb NOT NULL,
+    state json NOT NULL,
     last_seq integer NOT NULL DEFAULT 0,
     created_at double precision NOT NULL,
     updated_at double precision NOT NULL,

@@ -314,3 +314,6 @@ export const acquire = (handle: Handle): Effect.Effect<Either.Either<Conn, strin
         return Effect.succeed(Either.left("it has not started yet"))
     }
   })
+
+/** Completes when `conn` is noticed lost. */
+export const awaitLoss = (conn: Conn): Effect.Effect<Loss> => Deferred.await(conn.lost)

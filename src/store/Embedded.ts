@@ -1,0 +1,75 @@
+/**
+ * Embedded — real Postgres with nothing installed: PGlite (Postgres compiled to WASM) inside the process, reached
+ * through the SAME @effect/sql-pg client the server path uses.
+ *
+ * PGlite ships a node-postgres connection adapter (`@electric-sql/pglite/node-postgres`): node-postgres speaks
+ * the wire protocol to PGlite in memory, with no socket. We give @effect/sql-pg a `pg` pool of exactly ONE such
+ * client. That single client is the serialisation point: PGlite is one backend, so every statement and every
+ * transaction must take turns. node-postgres's pool already guarantees it: a transaction reserves the client
+ * until COMMIT/ROLLBACK and every other fiber's statement waits in the pool's queue (never interleaved into the
+ * transaction). Result parsing is node-postgres's own, so rows decode identically on both drivers.
+ * docs/storage.md records why this beats a hand-written PGlite SqlClient and the pglite-socket server.
+ *
+ * Limits that follow from one backend: cancelling a running statement is impossible (an interrupted query runs to
+ * its end before the next one starts), and one data directory belongs to one process at a time.
+ */
+import { PGlite } from "@electric-sql/pglite"
+import { createPgConfig } from "@electric-sql/pglite/node-postgres"
+import type { SqlClient } from "@effect/sql"
+import { SqlError } from "@effect/sql/SqlError"
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Layer } from "effect"
+import { mkdir } from "node:fs/promises"
+import { join } from "node:path"
+import { Pool } from "pg"
+import { PersistenceFailed } from "../domain/Errors.js"
+import { describe } from "./internal/failure.js"
+
+/** The data directory value that keeps the database in memory (gone when the layer is released). */
+export const inMemory = "memory://"
+
+/** Where the embedded database lives. */
+export interface Options {
+  /**
+   * A directory (created if missing; Postgres's files go under `<dataDir>/pgdata`), or `memory://` for a
+   * database that lives and dies with the layer. Default: in memory.
+   */
+  readonly dataDir?: string
+}
+
+const open = (dataDir: string) =>
+  Effect.tryPromise({
+    try: async () => {
+      if (dataDir === inMemory) return PGlite.create(inMemory)
+      const path = join(dataDir, "pgdata")
+      await mkdir(path, { recursive: true })
+      return PGlite.create(path)
+    },
+    catch: (cause) => new SqlError({ cause, message: `could not open the embedded database in ${dataDir}` })
+  })
+
+/**
+ * A `PgClient` (also provided as `SqlClient`) over an embedded PGlite. Fails with `PersistenceFailed` when the
+ * data directory cannot be created or opened; closes the pool and then the database when the layer is released.
+ */
+export const layerEmbedded = (
+  options: Options = {}
+): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, PersistenceFailed> =>
+  PgClient.layerFromPool({
+    acquire: Effect.gen(function*() {
+      const pglite = yield* Effect.acquireRelease(open(options.dataDir ?? inMemory), (db) =>
+        Effect.promise(() => db.close()).pipe(Effect.ignore))
+      return yield* Effect.acquireRelease(
+        Effect.sync(() => {
+          // max 1 is the whole concurrency story (see header); no idle timeout, so the one client stays open.
+          const pool = new Pool({ ...createPgConfig(pglite), max: 1, idleTimeoutMillis: 0 })
+          pool.on("error", () => {})
+          return pool
+        }),
+        (pool) => Effect.promise(() => pool.end()).pipe(Effect.ignore)
+      )
+    }),
+    applicationName: "corral-embedded"
+  }).pipe(
+    Layer.mapError((error) => new PersistenceFailed({ operation: "openEmbedded", message: describe(error) }))
+  )

@@ -1,0 +1,48 @@
+/**
+ * The one place SQL failures become `PersistenceFailed`. @effect/sql's `SqlError` carries a generic message
+ * ("Failed to execute statement") and the driver's error as its cause; the useful part (Postgres's own message and
+ * SQLSTATE) is down that chain, so it is flattened into the message here. Interruption is never converted.
+ */
+import { Cause, Effect } from "effect"
+import { PersistenceFailed } from "../../domain/Errors.js"
+
+const field = (value: unknown, key: string): unknown => {
+  if (typeof value !== "object" || value === null) return undefined
+  const found: unknown = Reflect.get(value, key)
+  return found
+}
+
+/** The SQLSTATE of the Postgres error somewhere in `error`'s cause chain (e.g. `23503`), if any. */
+export const sqlState = (error: unknown): string | undefined => {
+  let current: unknown = error
+  for (let depth = 0; depth < 8 && current !== undefined; depth++) {
+    const code = field(current, "code")
+    if (typeof code === "string" && /^[0-9A-Z]{5}$/.test(code)) return code
+    current = field(current, "cause")
+  }
+  return undefined
+}
+
+/** The distinct messages along `error`'s cause chain, outermost first, with the SQLSTATE when there is one. */
+export const describe = (error: unknown): string => {
+  const parts: Array<string> = []
+  let current: unknown = error
+  for (let depth = 0; depth < 8 && current !== undefined && current !== null; depth++) {
+    const message = typeof current === "string" ? current : field(current, "message")
+    if (typeof message === "string" && message.length > 0 && !parts.includes(message)) parts.push(message)
+    current = field(current, "cause")
+  }
+  const state = sqlState(error)
+  const text = parts.length > 0 ? parts.join(": ") : String(error)
+  return state === undefined ? text : `${text} (SQLSTATE ${state})`
+}
+
+/** Wraps any failure or defect of `self` into `PersistenceFailed` for `operation`; interruption passes through. */
+export const persist = (operation: string) => <A, E, R>(self: Effect.Effect<A, E, R>) =>
+  Effect.catchAllCause(self, (cause): Effect.Effect<never, PersistenceFailed> => {
+    if (Cause.isInterruptedOnly(cause)) return Effect.interrupt
+    const failure = Cause.failureOption(cause)
+    const error = failure._tag === "Some" ? failure.value : Cause.squash(cause)
+    if (error instanceof PersistenceFailed) return Effect.fail(error)
+    return Effect.fail(new PersistenceFailed({ operation, message: describe(error) }))
+  })
