@@ -11,6 +11,7 @@ import { Effect, Layer, Option } from "effect"
 import type { Context } from "effect"
 import type { AgentSpec } from "../domain/AgentSpec.js"
 import { PersistenceFailed } from "../domain/Errors.js"
+import type { ScopeMismatch } from "../domain/Errors.js"
 import type { Turn } from "../domain/Message.js"
 import type { Session } from "../domain/Session.js"
 import type { Trajectory } from "../domain/Trajectory.js"
@@ -129,7 +130,7 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
       }),
 
     inheritArtifact: (orgId, sessionId, fromSessionId) =>
-      Effect.suspend(() => {
+      Effect.suspend((): Effect.Effect<void, PersistenceFailed | ScopeMismatch> => {
         const record = owned(orgId, sessionId)
         if (record === undefined) return missing("inheritArtifact", sessionId)
         // The same rule the SQL drivers' composite foreign key enforces: same org AND same scope.

@@ -178,10 +178,15 @@ const send = (entry: Entry, args: Record<string, unknown>, ms: number, sent: { v
                 ? Effect.succeed(lostOutcome(server, name, conn.loss ?? { _tag: "Exited" }))
                 : attempt(true)
             }
-            if (Connection.isUnreachable(error)) {
+            if (Connection.isNetworkFailure(error)) {
               const detail = Connection.describeError(error)
               Connection.lose(handle, conn, { _tag: "Unreachable", detail })
-              return Effect.succeed(Texts.serverUnavailable(server, name, detail))
+              // Only a request that never reached the server is known not to have run.
+              return Effect.succeed(
+                Connection.isUnsent(error)
+                  ? Texts.serverUnavailable(server, name, detail)
+                  : Texts.connectionLost(server, name, detail)
+              )
             }
             return Effect.succeed(errorOutcome(server, name, ms, error))
           })

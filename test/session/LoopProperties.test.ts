@@ -3,67 +3,19 @@
  * DESIGN §5 hold. Two bursts per case, so the session-level invariants (ceilings, sticky exhaustion) are exercised.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, FastCheck as fc, Schema } from "effect"
-import type { ErrorKind } from "../../src/domain/ErrorKind.js"
+import { Effect, Schema } from "effect"
 import { ExitReason } from "../../src/domain/ExitReason.js"
 import type { Turn } from "../../src/domain/Message.js"
 import * as Scripted from "../../src/model/Scripted.js"
 import * as Limits from "../../src/rails/Limits.js"
 import * as Prompt from "../../src/session/Prompt.js"
+import * as Arbitraries from "../../src/testing/Arbitraries.js"
 import * as Harness from "../../src/testing/Harness.js"
 import * as Tools from "../support/tools.js"
 
-const kinds: ReadonlyArray<ErrorKind> = [
-  "auth",
-  "quota",
-  "rate_limit",
-  "overloaded",
-  "server",
-  "timeout",
-  "context_overflow",
-  "bad_request",
-  "refused",
-  "filtered"
-]
-
 const MARKER = "USER-TEXT-7f3a"
 
-const call = fc.oneof(
-  fc.record({
-    name: fc.constant("echo"),
-    arguments: fc.constantFrom("{\"q\":\"a\"}", "{\"q\":\"b\"}", "{\"q\":\"c\"}")
-  }),
-  fc.record({ name: fc.constant("status"), arguments: fc.constant("{\"q\":\"db\"}") }),
-  fc.record({ name: fc.constantFrom("nope", "ech0"), arguments: fc.constant("{}") }),
-  fc.record({ name: fc.constant("echo"), arguments: fc.constantFrom("{\"q\":", "not json", "[1]") }),
-  fc.record({ name: fc.constant("echo"), arguments: fc.constantFrom("{\"q\":1}", "{}") }),
-  fc.record({ name: fc.constant("restart"), arguments: fc.constantFrom("{\"service\":\"db\"}", "{bad") }),
-  fc.record({ name: fc.constant("logs"), arguments: fc.constant("{\"q\":\"big\"}") })
-)
-
-const step: fc.Arbitrary<Scripted.Step> = fc.oneof(
-  { weight: 2, arbitrary: fc.string({ maxLength: 20 }).map((t) => Scripted.text(`answer ${t}`)) },
-  {
-    weight: 6,
-    arbitrary: fc.array(call, { minLength: 1, maxLength: 10 }).chain((cs) =>
-      fc.boolean().map((dupIds) =>
-        Scripted.toolCalls(cs.map((c, i) => ({ ...c, ...(dupIds && i > 0 ? { id: "dup" } : {}) })))
-      )
-    )
-  },
-  { weight: 1, arbitrary: fc.constant(Scripted.empty()) },
-  { weight: 1, arbitrary: fc.array(call, { maxLength: 2 }).map((cs) => Scripted.length(cs)) },
-  { weight: 1, arbitrary: fc.constantFrom(Scripted.filtered(), Scripted.refused()) },
-  {
-    weight: 3,
-    arbitrary: fc.record({
-      kind: fc.constantFrom(...kinds),
-      retryAfterMs: fc.option(fc.integer({ min: 0, max: 120_000 }), { nil: undefined })
-    }).map(({ kind, retryAfterMs }) => Scripted.fault(kind, retryAfterMs === undefined ? {} : { retryAfterMs }))
-  }
-)
-
-const scripts = fc.array(fc.array(step, { maxLength: 30 }), { minLength: 1, maxLength: 3 })
+const scripts = Arbitraries.route(Tools.names)
 
 const isExitReason = Schema.is(ExitReason)
 

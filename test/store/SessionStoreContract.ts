@@ -1,5 +1,5 @@
 /**
- * The SessionStore contract: one suite every driver must pass (memory today, SQL on PGlite and Postgres next).
+ * The SessionStore contract: one suite every driver must pass (memory, SQL on embedded PGlite, SQL on Postgres).
  * The layer is built once per suite and shared by its tests, so each test works in its own org and sessions;
  * live services are used because a driver may do real I/O.
  */
@@ -21,10 +21,10 @@ import { SessionStore } from "../../src/store/SessionStore.js"
 const uid = () => randomUUID().replaceAll("-", "")
 const newOrg = () => `org_${uid().slice(0, 12)}`
 
-const newSession = (orgId: string, state: SessionState = initialState): Session => ({
+const newSession = (orgId: string, state: SessionState = initialState, scope = "incident:INC-42"): Session => ({
   id: SessionId.make(`ses_${uid()}`),
   principal: new Principal({ orgId, userId: "u1" }),
-  scope: Scope.make("incident:INC-42"),
+  scope: Scope.make(scope),
   agentId: AgentId.make("triage"),
   agentVersion: 1,
   createdAt: 1_000,
@@ -145,6 +145,15 @@ export const sessionStoreContract = (name: string, storeLayer: Layer.Layer<Sessi
         expect(yield* store.getAgent(intruder, "triage")).toEqual(Option.none())
         expect(yield* store.getAgent(intruder, "triage", 1)).toEqual(Option.none())
         expect(yield* store.listAgents(intruder)).toEqual([])
+        const sibling = newSession(org)
+        yield* store.createSession(sibling)
+        yield* store.inheritArtifact(org, sibling.id, session.id)
+        expect(yield* store.inherited(org, sibling.id)).toEqual([session.id])
+        expect(yield* store.inherited(intruder, sibling.id)).toEqual([])
+        // A write through another org's id is refused like a missing session.
+        expect((yield* Effect.flip(store.inheritArtifact(intruder, sibling.id, session.id)))._tag).toBe(
+          "PersistenceFailed"
+        )
       }))
 
     it.effect("fails with PersistenceFailed for a duplicate session id, even from another org", () =>
@@ -247,6 +256,166 @@ export const sessionStoreContract = (name: string, storeLayer: Layer.Layer<Sessi
         const runs = [trajectory(session, 1), trajectory(session, 2), trajectory(session, 3)]
         yield* Effect.forEach(runs, store.saveTrajectory, { discard: true })
         expect(yield* store.trajectories(session.principal.orgId, session.id)).toEqual(runs)
+      }))
+    it.effect("records an inherited artifact of the same org and scope, once", () =>
+      Effect.gen(function*() {
+        const store = yield* SessionStore
+        const org = newOrg()
+        const earlier = newSession(org)
+        const other = newSession(org)
+        const later = newSession(org)
+        yield* Effect.forEach([earlier, other, later], store.createSession, { discard: true })
+        yield* store.inheritArtifact(org, later.id, earlier.id)
+        yield* store.inheritArtifact(org, later.id, other.id)
+        yield* store.inheritArtifact(org, later.id, earlier.id)
+        expect(yield* store.inherited(org, later.id)).toEqual([earlier.id, other.id].sort())
+        expect(yield* store.inherited(org, earlier.id)).toEqual([])
+      }))
+
+    it.effect("refuses a cross-scope or cross-org inherited artifact with ScopeMismatch", () =>
+      Effect.gen(function*() {
+        const store = yield* SessionStore
+        const org = newOrg()
+        const later = newSession(org)
+        const otherScope = newSession(org, initialState, "incident:INC-7")
+        const otherOrg = newSession(newOrg())
+        yield* Effect.forEach([later, otherScope, otherOrg], store.createSession, { discard: true })
+
+        const crossScope = yield* Effect.flip(store.inheritArtifact(org, later.id, otherScope.id))
+        expect(crossScope._tag).toBe("ScopeMismatch")
+        if (crossScope._tag === "ScopeMismatch") {
+          expect(crossScope.expected).toBe("incident:INC-42")
+          expect(crossScope.actual).toBe("incident:INC-7")
+        }
+        // Another org's session is indistinguishable from a missing one: its scope is not revealed.
+        const crossOrg = yield* Effect.flip(store.inheritArtifact(org, later.id, otherOrg.id))
+        expect(crossOrg._tag).toBe("ScopeMismatch")
+        if (crossOrg._tag === "ScopeMismatch") expect(crossOrg.actual).not.toBe("incident:INC-42")
+        expect((yield* Effect.flip(store.inheritArtifact(org, later.id, "ses_missing")))._tag).toBe("ScopeMismatch")
+        expect((yield* Effect.flip(store.inheritArtifact(org, "ses_missing", later.id)))._tag).toBe(
+          "PersistenceFailed"
+        )
+        expect(yield* store.inherited(org, later.id)).toEqual([])
+      }))
+
+    it.effect("round-trips JSON exactly: unicode, control characters, nested tool calls, a 1 MB result", () =>
+      Effect.gen(function*() {
+        const store = yield* SessionStore
+        const session = newSession(newOrg())
+        yield* store.createSession(session)
+        // Text a model or a tool can produce, including what jsonb would refuse (NUL, an unpaired surrogate).
+        const tricky = "héllo 世界 😀 👩🏽‍💻 مرحبا e\u0301 \"quoted\" back\\slash tab\t nl\n nul\u0000 lone\ud800 end"
+        const nested = JSON.stringify({
+          query: tricky,
+          filters: [{ field: "service", op: "in", values: ["api", "db", { deep: [[1, 2.5, -0.125e-7], null, true] }] }],
+          "key with spaces": { "ключ": "значение" }
+        })
+        const assistant: TurnEntry = {
+          kind: "assistant",
+          text: tricky,
+          toolCalls: [
+            { id: "call_1", name: "search_logs", arguments: nested },
+            { id: "call_2", name: "get_metrics", arguments: `{"series":["p99","p50"],"window":"15m"}` },
+            { id: "call_3", name: "bad_json", arguments: `{"unterminated": [1, 2` }
+          ],
+          finishReason: "tool_calls"
+        }
+        const big = Array.from({ length: 20_000 }, (_, i) => `line ${i}: ${"x".repeat(40)} ✓ 🚀\n`).join("")
+        expect(big.length).toBeGreaterThan(1_000_000)
+        const results: TurnEntry = {
+          kind: "tool_results",
+          results: [
+            { callId: "call_1", name: "search_logs", content: big, isError: false, status: "ok" },
+            { callId: "call_2", name: "get_metrics", content: tricky, isError: true, status: "error" },
+            { callId: "call_3", name: "bad_json", content: "not executed", isError: true, status: "not_executed" }
+          ]
+        }
+        const user: TurnEntry = { kind: "user", text: tricky, context: `<context>\n${tricky}\n</context>` }
+        const appended = [
+          yield* store.appendTurn(session.id, user, 1),
+          yield* store.appendTurn(session.id, assistant, 2),
+          yield* store.appendTurn(session.id, results, 3)
+        ]
+        const stored = yield* store.turns(session.principal.orgId, session.id)
+        expect(stored).toEqual(appended)
+        expect(stored.map((t) => t.entry)).toEqual([user, assistant, results])
+        const [, storedAssistant, storedResults] = stored
+        if (storedAssistant?.entry.kind === "assistant") {
+          expect(storedAssistant.entry.toolCalls[0]?.arguments).toBe(nested)
+        }
+        if (storedResults?.entry.kind === "tool_results") expect(storedResults.entry.results[0]?.content).toBe(big)
+      }))
+
+    it.effect("keeps the key order of stored JSON: report data, report schema, verbatim model replies", () =>
+      Effect.gen(function*() {
+        const store = yield* SessionStore
+        const org = newOrg()
+        const session = newSession(org)
+        yield* store.createSession(session)
+        // Orders a normalising store (jsonb) would change: longer keys first, then shorter ones.
+        const data = { zeta_long_key: 1, b: [{ yy: 1, x: 2 }], confidence: "low", a: null }
+        const state: SessionState = {
+          ...initialState,
+          lastExitReason: "completed",
+          report: { exitReason: "completed", source: "model", data }
+        }
+        yield* store.saveState(session.id, state, 2_000)
+        const read = yield* store.getSession(org, session.id)
+        expect(JSON.stringify(Option.getOrThrow(read).state.report?.data)).toBe(JSON.stringify(data))
+
+        const reportSchema = { type: "object", properties: { summary: {}, nextSteps: {}, a: {} }, required: [] }
+        yield* store.putAgent(org, new AgentSpec({ ...spec("ordered", 1), reportSchema }))
+        const agent = Option.getOrThrow(yield* store.getAgent(org, "ordered"))
+        expect(JSON.stringify(agent.reportSchema)).toBe(JSON.stringify(reportSchema))
+
+        const raw = { id: "chatcmpl-1", choices: [{ message: { role: "assistant", content: "hi\u0000" } }], a: 1 }
+        const run = {
+          ...trajectory(session, 1),
+          modelCalls: [{
+            provider: "p1",
+            attempt: 1,
+            startedAt: 1,
+            durationMs: 2,
+            request: { messages: 1, tools: 0 },
+            reply: {
+              text: "hi",
+              toolCalls: [],
+              finishReason: "stop" as const,
+              usage: Usage.zero,
+              model: "m",
+              raw
+            },
+            usage: Usage.zero
+          }]
+        }
+        yield* store.saveTrajectory(run)
+        const [saved] = yield* store.trajectories(org, session.id)
+        expect(saved).toEqual(run)
+        expect(JSON.stringify(saved?.modelCalls[0]?.reply?.raw)).toBe(JSON.stringify(raw))
+      }))
+
+    it.effect("serves 50 concurrent fibers, each appending to its own session while reading others", () =>
+      Effect.gen(function*() {
+        const store = yield* SessionStore
+        const org = newOrg()
+        const sessions = Array.from({ length: 50 }, () => newSession(org))
+        yield* Effect.forEach(sessions, store.createSession, { concurrency: "unbounded", discard: true })
+        yield* Effect.forEach(sessions, (session, i) =>
+          Effect.gen(function*() {
+            for (let n = 1; n <= 5; n++) {
+              const turn = yield* store.appendTurn(session.id, user(`s${i} m${n}`), n)
+              expect(turn.seq).toBe(n)
+              yield* store.saveState(session.id, { ...initialState, status: "running", modelCalls: n }, n)
+              yield* store.turns(org, sessions[(i + 1) % 50]!.id)
+            }
+          }), { concurrency: "unbounded", discard: true })
+        for (const [i, session] of sessions.entries()) {
+          const stored = yield* store.turns(org, session.id)
+          expect(stored.map((t) => t.entry.kind === "user" ? t.entry.text : "")).toEqual(
+            range(1, 5).map((n) => `s${i} m${n}`)
+          )
+          expect(Option.getOrThrow(yield* store.getSession(org, session.id)).state.modelCalls).toBe(5)
+        }
       }))
   })
 

@@ -56,7 +56,14 @@ const all: ReadonlyArray<Tool> = [
     inputSchema: object({}),
     annotations: { readOnlyHint: true }
   },
-  { name: "fail", description: "Answers with isError.", inputSchema: object({}) }
+  { name: "fail", description: "Answers with isError.", inputSchema: object({}) },
+  { name: "pid", description: "The server's process id.", inputSchema: object({}), annotations: { readOnlyHint: true } },
+  {
+    name: "structured_only",
+    description: "Answers with structured content and no text.",
+    inputSchema: object({}),
+    annotations: { readOnlyHint: true }
+  }
 ]
 
 const tools = all
@@ -101,6 +108,10 @@ server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<
       return text(JSON.stringify(stats))
     case "fail":
       return { content: [{ type: "text", text: "the fixture failed on purpose" }], isError: true }
+    case "pid":
+      return text(String(process.pid))
+    case "structured_only":
+      return { content: [], structuredContent: { ok: true, items: [1, 2] } }
   }
   return { content: [{ type: "text", text: `unknown tool ${request.params.name}` }], isError: true }
 })

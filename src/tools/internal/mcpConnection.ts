@@ -42,17 +42,22 @@ export interface Conn {
   stderr: string
 }
 
-/** `Down` keeps the connection it replaced so a shutdown can still close it. */
+/**
+ * `Down` keeps the connection it replaced (so a shutdown can still close it) and three signals: `ready`, completed
+ * by the successful restart; `nextFailed`, completed with the error of the next restart attempt to START if it fails
+ * (so a waiting call always hears about an attempt made after it arrived, never a stale one); and `kick`, a call
+ * asking to skip the rest of the backoff that follows the attempt in progress.
+ */
 export type State =
   | { readonly _tag: "Starting" }
   | { readonly _tag: "Up"; readonly conn: Conn }
   | {
     readonly _tag: "Down"
-    readonly ready: Deferred.Deferred<Conn>
     readonly loss: Loss
     readonly previous: Conn
-    readonly failures: number
-    readonly lastError: string | undefined
+    readonly ready: Deferred.Deferred<Conn>
+    readonly nextFailed: Deferred.Deferred<string>
+    readonly kick: Deferred.Deferred<void>
   }
 
 /** One configured server and its current state. */
@@ -83,11 +88,11 @@ const goDown = (handle: Handle, conn: Conn, loss: Loss): void => {
   if (handle.state._tag === "Up" && handle.state.conn === conn) {
     handle.state = {
       _tag: "Down",
-      ready: Deferred.unsafeMake<Conn>(FiberId.none),
       loss,
       previous: conn,
-      failures: 0,
-      lastError: undefined
+      ready: Deferred.unsafeMake<Conn>(FiberId.none),
+      nextFailed: Deferred.unsafeMake<string>(FiberId.none),
+      kick: Deferred.unsafeMake<void>(FiberId.none)
     }
   }
 }
@@ -108,9 +113,21 @@ export const isSessionExpired = (error: unknown): boolean =>
   error instanceof StreamableHTTPError &&
   (error.code === 404 || (error.code === 400 && /session/i.test(error.message)))
 
-/** A request that never reached the server (refused, reset, DNS): `fetch` rejects with a TypeError. */
-export const isUnreachable = (error: unknown): boolean =>
-  error instanceof TypeError && /fetch failed|network|ECONN|socket/i.test(`${error.message} ${messageOf(error.cause)}`)
+/** Network failures of `fetch` (it rejects with a TypeError whose cause carries the code). */
+export const isNetworkFailure = (error: unknown): boolean =>
+  error instanceof TypeError && /fetch failed|network|socket|ECONN/i.test(`${error.message} ${messageOf(error.cause)}`)
+
+const NEVER_CONNECTED = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH"])
+
+/**
+ * A network failure before the request could reach the server (refused, unresolvable, unroutable): the tool
+ * certainly did not run. Anything else (a socket closed mid-request) may have run it.
+ */
+export const isUnsent = (error: unknown): boolean => {
+  if (!(error instanceof TypeError) || typeof error.cause !== "object" || error.cause === null) return false
+  const code = (error.cause as { readonly code?: unknown }).code
+  return typeof code === "string" && NEVER_CONNECTED.has(code)
+}
 
 /** A one-line description of a transport error, with the network cause when there is one. */
 export const describeError = (error: unknown): string => {
@@ -165,16 +182,27 @@ const listAll = async (client: Client, signal: AbortSignal, timeout: number): Pr
   throw new Error(`tools/list still returned a cursor after ${MAX_PAGES} pages`)
 }
 
-/** Closes a connection for good (idempotent): ends a healthy HTTP session politely, then closes the client. */
-export const close = (conn: Conn): Effect.Effect<void> =>
+/**
+ * Closes a connection for good (idempotent). A healthy HTTP session is ended politely; a stdio child gets the
+ * SDK's graceful close (stdin end, then SIGTERM, then SIGKILL) — or, with `force` (an open that failed or was
+ * interrupted, so the child may not even read stdin yet), SIGTERM at once.
+ */
+export const close = (conn: Conn, force = false): Effect.Effect<void> =>
   Effect.suspend(() => {
     if (conn.closing) return Effect.void
     conn.closing = true
     const transport = conn.transport
-    const terminate = transport instanceof StreamableHTTPClientTransport && conn.loss === undefined
+    if (force && transport instanceof StdioClientTransport && transport.pid !== null) {
+      try {
+        process.kill(transport.pid, "SIGTERM")
+      } catch {
+        // Already gone.
+      }
+    }
+    const terminate = transport instanceof StreamableHTTPClientTransport && conn.loss === undefined && !force
       ? Effect.tryPromise(() => transport.terminateSession()).pipe(Effect.timeout("1 second"), Effect.ignore)
       : Effect.void
-    // The stdio transport ends stdin, then escalates to SIGTERM and SIGKILL after 2 s each: bound the wait.
+    // The graceful stdio close waits up to 2 s per step: bound the whole wait.
     const closeClient = Effect.tryPromise(() => conn.client.close()).pipe(Effect.timeout("5 seconds"), Effect.ignore)
     return Effect.zipRight(terminate, closeClient)
   }).pipe(Effect.uninterruptible)
@@ -221,8 +249,38 @@ const open = (handle: Handle, timeoutMs: number): Effect.Effect<{ conn: Conn; to
         duration: Duration.millis(timeoutMs),
         onTimeout: () => `no answer to initialize/tools/list within ${timeoutMs} ms`
       }),
-      Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : close(conn)))
+      Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : close(conn, true)))
     )
+  })
+
+/** Starts an attempt: takes its failure signal and arms fresh `nextFailed` / `kick` for those who arrive now. */
+const attemptStarts = (handle: Handle): Deferred.Deferred<string> | undefined => {
+  const s = handle.state
+  if (s._tag !== "Down") return undefined
+  handle.state = {
+    ...s,
+    nextFailed: Deferred.unsafeMake<string>(FiberId.none),
+    kick: Deferred.unsafeMake<void>(FiberId.none)
+  }
+  return s.nextFailed
+}
+
+/**
+ * Restarts until connected: an attempt at once, then after each failure the schedule's delay — cut short when a
+ * call kicks (a caller is waiting, so it may as well wait for a real attempt). A schedule that ends leaves only kicks.
+ */
+const reconnect = (handle: Handle, options: Options): Effect.Effect<{ conn: Conn }> =>
+  Effect.gen(function*() {
+    const driver = yield* Schedule.driver(options.restart)
+    while (true) {
+      const failed = attemptStarts(handle)
+      const opened = yield* Effect.either(open(handle, options.connectTimeoutMs))
+      if (Either.isRight(opened)) return opened.right
+      yield* Effect.logWarning(`MCP server "${handle.name}" restart failed: ${opened.left}`)
+      if (failed !== undefined) yield* Deferred.succeed(failed, opened.left)
+      const kick = handle.state._tag === "Down" ? Deferred.await(handle.state.kick) : Effect.never
+      yield* Effect.raceFirst(driver.next(opened.left).pipe(Effect.catchAll(() => Effect.never)), kick)
+    }
   })
 
 const supervise = (handle: Handle, first: Conn, options: Options): Effect.Effect<never> => {
@@ -237,18 +295,8 @@ const supervise = (handle: Handle, first: Conn, options: Options): Effect.Effect
       Effect.annotateLogs({ mcpServer: handle.name, stderr: current.stderr.slice(-1024) })
     )
     yield* close(current)
-    const attempt = open(handle, options.connectTimeoutMs).pipe(
-      Effect.tapError((error) =>
-        Effect.suspend(() => {
-          const s = handle.state
-          if (s._tag === "Down") handle.state = { ...s, failures: s.failures + 1, lastError: error }
-          return Effect.logWarning(`MCP server "${handle.name}" restart failed: ${error}`)
-        })
-      ),
-      Effect.retry(options.restart)
-    )
     yield* Effect.uninterruptibleMask((restore) =>
-      Effect.flatMap(restore(attempt), ({ conn }) =>
+      Effect.flatMap(restore(reconnect(handle, options)), ({ conn }) =>
         Effect.suspend(() => {
           current = conn
           handle.state = { _tag: "Up", conn }
@@ -258,8 +306,7 @@ const supervise = (handle: Handle, first: Conn, options: Options): Effect.Effect
     )
     yield* Effect.logInfo(`MCP server "${handle.name}" is back`)
   })
-  // A schedule that gives up leaves the server down; calls then fail fast with the last error.
-  return Effect.forever(restartOnce.pipe(Effect.catchAll(() => Effect.never)))
+  return Effect.forever(restartOnce)
 }
 
 /**
@@ -294,8 +341,9 @@ export const start = (
   })
 
 /**
- * The live connection for a call: at once when up; after the restart when the server is down but no restart
- * attempt has failed yet; otherwise `Left` with why the server is unavailable (the call is not sent).
+ * The live connection for a call: at once when up; when down, after the restart attempt in progress (or one the
+ * call kicks off, skipping the rest of the backoff) — `Left` with the attempt's error when it fails, so a call to a
+ * server that is not coming back fails fast instead of spending its whole timeout.
  */
 export const acquire = (handle: Handle): Effect.Effect<Either.Either<Conn, string>> =>
   Effect.suspend((): Effect.Effect<Either.Either<Conn, string>> => {
@@ -307,9 +355,13 @@ export const acquire = (handle: Handle): Effect.Effect<Either.Either<Conn, strin
       case "Up":
         return Effect.succeed(Either.right(s.conn))
       case "Down":
-        return s.failures === 0
-          ? Effect.map(Deferred.await(s.ready), Either.right)
-          : Effect.succeed(Either.left(`${describeLoss(s.loss)}; the last restart attempt failed: ${s.lastError}`))
+        return Effect.zipRight(
+          Deferred.succeed(s.kick, undefined),
+          Effect.raceFirst(
+            Effect.map(Deferred.await(s.ready), Either.right),
+            Effect.map(Deferred.await(s.nextFailed), (error) => Either.left(`restarting it failed: ${error}`))
+          )
+        )
       case "Starting":
         return Effect.succeed(Either.left("it has not started yet"))
     }

@@ -1,0 +1,241 @@
+/**
+ * Corral's implementation of the peers workload (../shared/bench/WORKLOAD.md §10): the runtime overhead of the
+ * agent loop per model turn and per tool call, with a zero-latency scripted model and an in-process echo tool.
+ *
+ * Everything goes through the public embedding API, built ONCE per process as a `ManagedRuntime` over
+ * `Corral.layerMemory`: the memory store, live events, the in-process `ToolRegistry` (so ajv argument validation
+ * is measured), no tracer/exporter layer. The model is `Scripted.fromFunction`, stateless: it derives the session
+ * id, the turn and the final count from the request's messages. The agent uses `finalize: "transcript"`, so the
+ * landing writes its report from the transcript without an extra model call — which is what keeps the workload's
+ * model counter at exactly 11 per session — and `limits.modelCallsPerBurst: 11` (the workload's T + 1).
+ * Each session is one `Corral.run` awaited through `runtime.runPromise`; scenario B starts all sessions with
+ * `Effect.forEach(..., { concurrency: "unbounded" })`; scenario C builds each 20-message history with one `run`
+ * and nine `continue`s. Checks (final text read back with `Corral.turns`, counters) run after the timed region.
+ *
+ * Run: `node --expose-gc --import tsx scripts/bench/workload.ts --scenario A|B|C [--quick --sessions N --warmup N]`
+ * Options: `--store memory|embedded|postgres` (SQL stores: only once a SQL `SessionStore` exists), `--tracer off`
+ * (disables Effect's built-in in-memory span objects, a diagnostic), `--passivate` (C: let every actor passivate
+ * before measuring, so only the store's share remains). Prints one `RESULT <json>` line (framework `corral`).
+ */
+import { Effect, Layer, ManagedRuntime } from "effect"
+import { existsSync, readFileSync } from "node:fs"
+import { createRequire } from "node:module"
+import { Corral, Principal, Supervisor, ToolRegistry, Usage } from "../../src/index.js"
+import type { ModelReply, ModelRequest, SessionView, TurnEntry } from "../../src/index.js"
+import * as Scripted from "../../src/model/Scripted.js"
+import * as Harness from "./harness.js"
+
+const principal = new Principal({ orgId: "bench", userId: "bench" })
+const scope = "bench"
+const usage = new Usage({
+  inputTokens: Harness.USAGE.input,
+  outputTokens: Harness.USAGE.output,
+  cacheReadTokens: 0,
+  cacheWriteTokens: 0
+})
+
+let modelCalls = 0
+let toolCalls = 0
+
+/** The model of §3 over Corral's request: transcript entries, tool results grouped per `tool_results` entry. */
+const agentModel = Scripted.fromFunction({
+  name: "bench",
+  model: "scripted-zero-latency",
+  reply: (request: ModelRequest): ModelReply => {
+    modelCalls++
+    const messages = request.messages
+    const first = messages[0]
+    const sid = Harness.sessionIdOf(first?.kind === "user" ? first.text : undefined) ?? "?"
+    let r = 0
+    for (const m of messages) if (m.kind === "tool_results") r += m.results.length
+    const t = 1 + r / Harness.K
+    if (t <= Harness.T) {
+      const toolCalls = []
+      for (let i = 1; i <= Harness.K; i++) {
+        toolCalls.push({ id: Harness.callId(sid, t, i), name: "echo", arguments: Harness.callArguments(t, i) })
+      }
+      return { text: "", toolCalls, finishReason: "tool_calls", usage, model: "scripted-zero-latency" }
+    }
+    const valid = Harness.validCounter(sid)
+    for (const m of messages) {
+      if (m.kind === "tool_results") for (const result of m.results) valid.add(result.callId, result.content)
+    }
+    const text = Harness.finalText(sid, valid.count())
+    return { text, toolCalls: [], finishReason: "stop", usage, model: "scripted-zero-latency" }
+  }
+})
+
+/** Scenario C's model: answers user message `j` with the padded assistant text `j + 1` of §8, a fresh string. */
+const historyModel = Scripted.fromFunction({
+  name: "bench-history",
+  model: "scripted-zero-latency",
+  reply: (request: ModelRequest): ModelReply => {
+    modelCalls++
+    const first = request.messages[0]
+    const opening = first?.kind === "user" ? first.text : ""
+    const sid = opening.slice(2, opening.indexOf(":", 2))
+    const text = Harness.fresh(Harness.historyText(sid, request.messages.length))
+    return { text, toolCalls: [], finishReason: "stop", usage, model: "scripted-zero-latency" }
+  }
+})
+
+/** The echo tool of §4, validated by the registry against its JSON Schema before `run` is called. */
+const echoTool = ToolRegistry.define<{ q: string }>({
+  name: "echo",
+  description: "Echoes its argument back, padded to 1 KiB.",
+  parameters: { type: "object", properties: { q: { type: "string" } }, required: ["q"] },
+  run: (args) =>
+    Effect.sync(() => {
+      toolCalls++
+      return Harness.echo(args.q)
+    })
+})
+
+/** The agent of scenarios A and B. */
+const agent = {
+  id: "bench",
+  version: 1,
+  name: "Bench",
+  instructions: "Call the echo tool, then answer.",
+  tools: ["echo"],
+  finalize: "transcript",
+  limits: { modelCallsPerBurst: Harness.TURNS }
+}
+
+/** The agent of scenario C: no tools, one model call per burst. */
+const holder = {
+  id: "holder",
+  version: 1,
+  name: "Holder",
+  instructions: "Answer.",
+  tier: "history",
+  finalize: "transcript"
+}
+
+const versions = (): Record<string, string> => {
+  const require = createRequire(import.meta.url)
+  const own = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }
+  const effect = require("effect/package.json") as { version: string }
+  return { corral: own.version, effect: effect.version, node: process.version }
+}
+
+const sqlStoreMissing = (store: string): never => {
+  const file = new URL("../../src/store/SqlStore.ts", import.meta.url)
+  process.stderr.write(
+    `--store ${store}: not available yet: Corral has no SQL SessionStore (${file.pathname} ${
+      existsSync(file) ? "exists but is not wired into this program yet" : "does not exist"
+    }); only --store memory runs today.\n`
+  )
+  return process.exit(2)
+}
+
+const finalTextOf = (entries: ReadonlyArray<TurnEntry>): string => {
+  for (let i = entries.length - 1; i >= 0; i--) {
+    const entry = entries[i]!
+    if (entry.kind === "assistant") return entry.text
+  }
+  return "(no assistant turn)"
+}
+
+void Harness.main<SessionView, string>(async (options) => {
+  const store = options.flags.get("store") ?? "memory"
+  if (store !== "memory") sqlStoreMissing(store)
+  const tracer = options.flags.get("tracer") ?? "on"
+  const passivate = options.flags.get("passivate") === "true"
+  // C keeps every actor live while it is measured (an hour is far longer than the run); `--passivate` instead
+  // lets them all go idle so that only the store's share is left.
+  const idleTimeout = options.scenario !== "C" ? undefined : passivate ? "200 millis" : "1 hour"
+  const layer = Layer.merge(
+    Corral.layerMemory({
+      providers: [agentModel],
+      tiers: { history: [historyModel] },
+      tools: [echoTool],
+      ...(idleTimeout === undefined ? {} : { idleTimeout })
+    }),
+    tracer === "off" ? Layer.setTracerEnabled(false) : Layer.empty
+  )
+  const runtime = ManagedRuntime.make(layer)
+  const corral = await runtime.runPromise(Corral)
+  await runtime.runPromise(Effect.zipRight(corral.publishAgent(principal, agent), corral.publishAgent(principal, holder)))
+
+  const run = (sid: number) => corral.run(principal, { agentId: "bench", scope, prompt: `session:${sid}` })
+
+  const createHeld = (sid: number) =>
+    Effect.gen(function*() {
+      const opened = yield* corral.run(principal, {
+        agentId: "holder",
+        scope,
+        prompt: Harness.fresh(Harness.historyText(sid, 0))
+      })
+      for (let j = 2; j < Harness.HISTORY; j += 2) {
+        const landed = yield* corral.continue(principal, opened.id, Harness.fresh(Harness.historyText(sid, j)))
+        if (landed.exitReason !== "completed") return yield* Effect.dieMessage(`burst ${j / 2}: ${landed.exitReason}`)
+      }
+      return opened.id
+    })
+
+  const notes = [
+    `store ${store}; Corral.layerMemory (memory store, live events, in-process ToolRegistry with ajv validation)`,
+    "agent finalize: \"transcript\" (the landing writes the report from the transcript: no extra model call, " +
+    "so the model counter grows by exactly 11 per session); limits.modelCallsPerBurst = 11",
+    "ManagedRuntime built once; one Corral.run per session through runtime.runPromise; B: Effect.forEach " +
+    "with concurrency \"unbounded\"; tool calls of a turn run with concurrency \"unbounded\" (Corral's default)",
+    tracer === "off"
+      ? "tracer disabled (Layer.setTracerEnabled(false)): no span objects at all"
+      : "no tracer or exporter layer installed (Effect's built-in tracer still creates in-memory span objects " +
+        "for withSpan; nothing is exported)",
+    "the memory store keeps every session's transcript and trajectory for the life of the process; actors of " +
+    `finished sessions stay live until their idle timeout (${idleTimeout ?? "5 minutes, the default"})`
+  ].join("; ")
+
+  return {
+    framework: "corral",
+    versions: versions(),
+    notes,
+    modelCalls: () => modelCalls,
+    toolCalls: () => toolCalls,
+    session: (sid) => runtime.runPromise(run(sid)),
+    burst: (sids) => runtime.runPromise(Effect.forEach(sids, run, { concurrency: "unbounded" })),
+    inspect: (view) =>
+      runtime.runPromise(Effect.map(corral.turns(principal, view.id), (turns) => {
+        const problem = view.exitReason !== "completed"
+          ? `exit reason ${view.exitReason}`
+          : view.modelCalls !== Harness.TURNS || view.toolCalls !== Harness.TOOL_CALLS
+          ? `Corral counted ${view.modelCalls} model and ${view.toolCalls} tool calls`
+          : undefined
+        const finalText = finalTextOf(turns.map((t) => t.entry))
+        return problem === undefined ? { finalText } : { finalText, problem }
+      })),
+    held: {
+      what: passivate
+        ? "per session, what Corral's memory store keeps after a run + 9 continues (session record with state " +
+          "and last report, 20 turns, 10 trajectories) with every actor passivated (idleTimeout 200 ms, measured " +
+          "after Supervisor.live() reached 0); the host keeps the 10,000 session ids"
+        : "per session, everything Corral holds for a live session after a run + 9 continues: the memory " +
+          "store's session record (state, last report), its 20 turns and 10 trajectories, plus the live actor " +
+          "(fiber, mailbox, idle timer, conversation array); idleTimeout 1 hour so no actor passivates during " +
+          "the measurement; the host keeps the 10,000 session ids",
+      create: (sid) => runtime.runPromise(createHeld(sid)),
+      read: (id) =>
+        runtime.runPromise(Effect.map(corral.turns(principal, id), (turns) =>
+          turns.map(({ entry }) =>
+            entry.kind === "user" || entry.kind === "assistant"
+              ? { role: entry.kind, text: entry.text }
+              : { role: "assistant" as const, text: `(a ${entry.kind} entry)` }
+          ))),
+      ...(passivate
+        ? {
+          settle: async () => {
+            const started = Date.now()
+            const live = () => runtime.runPromise(Effect.map(Supervisor, (s) => s.live()))
+            while ((await live()) > 0 && Date.now() - started < 60_000) {
+              await new Promise((resolve) => setTimeout(resolve, 50))
+            }
+            return { live_actors: await live(), passivated: true }
+          }
+        }
+        : {})
+    },
+    close: () => runtime.dispose()
+  }
+})

@@ -1,0 +1,234 @@
+/**
+ * ProviderConfig — the `providers` and `tiers` sections of the configuration file (DESIGN §9), and the layer that
+ * turns them into provider routes.
+ *
+ * Operators write this by hand, and a typo here is silent until the first burst fails over for no visible reason,
+ * so `decode` lists every problem with its path: an unknown field (`providers.claude.apikeyEnv: unknown key`), an
+ * unknown provider in a tier (naming both), a missing `default` tier. Keys never appear in the file: it names the
+ * environment variable holding each key (`apiKeyEnv`), read through `Config.redacted` so the value stays
+ * `Redacted` everywhere — logs, errors, spans — and only the adapter's header sees it. An absent variable is
+ * allowed: local servers (Ollama, vLLM, llama.cpp) need no key.
+ *
+ * Every adapter is wrapped in a `StormGuard` once, here: one guard per configured provider, shared by every tier
+ * that lists it and every session that calls it.
+ */
+import type { HttpClient } from "@effect/platform"
+import { NodeHttpClient } from "@effect/platform-node"
+import { Array as Arr, Config, ConfigError, Effect, Either, Layer, Option, ParseResult, Redacted, Schema } from "effect"
+import { FieldIssue } from "../domain/Errors.js"
+import * as Anthropic from "./Anthropic.js"
+import type { ModelProvider } from "./ModelProvider.js"
+import { Providers } from "./ModelProvider.js"
+import * as OpenAiCompat from "./OpenAiCompat.js"
+import * as StormGuard from "./StormGuard.js"
+
+const Name = Schema.String.pipe(
+  Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9_.-]*$/, {
+    message: () => "a name: letters, digits, '_', '.', '-', starting with a letter or digit"
+  })
+)
+
+const HttpUrl = Schema.String.pipe(
+  Schema.filter((s) => {
+    try {
+      const url = new URL(s)
+      return url.protocol === "http:" || url.protocol === "https:"
+    } catch {
+      return false
+    }
+  }, { message: () => "an absolute http:// or https:// URL" })
+)
+
+const EnvName = Schema.String.pipe(
+  Schema.pattern(/^[A-Za-z_][A-Za-z0-9_]*$/, {
+    message: () => "the NAME of an environment variable (letters, digits, '_'), not the key itself"
+  })
+)
+
+const Positive = Schema.Int.pipe(Schema.positive({ message: () => "a positive integer" }))
+
+/** Which wire format a provider speaks. */
+export const Api = Schema.Literal("openai", "anthropic").annotations({
+  message: () => "\"openai\" (any OpenAI-compatible server) or \"anthropic\""
+})
+export type Api = typeof Api.Type
+
+/** One provider: a model behind one API. `baseUrl` defaults to the vendor's public endpoint. */
+export const ProviderSettings = Schema.Struct({
+  api: Api,
+  /** `https://api.openai.com/v1`, `http://localhost:11434/v1` (Ollama), `https://api.anthropic.com`… */
+  baseUrl: Schema.optional(HttpUrl),
+  /** The environment variable holding the key; absent (or unset) = no key, for local servers. */
+  apiKeyEnv: Schema.optional(EnvName),
+  model: Schema.NonEmptyTrimmedString,
+  /** Per-attempt timeout in ms (default 120 000). */
+  timeoutMs: Schema.optional(Positive),
+  /** Attempts on this provider before failing over (default 3). */
+  maxAttempts: Schema.optional(Positive),
+  /** Extra (non-secret) headers on every request. */
+  headers: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String }))
+})
+export type ProviderSettings = typeof ProviderSettings.Type
+
+/** The `providers` section: provider name → settings. */
+export const ProvidersSection = Schema.Record({ key: Name, value: ProviderSettings })
+export type ProvidersSection = typeof ProvidersSection.Type
+
+/** The `tiers` section: tier name → provider names, in failover order (at least one). */
+export const TiersSection = Schema.Record({
+  key: Name,
+  value: Schema.NonEmptyArray(Schema.String).annotations({
+    message: () => "a non-empty list of provider names, in failover order"
+  })
+})
+export type TiersSection = typeof TiersSection.Type
+
+/** Both sections. Cross-checked: tiers name only configured providers; `default` exists when providers do. */
+export const ModelConfig = Schema.Struct({
+  providers: Schema.optional(ProvidersSection),
+  tiers: Schema.optional(TiersSection)
+}).pipe(Schema.filter((config) => crossCheck(config).map((issue) => ({ path: issue.path, message: issue.message }))))
+export type ModelConfig = typeof ModelConfig.Type
+
+interface PathIssue {
+  readonly path: ReadonlyArray<string | number>
+  readonly message: string
+}
+
+const crossCheck = (config: {
+  readonly providers?: ProvidersSection | undefined
+  readonly tiers?: TiersSection | undefined
+}): Array<PathIssue> => {
+  const issues: Array<PathIssue> = []
+  const known = Object.keys(config.providers ?? {})
+  const tiers = config.tiers ?? {}
+  for (const [tier, names] of Object.entries(tiers)) {
+    names.forEach((name, index) => {
+      if (known.includes(name)) return
+      issues.push({
+        path: ["tiers", tier, index],
+        message: `tier "${tier}" names unknown provider "${name}" (configured: ${
+          known.length === 0 ? "none" : known.map((k) => `"${k}"`).join(", ")
+        })`
+      })
+    })
+  }
+  if (known.length > 0 && tiers.default === undefined) {
+    issues.push({
+      path: ["tiers", "default"],
+      message: "a \"default\" tier is required when providers are configured (agents without a tier use it)"
+    })
+  }
+  return issues
+}
+
+/** The provider sections are invalid; every problem is listed with its path. */
+export class ProviderConfigInvalid extends Schema.TaggedError<ProviderConfigInvalid>()("ProviderConfigInvalid", {
+  issues: Schema.Array(FieldIssue)
+}) {
+  override get message(): string {
+    return `invalid provider configuration:\n${this.issues.map((i) => `- ${i.path}: ${i.message}`).join("\n")}`
+  }
+}
+
+const pathOf = (path: ReadonlyArray<PropertyKey>): string =>
+  path.reduce<string>(
+    (acc, key) => typeof key === "number" ? `${acc}[${key}]` : acc === "" ? String(key) : `${acc}.${String(key)}`,
+    ""
+  )
+
+/**
+ * Decodes `{ providers, tiers }` (both optional) from the parsed configuration file. Fails with
+ * `ProviderConfigInvalid` listing every problem with its path: wrong or unknown fields, an unknown `api`, a key
+ * where an env var name belongs, a tier naming an unknown provider (the message names the tier and the provider),
+ * a missing `default` tier.
+ */
+export const decode = (input: unknown): Either.Either<ModelConfig, ProviderConfigInvalid> =>
+  Either.mapLeft(
+    Schema.decodeUnknownEither(ModelConfig, { errors: "all", onExcessProperty: "error" })(input),
+    (error) =>
+      new ProviderConfigInvalid({
+        issues: ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) =>
+          new FieldIssue({
+            path: pathOf(issue.path),
+            message: issue._tag === "Unexpected" ? "unknown key" : issue.message
+          })
+        )
+      })
+  )
+
+/** Options of `layer`: the storm guard's bounds (shared by every provider). */
+export interface LayerOptions {
+  readonly guard?: StormGuard.Options
+}
+
+const apiKey = (settings: ProviderSettings) =>
+  settings.apiKeyEnv === undefined
+    ? Effect.succeed(undefined)
+    : Config.option(Config.redacted(settings.apiKeyEnv)).pipe(
+      Effect.map((key) =>
+        Option.getOrUndefined(Option.filter(key, (value) => Redacted.value(value).trim() !== ""))
+      )
+    )
+
+/** Builds one adapter (unguarded) from its settings; the key is read from the environment via `Config`. */
+export const makeProvider = (
+  name: string,
+  settings: ProviderSettings
+): Effect.Effect<ModelProvider, ConfigError.ConfigError, HttpClient.HttpClient> =>
+  Effect.gen(function*() {
+    const key = yield* apiKey(settings)
+    const common = {
+      name,
+      model: settings.model,
+      apiKey: key,
+      headers: settings.headers,
+      timeoutMs: settings.timeoutMs,
+      maxAttempts: settings.maxAttempts
+    }
+    return settings.api === "openai"
+      ? yield* OpenAiCompat.make({ ...common, baseUrl: settings.baseUrl ?? "https://api.openai.com/v1" })
+      : yield* Anthropic.make({ ...common, baseUrl: settings.baseUrl ?? "https://api.anthropic.com" })
+  })
+
+/**
+ * The `Providers` routes for `config`: one adapter per provider, each wrapped in its own `StormGuard`, each tier
+ * routed to its providers in order. Needs an `HttpClient` (`layerNode` provides Node's). Fails with a
+ * `ConfigError` when a key variable cannot be read, or when a tier names an unknown provider (a config that did
+ * not pass `decode`).
+ */
+export const layer = (
+  config: ModelConfig,
+  options: LayerOptions = {}
+): Layer.Layer<Providers, ConfigError.ConfigError, HttpClient.HttpClient> =>
+  Layer.effect(
+    Providers,
+    Effect.gen(function*() {
+      const built = new Map<string, ModelProvider>()
+      for (const [name, settings] of Object.entries(config.providers ?? {})) {
+        built.set(name, StormGuard.wrap(yield* makeProvider(name, settings), options.guard))
+      }
+      const routes: Record<string, ReadonlyArray<ModelProvider>> = {}
+      for (const [tier, names] of Object.entries(config.tiers ?? {})) {
+        const providers: Array<ModelProvider> = []
+        for (const name of names) {
+          const provider = built.get(name)
+          if (provider === undefined) {
+            return yield* Effect.fail(
+              ConfigError.InvalidData(["tiers", tier], `tier "${tier}" names unknown provider "${name}"`)
+            )
+          }
+          providers.push(provider)
+        }
+        if (Arr.isNonEmptyArray(providers)) routes[tier] = providers
+      }
+      return Providers.fromRoutes(routes)
+    })
+  )
+
+/** `layer` over Node's HTTP client (undici). */
+export const layerNode = (
+  config: ModelConfig,
+  options: LayerOptions = {}
+): Layer.Layer<Providers, ConfigError.ConfigError> =>
+  layer(config, options).pipe(Layer.provide(NodeHttpClient.layerUndici))

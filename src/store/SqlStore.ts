@@ -1,0 +1,358 @@
+/**
+ * SqlStore — the `SessionStore` port on @effect/sql's `SqlClient` (pg dialect): Postgres, or the embedded PGlite
+ * through the same client (see Database.ts). Tables are in migrations/0001_init.ts.
+ *
+ * Sequence numbers: `sessions.last_seq` is a per-session counter, and an append bumps it and inserts the turn in
+ * ONE statement. The UPDATE takes the session row's lock, so concurrent appends to one session queue on that lock
+ * and each reads the previous one's committed counter: gap-free, duplicate-free numbers with no retry loop, and a
+ * failed insert rolls its bump back with it. (`INSERT ... SELECT max(seq) + 1` would need a retry on every unique
+ * violation under concurrency, and costs an index probe per row; the counter also makes "no such session" fall out
+ * of the same statement, and lets one statement number a whole batch of several sessions' turns.)
+ *
+ * Appends go through group commit (internal/groupCommit.ts): turns from many sessions share one multi-row
+ * statement; an append completes only after the statement that carried it committed.
+ *
+ * Isolation: every read filters by org, either on the row's own `org_id` or by joining the session it belongs to.
+ * Failures: every SQL error, decode error or defect is wrapped once, here, into `PersistenceFailed` (SqlError never
+ * reaches session/); interruption passes through untouched.
+ */
+import { SqlClient } from "@effect/sql"
+import { Array as Arr, Effect, Exit, Layer, Option, Schema } from "effect"
+import type { Context, Duration, Scope as EffectScope } from "effect"
+import { AgentSpec } from "../domain/AgentSpec.js"
+import { PersistenceFailed } from "../domain/Errors.js"
+import { AgentId, SessionId } from "../domain/Ids.js"
+import { TurnEntry } from "../domain/Message.js"
+import type { Turn } from "../domain/Message.js"
+import { Principal } from "../domain/Principal.js"
+import { Scope } from "../domain/Scope.js"
+import { SessionState } from "../domain/Session.js"
+import type { Session } from "../domain/Session.js"
+import { Trajectory } from "../domain/Trajectory.js"
+import { persist, sqlState } from "./internal/failure.js"
+import * as GroupCommit from "./internal/groupCommit.js"
+import * as Refusals from "./internal/refusals.js"
+import * as Migrations from "./Migrations.js"
+import { SessionStore } from "./SessionStore.js"
+
+/** Group-commit tuning. The defaults suit a pooled Postgres server; see docs/storage.md for the measurements. */
+export interface Options {
+  /** Append batches in flight at once (default 4; keep it below the pool size so reads are never starved). */
+  readonly lanes?: number
+  /** Most turns in one INSERT (default 1,000). */
+  readonly maxBatch?: number
+  /** Most payload bytes in one INSERT (default 8 MiB; a larger single turn still goes, alone). */
+  readonly maxBatchBytes?: number
+  /** Linger after the first queued turn before writing (default 0: batch whatever queued meanwhile). */
+  readonly window?: Duration.DurationInput
+}
+
+const SessionRow = Schema.Struct({
+  id: SessionId,
+  org_id: Schema.String,
+  user_id: Schema.String,
+  scope: Scope,
+  agent_id: AgentId,
+  agent_version: Schema.Int,
+  state: SessionState,
+  created_at: Schema.Number,
+  updated_at: Schema.Number
+})
+const decodeSessions = Schema.decodeUnknown(Schema.Array(SessionRow))
+const toSession = (row: typeof SessionRow.Type): Session => ({
+  id: row.id,
+  principal: new Principal({ orgId: row.org_id, userId: row.user_id }),
+  scope: row.scope,
+  agentId: row.agent_id,
+  agentVersion: row.agent_version,
+  createdAt: row.created_at,
+  updatedAt: row.updated_at,
+  state: row.state
+})
+
+const TurnRow = Schema.Struct({ seq: Schema.Int, created_at: Schema.Number, payload: TurnEntry })
+const decodeTurns = Schema.decodeUnknown(Schema.Array(TurnRow))
+const decodeSpecs = Schema.decodeUnknown(Schema.Array(Schema.Struct({ spec: AgentSpec })))
+const decodeTrajectories = Schema.decodeUnknown(Schema.Array(Schema.Struct({ payload: Trajectory })))
+const decodeBases = Schema.decodeUnknown(Schema.Array(Schema.Struct({ id: Schema.String, base: Schema.Int })))
+const decodeIds = Schema.decodeUnknown(Schema.Array(Schema.Struct({ id: Schema.String })))
+const decodeScopes = Schema.decodeUnknown(Schema.Array(Schema.Struct({ id: Schema.String, scope: Schema.String })))
+
+const encodeState = Schema.encode(SessionState)
+const encodeEntry = Schema.encode(TurnEntry)
+const encodeSpec = Schema.encode(AgentSpec)
+const encodeTrajectory = Schema.encode(Trajectory)
+
+/** One queued append: the entry already encoded to its JSON text. */
+interface Append {
+  readonly sessionId: string
+  readonly kind: string
+  readonly payload: string
+  readonly at: number
+}
+
+/** A `turns(afterSeq)` bound as an int4 the database accepts, matching the memory driver's slice semantics. */
+const afterBound = (afterSeq: number | undefined): number =>
+  afterSeq === undefined || Number.isNaN(afterSeq) ? 0 : Math.max(0, Math.min(Math.floor(afterSeq), 2_147_483_647))
+
+const noSession = (operation: string, sessionId: string) =>
+  new PersistenceFailed({ operation, message: `no session "${sessionId}"` })
+
+/** SQLSTATE classes that belong to one row's data (bad value, constraint, too large): worth isolating the row. */
+const isRowError = (error: unknown): boolean => {
+  const state = sqlState(error)
+  return state !== undefined && (state.startsWith("22") || state.startsWith("23") || state.startsWith("54"))
+}
+
+/**
+ * Builds the store over the `SqlClient` in context and starts its group-commit writers in the current scope (the
+ * schema must already be migrated: `layer` does it). Never fails to build; methods fail with `PersistenceFailed`
+ * (and `inheritArtifact` with `ScopeMismatch`), appends still queued when the scope closes fail too.
+ */
+export const make = (
+  options: Options = {}
+): Effect.Effect<Context.Tag.Service<SessionStore>, never, SqlClient.SqlClient | EffectScope.Scope> =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+
+    /**
+     * Numbers and inserts a batch of turns of any sessions in one statement. `input` keeps the batch order
+     * (ordinality); each session's counter is bumped by its count, and its turns take base+1.. in batch order.
+     * Returns each session's base; a session absent from the result does not exist.
+     */
+    const insertBatch = (batch: ReadonlyArray<Append>) =>
+      sql`WITH input AS (
+          SELECT * FROM unnest(
+            ${batch.map((a) => a.sessionId)}::text[],
+            ${batch.map((a) => a.kind)}::text[],
+            ${batch.map((a) => a.payload)}::text[],
+            ${batch.map((a) => a.at)}::float8[]
+          ) WITH ORDINALITY AS i (session_id, kind, payload, created_at, ord)
+        ),
+        counts AS (SELECT session_id, count(*)::int AS n FROM input GROUP BY session_id),
+        bumped AS (
+          UPDATE sessions s SET last_seq = s.last_seq + c.n
+          FROM counts c WHERE s.id = c.session_id
+          RETURNING s.id, s.last_seq - c.n AS base
+        ),
+        inserted AS (
+          INSERT INTO turns (session_id, seq, kind, payload, created_at)
+          SELECT i.session_id, b.base + row_number() OVER (PARTITION BY i.session_id ORDER BY i.ord),
+            i.kind, i.payload::json, i.created_at
+          FROM input i JOIN bumped b ON b.id = i.session_id
+        )
+        SELECT id, base FROM bumped`.pipe(
+        // Two processes' batches can lock shared sessions in different orders; Postgres aborts one of them
+        // whole (nothing was written), so running it again is safe.
+        Effect.retry({ times: 2, while: (error) => sqlState(error) === "40P01" }),
+        Effect.flatMap(decodeBases),
+        Effect.map((rows) => {
+          const next = new Map(rows.map((row) => [row.id, row.base]))
+          return batch.map((append): Exit.Exit<number, PersistenceFailed> => {
+            const base = next.get(append.sessionId)
+            if (base === undefined) return Exit.fail(noSession("appendTurn", append.sessionId))
+            next.set(append.sessionId, base + 1)
+            return Exit.succeed(base + 1)
+          })
+        })
+      )
+
+    const writeBatch = (batch: Arr.NonEmptyReadonlyArray<Append>) =>
+      insertBatch(batch).pipe(
+        // One bad row must not fail its neighbours: on a data error, write the batch's rows one by one, in order.
+        Effect.catchAll((error) =>
+          batch.length > 1 && isRowError(error)
+            ? Effect.forEach(batch, (append) =>
+              insertBatch([append]).pipe(
+                persist("appendTurn"),
+                Effect.flatMap((exits) => exits[0] ?? Exit.fail(noSession("appendTurn", append.sessionId))),
+                Effect.exit
+              ))
+            : Effect.fail(error)
+        ),
+        persist("appendTurn")
+      )
+
+    const submit = yield* GroupCommit.make<Append, number, PersistenceFailed>({
+      lanes: options.lanes ?? 4,
+      maxItems: options.maxBatch ?? 1_000,
+      maxWeight: options.maxBatchBytes ?? 8 * 1024 * 1024,
+      ...(options.window === undefined ? {} : { window: options.window }),
+      key: (append) => append.sessionId,
+      weight: (append) => append.payload.length,
+      write: writeBatch,
+      closed: () => new PersistenceFailed({ operation: "appendTurn", message: "the store is shutting down" })
+    })
+
+    const sessionColumns = sql`id, org_id, user_id, scope, agent_id, agent_version, state, created_at, updated_at`
+
+    const service: Context.Tag.Service<SessionStore> = {
+      putAgent: (orgId, spec) =>
+        Effect.gen(function*() {
+          const encoded = JSON.stringify(yield* encodeSpec(spec))
+          yield* sql`INSERT INTO agents (org_id, id, version, spec)
+            VALUES (${orgId}, ${spec.id}, ${spec.version}, ${encoded}::json)
+            ON CONFLICT (org_id, id, version) DO UPDATE SET spec = EXCLUDED.spec, published_at = now()`
+        }).pipe(persist("putAgent")),
+
+      getAgent: (orgId, id, version) =>
+        (version === undefined
+          ? sql`SELECT spec FROM agents WHERE org_id = ${orgId} AND id = ${id} ORDER BY version DESC LIMIT 1`
+          : sql`SELECT spec FROM agents WHERE org_id = ${orgId} AND id = ${id} AND version = ${version}`).pipe(
+            Effect.flatMap(decodeSpecs),
+            Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), (row) => row.spec)),
+            persist("getAgent")
+          ),
+
+      listAgents: (orgId) =>
+        sql`SELECT DISTINCT ON (id) spec FROM agents WHERE org_id = ${orgId} ORDER BY id, version DESC`.pipe(
+          Effect.flatMap(decodeSpecs),
+          // Sorted here, not by the database's collation, so the order is the same code-unit order on every driver.
+          Effect.map((rows) => rows.map((row) => row.spec).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))),
+          persist("listAgents")
+        ),
+
+      createSession: (session) =>
+        Effect.gen(function*() {
+          const state = JSON.stringify(yield* encodeState(session.state))
+          yield* sql`INSERT INTO sessions
+            (id, org_id, user_id, scope, agent_id, agent_version, status, state, created_at, updated_at)
+            VALUES (${session.id}, ${session.principal.orgId}, ${session.principal.userId}, ${session.scope},
+              ${session.agentId}, ${session.agentVersion}, ${session.state.status}, ${state}::json,
+              ${session.createdAt}, ${session.updatedAt})`.pipe(
+              Effect.catchIf(
+                (error) => sqlState(error) === "23505",
+                () =>
+                  Effect.fail(
+                    new PersistenceFailed({
+                      operation: "createSession",
+                      message: `session "${session.id}" already exists`
+                    })
+                  )
+              )
+            )
+        }).pipe(persist("createSession")),
+
+      getSession: (orgId, id) =>
+        sql`SELECT ${sessionColumns} FROM sessions WHERE id = ${id} AND org_id = ${orgId}`.pipe(
+          Effect.flatMap(decodeSessions),
+          Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toSession)),
+          persist("getSession")
+        ),
+
+      saveState: (id, state, at) =>
+        Effect.gen(function*() {
+          const encoded = JSON.stringify(yield* encodeState(state))
+          // `status` is its own column (recovery's index); it is written with `state` in one statement, so the
+          // two can never disagree.
+          const rows = yield* sql`UPDATE sessions SET status = ${state.status}, state = ${encoded}::json,
+            updated_at = ${at} WHERE id = ${id} RETURNING id`.pipe(Effect.flatMap(decodeIds))
+          if (rows.length === 0) return yield* noSession("saveState", id)
+        }).pipe(persist("saveState")),
+
+      listRunning: () =>
+        sql`SELECT ${sessionColumns} FROM sessions WHERE status = 'running'`.pipe(
+          Effect.flatMap(decodeSessions),
+          Effect.map((rows) => rows.map(toSession)),
+          persist("listRunning")
+        ),
+
+      appendTurn: (sessionId, entry, at) =>
+        Effect.gen(function*() {
+          const payload = JSON.stringify(yield* encodeEntry(entry).pipe(persist("appendTurn")))
+          const append: Append = { sessionId, kind: entry.kind, payload, at }
+          // Inside a caller's transaction the turn must commit (or roll back) with it, and on the embedded
+          // database the writer could not even get the one connection the transaction holds: write it here.
+          const ambient = yield* Effect.serviceOption(SqlClient.TransactionConnection)
+          const seq = yield* Option.isSome(ambient)
+            ? writeBatch([append]).pipe(Effect.flatMap((exits) => exits[0] ?? Exit.fail(noSession("appendTurn", sessionId))))
+            : submit(append)
+          const turn: Turn = { sessionId, seq, at, entry }
+          return turn
+        }),
+
+      turns: (orgId, sessionId, afterSeq) =>
+        sql`SELECT t.seq, t.created_at, t.payload FROM turns t JOIN sessions s ON s.id = t.session_id
+          WHERE t.session_id = ${sessionId} AND s.org_id = ${orgId} AND t.seq > ${afterBound(afterSeq)}
+          ORDER BY t.seq`.pipe(
+          Effect.flatMap(decodeTurns),
+          Effect.map((rows) =>
+            rows.map((row): Turn => ({ sessionId, seq: row.seq, at: row.created_at, entry: row.payload }))
+          ),
+          persist("turns")
+        ),
+
+      inheritArtifact: (orgId, sessionId, fromSessionId) =>
+        Effect.gen(function*() {
+          // The scope is taken from the inheriting session's row; the composite foreign key on
+          // (org_id, scope, inherited_session_id) is what refuses another org's or another scope's session.
+          const outcome = yield* sql`WITH target AS (
+              SELECT id, org_id, scope FROM sessions WHERE id = ${sessionId} AND org_id = ${orgId}
+            ),
+            ins AS (
+              INSERT INTO session_artifacts (session_id, org_id, scope, inherited_session_id)
+              SELECT id, org_id, scope, ${fromSessionId} FROM target
+              ON CONFLICT (session_id, inherited_session_id) DO NOTHING
+            )
+            SELECT id FROM target`.pipe(
+            Effect.flatMap(decodeIds),
+            Effect.map((rows) => rows.length > 0 ? "recorded" as const : "missing" as const),
+            Effect.catchIf((error) => sqlState(error) === "23503", () => Effect.succeed("refused" as const)),
+            persist("inheritArtifact")
+          )
+          if (outcome === "missing") return yield* noSession("inheritArtifact", sessionId)
+          if (outcome === "refused") return yield* refusal(orgId, sessionId, fromSessionId)
+        }),
+
+      inherited: (orgId, sessionId) =>
+        sql`SELECT inherited_session_id AS id FROM session_artifacts
+          WHERE session_id = ${sessionId} AND org_id = ${orgId}`.pipe(
+          Effect.flatMap(decodeIds),
+          Effect.map((rows) => rows.map((row) => row.id).sort()),
+          persist("inherited")
+        ),
+
+      saveTrajectory: (trajectory) =>
+        Effect.gen(function*() {
+          const payload = JSON.stringify(yield* encodeTrajectory(trajectory))
+          // The org comes from the session row, never from the payload.
+          const rows = yield* sql`INSERT INTO trajectories (run_id, session_id, org_id, exit_reason, started_at, payload)
+            SELECT ${trajectory.runId}, s.id, s.org_id, ${trajectory.exitReason}, ${trajectory.startedAt}, ${payload}::json
+            FROM sessions s WHERE s.id = ${trajectory.sessionId}
+            ON CONFLICT (run_id) DO UPDATE SET payload = EXCLUDED.payload, exit_reason = EXCLUDED.exit_reason
+              WHERE trajectories.session_id = EXCLUDED.session_id
+            RETURNING run_id AS id`.pipe(Effect.flatMap(decodeIds))
+          if (rows.length === 0) return yield* noSession("saveTrajectory", trajectory.sessionId)
+        }).pipe(persist("saveTrajectory")),
+
+      trajectories: (orgId, sessionId) =>
+        sql`SELECT payload FROM trajectories WHERE session_id = ${sessionId} AND org_id = ${orgId}
+          ORDER BY ordinal`.pipe(
+          Effect.flatMap(decodeTrajectories),
+          Effect.map((rows) => rows.map((row) => row.payload)),
+          persist("trajectories")
+        )
+    }
+
+    /** Words the foreign-key refusal with the scopes involved, as far as the org may see them. */
+    const refusal = (orgId: string, sessionId: string, fromSessionId: string) =>
+      sql`SELECT id, scope FROM sessions WHERE org_id = ${orgId} AND id IN (${sessionId}, ${fromSessionId})`.pipe(
+        Effect.flatMap(decodeScopes),
+        persist("inheritArtifact"),
+        Effect.flatMap((rows) => {
+          const scopeOf = (id: string) => rows.find((row) => row.id === id)?.scope
+          return Effect.fail(
+            Refusals.crossScope(sessionId, fromSessionId, scopeOf(sessionId) ?? "", scopeOf(fromSessionId))
+          )
+        })
+      )
+
+    return service
+  })
+
+/**
+ * The SQL `SessionStore` over the `SqlClient` in context: migrates the schema first (idempotent), then starts the
+ * store. Fails with `PersistenceFailed` when the database is unreachable or a migration fails.
+ */
+export const layer = (options: Options = {}): Layer.Layer<SessionStore, PersistenceFailed, SqlClient.SqlClient> =>
+  Layer.scoped(SessionStore, Effect.zipRight(Migrations.run, make(options)))

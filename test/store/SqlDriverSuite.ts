@@ -1,0 +1,148 @@
+/**
+ * What only a SQL driver can be asked: the database's own guarantees (foreign keys, atomic statements,
+ * transactions), the Migrator, and concurrency through the real connection pool. Run against the embedded PGlite
+ * and, when configured, Postgres; the layer provides the store AND the `SqlClient` it runs on.
+ */
+import { SqlClient } from "@effect/sql"
+import { expect, layer } from "@effect/vitest"
+import { Effect, Either, Option } from "effect"
+import type { Layer } from "effect"
+import { randomUUID } from "node:crypto"
+import { AgentId, SessionId } from "../../src/domain/Ids.js"
+import { Principal } from "../../src/domain/Principal.js"
+import { Scope } from "../../src/domain/Scope.js"
+import type { Session } from "../../src/domain/Session.js"
+import { initialState } from "../../src/domain/Session.js"
+import { sqlState } from "../../src/store/internal/failure.js"
+import * as Migrations from "../../src/store/Migrations.js"
+import { SessionStore } from "../../src/store/SessionStore.js"
+
+const uid = () => randomUUID().replaceAll("-", "")
+
+const newSession = (orgId: string, scope = "incident:INC-42"): Session => ({
+  id: SessionId.make(`ses_${uid()}`),
+  principal: new Principal({ orgId, userId: "u1" }),
+  scope: Scope.make(scope),
+  agentId: AgentId.make("triage"),
+  agentVersion: 1,
+  createdAt: 1_000,
+  updatedAt: 1_000,
+  state: initialState
+})
+
+class Rollback {
+  readonly _tag = "Rollback"
+}
+
+/** Registers the SQL-driver suite for one database. */
+export const sqlDriverSuite = (name: string, driver: Layer.Layer<SessionStore | SqlClient.SqlClient, unknown>): void =>
+  layer(driver, { excludeTestServices: true })(`SqlStore on ${name}`, (it) => {
+    it.effect("applies no migration twice: a second run, and two concurrent runs, apply nothing", () =>
+      Effect.gen(function*() {
+        // The layer already migrated this database.
+        expect(yield* Migrations.run).toEqual([])
+        expect(yield* Effect.all([Migrations.run, Migrations.run], { concurrency: 2 })).toEqual([[], []])
+        const sql = yield* SqlClient.SqlClient
+        const applied = yield* sql<{ migration_id: number; name: string }>`
+          SELECT migration_id, name FROM ${sql(Migrations.table)} ORDER BY migration_id`
+        expect(applied.map((row) => [row.migration_id, row.name])).toEqual([[1, "init"]])
+      }))
+
+    it.effect("refuses a cross-scope or cross-org artifact row in the database itself", () =>
+      Effect.gen(function*() {
+        const store = yield* SessionStore
+        const sql = yield* SqlClient.SqlClient
+        const org = `org_${uid().slice(0, 12)}`
+        const later = newSession(org)
+        const sameScope = newSession(org)
+        const otherScope = newSession(org, "incident:INC-7")
+        const otherOrg = newSession(`org_${uid().slice(0, 12)}`)
+        yield* Effect.forEach([later, sameScope, otherScope, otherOrg], store.createSession, { discard: true })
+
+        // Raw INSERTs, bypassing the store: only the composite foreign keys stand in the way.
+        const insert = (inherited: Session, scope: string, orgId: string) =>
+          sql`INSERT INTO session_artifacts (session_id, org_id, scope, inherited_session_id)
+            VALUES (${later.id}, ${orgId}, ${scope}, ${inherited.id})`.pipe(Effect.either)
+        const lie = yield* insert(otherScope, "incident:INC-42", org)
+        const lieAboutScope = yield* insert(otherScope, "incident:INC-7", org)
+        const crossOrg = yield* insert(otherOrg, "incident:INC-42", org)
+        for (const refused of [lie, lieAboutScope, crossOrg]) {
+          expect(Either.isLeft(refused)).toBe(true)
+          if (Either.isLeft(refused)) expect(sqlState(refused.left)).toBe("23503")
+        }
+        expect(Either.isRight(yield* insert(sameScope, "incident:INC-42", org))).toBe(true)
+        expect(yield* store.inherited(org, later.id)).toEqual([sameScope.id])
+      }))
+
+    it.effect("keeps 50 concurrent fibers' appends and transactions apart, rolling back what failed", () =>
+      Effect.gen(function*() {
+        const store = yield* SessionStore
+        const sql = yield* SqlClient.SqlClient
+        const org = `org_${uid().slice(0, 12)}`
+        const sessions = Array.from({ length: 50 }, () => newSession(org))
+        yield* Effect.forEach(sessions, store.createSession, { discard: true })
+
+        const fiber = (session: Session, i: number) => {
+          const text = (n: number) => `f${i} m${n}`
+          switch (i % 3) {
+            case 0: // plain appends through group commit
+              return Effect.forEach([1, 2, 3, 4], (n) => store.appendTurn(session.id, { kind: "user", text: text(n) }, n))
+            case 1: // a committed transaction: a document and two turns, together
+              return sql.withTransaction(Effect.gen(function*() {
+                yield* sql`INSERT INTO documents (org_id, id, source, title, body, updated_at)
+                  VALUES (${org}, ${`doc_${i}`}, 'runbooks', ${`Runbook ${i}`}, 'restart the pod', 1)`
+                yield* store.appendTurn(session.id, { kind: "user", text: text(1) }, 1)
+                yield* store.appendTurn(session.id, { kind: "user", text: text(2) }, 2)
+              }))
+            default: // a transaction that fails after writing: none of it may remain
+              return sql.withTransaction(Effect.gen(function*() {
+                yield* sql`INSERT INTO documents (org_id, id, source, title, body, updated_at)
+                  VALUES (${org}, ${`doc_${i}`}, 'runbooks', 'doomed', 'never visible', 1)`
+                yield* store.appendTurn(session.id, { kind: "user", text: "rolled back" }, 1)
+                return yield* Effect.fail(new Rollback())
+              })).pipe(Effect.catchTag("Rollback", () => Effect.void))
+          }
+        }
+        yield* Effect.forEach(sessions, fiber, { concurrency: "unbounded", discard: true })
+
+        for (const [i, session] of sessions.entries()) {
+          const texts = (yield* store.turns(org, session.id)).map((t) => t.entry.kind === "user" ? t.entry.text : "")
+          const expected = i % 3 === 0 ? [1, 2, 3, 4] : i % 3 === 1 ? [1, 2] : []
+          expect(texts).toEqual(expected.map((n) => `f${i} m${n}`))
+        }
+        const docs = yield* sql<{ id: string }>`SELECT id FROM documents WHERE org_id = ${org} ORDER BY id`
+        expect(docs.map((d) => d.id).sort()).toEqual(
+          sessions.flatMap((_, i) => i % 3 === 1 ? [`doc_${i}`] : []).sort()
+        )
+        // The rolled-back append gave its number back: the next one is 1.
+        const after = yield* store.appendTurn(sessions[2]!.id, { kind: "user", text: "after" }, 9)
+        expect(after.seq).toBe(1)
+      }))
+
+    it.effect("finds documents by full-text search on the tsvector column", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const org = `org_${uid().slice(0, 12)}`
+        yield* sql`INSERT INTO documents (org_id, id, source, title, body, updated_at) VALUES
+          (${org}, 'a', 'runbooks', 'Disk full', 'the disks were filling up quickly', 1),
+          (${org}, 'b', 'runbooks', 'Certificates', 'renew the TLS certificate', 1)`
+        const hits = yield* sql<{ id: string }>`SELECT id FROM documents
+          WHERE org_id = ${org} AND search @@ websearch_to_tsquery('english', 'disk filling')`
+        expect(hits.map((h) => h.id)).toEqual(["a"])
+      }))
+
+    it.effect("stores a turn as one row or not at all, and reports the store's state without SqlError", () =>
+      Effect.gen(function*() {
+        const store = yield* SessionStore
+        const sql = yield* SqlClient.SqlClient
+        const session = newSession(`org_${uid().slice(0, 12)}`)
+        yield* store.createSession(session)
+        yield* store.appendTurn(session.id, { kind: "user", text: "one" }, 1)
+        const rows = yield* sql<{ seq: number; kind: string }>`SELECT seq, kind FROM turns
+          WHERE session_id = ${session.id}`
+        expect(rows).toEqual([{ seq: 1, kind: "user" }])
+        const missing = yield* Effect.flip(store.appendTurn("ses_nope", { kind: "user", text: "x" }, 1))
+        expect(missing._tag).toBe("PersistenceFailed")
+        expect(Option.isNone(yield* store.getSession(session.principal.orgId, "ses_nope"))).toBe(true)
+      }))
+  })

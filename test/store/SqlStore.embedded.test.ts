@@ -1,0 +1,62 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import { mkdtemp, rm } from "node:fs/promises"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { AgentId, SessionId } from "../../src/domain/Ids.js"
+import { Principal } from "../../src/domain/Principal.js"
+import { Scope } from "../../src/domain/Scope.js"
+import { initialState } from "../../src/domain/Session.js"
+import * as Embedded from "../../src/store/Embedded.js"
+import * as Migrations from "../../src/store/Migrations.js"
+import { SessionStore } from "../../src/store/SessionStore.js"
+import * as SqlStore from "../../src/store/SqlStore.js"
+import { sessionStoreContract } from "./SessionStoreContract.js"
+import { sqlDriverSuite } from "./SqlDriverSuite.js"
+
+/** The store and its SqlClient on a fresh in-memory PGlite; lanes 1 as Database wires it for one connection. */
+const embedded = () => SqlStore.layer({ lanes: 1 }).pipe(Layer.provideMerge(Embedded.layerEmbedded()))
+
+sessionStoreContract("sql on embedded PGlite", embedded())
+sqlDriverSuite("embedded PGlite", embedded())
+
+describe("Embedded", () => {
+  it.live("migrates a fresh database once: the first run applies 0001, the second nothing", () =>
+    Effect.gen(function*() {
+      expect(yield* Migrations.run).toEqual([[1, "init"]])
+      expect(yield* Migrations.run).toEqual([])
+    }).pipe(Effect.provide(Embedded.layerEmbedded())))
+
+  it.live("keeps sessions and turns in its data directory across restarts", () =>
+    Effect.gen(function*() {
+      const dir = yield* Effect.acquireRelease(
+        Effect.promise(() => mkdtemp(join(tmpdir(), "corral-embedded-"))),
+        (path) => Effect.promise(() => rm(path, { recursive: true, force: true }))
+      )
+      const onDisk = SqlStore.layer({ lanes: 1 }).pipe(Layer.provide(Embedded.layerEmbedded({ dataDir: dir })))
+      const session = {
+        id: SessionId.make("ses_durable"),
+        principal: new Principal({ orgId: "org_a", userId: "u1" }),
+        scope: Scope.make("incident:INC-1"),
+        agentId: AgentId.make("triage"),
+        agentVersion: 1,
+        createdAt: 1,
+        updatedAt: 1,
+        state: initialState
+      }
+      yield* Effect.gen(function*() {
+        const store = yield* SessionStore
+        yield* store.createSession(session)
+        yield* store.appendTurn(session.id, { kind: "user", text: "before the restart" }, 2)
+      }).pipe(Effect.provide(onDisk))
+      const turns = yield* Effect.gen(function*() {
+        const store = yield* SessionStore
+        yield* store.appendTurn(session.id, { kind: "user", text: "after the restart" }, 3)
+        return yield* store.turns("org_a", session.id)
+      }).pipe(Effect.provide(onDisk))
+      expect(turns.map((t) => [t.seq, t.entry.kind === "user" ? t.entry.text : ""])).toEqual([
+        [1, "before the restart"],
+        [2, "after the restart"]
+      ])
+    }).pipe(Effect.scoped), { timeout: 60_000 })
+})

@@ -1,0 +1,607 @@
+/**
+ * A fault-injecting fake model provider: a REAL HTTP server on 127.0.0.1 (random port) speaking both wire formats
+ * — OpenAI Chat Completions (`POST …/chat/completions`) and Anthropic Messages (`POST …/v1/messages`), streaming
+ * and not, tool calls included — so the adapters' HTTP, SSE and classification code runs for real.
+ *
+ * Each request takes the next behaviour from a scripted queue; when the queue is empty, `fallback` decides (by
+ * default: a small demo conversation — call the first tool, then answer, then a valid report). Behaviours cover
+ * what real providers do on bad days: any status with any body and headers (Retry-After in all three forms), a
+ * slow first byte, a connection dropped mid-body, a stream broken mid-way or ended by an error event, malformed
+ * JSON, an oversized reply, and exact raw bytes (recorded fixtures). Every request is recorded.
+ *
+ * Also runnable on its own: `npm run fake-provider` (scripts/fake-provider.ts).
+ */
+import { Effect } from "effect"
+import type { Scope } from "effect"
+import * as http from "node:http"
+import type { AddressInfo } from "node:net"
+
+/** Which wire format a request used. */
+export type Wire = "openai" | "anthropic"
+
+/** One request the server received. */
+export interface RecordedRequest {
+  /** 1-based arrival number. */
+  readonly n: number
+  readonly wire: Wire | "other"
+  readonly path: string
+  readonly headers: http.IncomingHttpHeaders
+  /** The parsed JSON body (or the raw text when it was not JSON). */
+  readonly body: Record<string, unknown>
+  readonly stream: boolean
+  /** Arrival time, `performance.now()` milliseconds. */
+  readonly at: number
+}
+
+/** A model reply, rendered in whichever wire format the request used. */
+export interface ReplySpec {
+  readonly text?: string
+  readonly toolCalls?: ReadonlyArray<{ readonly id?: string; readonly name: string; readonly arguments: unknown }>
+  /** The wire finish/stop reason (default: `tool_calls`/`tool_use` with calls, else `stop`/`end_turn`). */
+  readonly finish?: string | null
+  /** OpenAI `message.refusal`. */
+  readonly refusal?: string
+  readonly usage?: {
+    readonly input?: number
+    readonly output?: number
+    readonly cacheRead?: number
+    readonly cacheWrite?: number
+  }
+  readonly model?: string
+}
+
+/** What the server does with one request. */
+export type Behaviour =
+  /** A normal reply; streamed when asked. `holdAfter`: stream that many events, then wait for `release()`. */
+  | { readonly _tag: "Reply"; readonly reply: ReplySpec; readonly holdAfter?: number }
+  | {
+    readonly _tag: "Status"
+    readonly status: number
+    readonly body: string | object
+    readonly headers?: Readonly<Record<string, string>>
+  }
+  /** Sends nothing until `until` settles (a barrier the test controls), then plays `then`. */
+  | { readonly _tag: "Await"; readonly until: Promise<unknown>; readonly then: Behaviour }
+  /** Sends nothing for `delayMs` (the client gives up first, or the timer is cleared on close), then `then`. */
+  | { readonly _tag: "SlowFirstByte"; readonly delayMs: number; readonly then: Behaviour }
+  /** Headers and half a JSON body (Content-Length promises the whole), then the socket is destroyed. */
+  | { readonly _tag: "DropMidBody"; readonly reply: ReplySpec }
+  /** A streamed reply cut after `afterEvents` SSE events by destroying the socket (or ending it cleanly). */
+  | { readonly _tag: "BreakStream"; readonly reply: ReplySpec; readonly afterEvents: number; readonly clean?: boolean }
+  /** A streamed reply interrupted after `afterEvents` events by an error event. */
+  | {
+    readonly _tag: "StreamError"
+    readonly reply: ReplySpec
+    readonly afterEvents: number
+    readonly error: { readonly type: string; readonly message: string }
+  }
+  | { readonly _tag: "MalformedJson" }
+  | { readonly _tag: "Oversized"; readonly bytes: number }
+  /** Exact bytes: a string, or chunks written one by one. */
+  | {
+    readonly _tag: "Raw"
+    readonly status?: number
+    readonly headers?: Readonly<Record<string, string>>
+    readonly body: string | ReadonlyArray<string>
+  }
+
+/** A normal reply. */
+export const reply = (spec: ReplySpec, options: { readonly holdAfter?: number } = {}): Behaviour => ({
+  _tag: "Reply",
+  reply: spec,
+  ...options
+})
+
+/** A text reply. */
+export const text = (value: string, usage?: ReplySpec["usage"]): Behaviour =>
+  reply({ text: value, ...(usage ? { usage } : {}) })
+
+/** Any status with any body (an object is sent as JSON) and headers. */
+export const status = (
+  code: number,
+  body: string | object = "",
+  headers: Readonly<Record<string, string>> = {}
+): Behaviour => ({ _tag: "Status", status: code, body, headers })
+
+/** The three ways a provider says when to come back. */
+export type RetryAfter = { readonly seconds: number } | { readonly date: Date } | { readonly ms: number }
+
+/** The Retry-After header(s) for `retryAfter`. */
+export const retryAfterHeaders = (retryAfter: RetryAfter): Record<string, string> =>
+  "seconds" in retryAfter
+    ? { "retry-after": String(retryAfter.seconds) }
+    : "date" in retryAfter
+    ? { "retry-after": retryAfter.date.toUTCString() }
+    : { "retry-after-ms": String(retryAfter.ms) }
+
+/** A 429 rate limit, with a Retry-After in one of its three forms (or none). */
+export const rateLimited = (retryAfter?: RetryAfter, message = "Rate limit reached for requests"): Behaviour =>
+  status(429, { error: { message, type: "rate_limit_error", code: "rate_limit_exceeded" } }, {
+    ...(retryAfter ? retryAfterHeaders(retryAfter) : {})
+  })
+
+/** Waits `delayMs` before answering with `then`. */
+export const slowFirstByte = (delayMs: number, then: Behaviour = text("late")): Behaviour => ({
+  _tag: "SlowFirstByte",
+  delayMs,
+  then
+})
+
+/** Answers with `then` once `until` settles: e.g. hold a whole wave of requests and answer them at once. */
+export const after = (until: Promise<unknown>, then: Behaviour): Behaviour => ({ _tag: "Await", until, then })
+
+/** Drops the connection half-way through a (non-streamed) body. */
+export const dropMidBody = (spec: ReplySpec = { text: "this reply never arrives whole" }): Behaviour => ({
+  _tag: "DropMidBody",
+  reply: spec
+})
+
+/** Streams `afterEvents` events of `spec`, then destroys the socket (`clean`: ends the response instead). */
+export const breakStream = (spec: ReplySpec, afterEvents: number, clean = false): Behaviour => ({
+  _tag: "BreakStream",
+  reply: spec,
+  afterEvents,
+  clean
+})
+
+/** Streams `afterEvents` events of `spec`, then an error event. */
+export const streamError = (
+  spec: ReplySpec,
+  afterEvents: number,
+  error: { readonly type: string; readonly message: string }
+): Behaviour => ({ _tag: "StreamError", reply: spec, afterEvents, error })
+
+/** A 200 whose body is not JSON. */
+export const malformedJson = (): Behaviour => ({ _tag: "MalformedJson" })
+
+/** A 200 whose body is `bytes` long. */
+export const oversized = (bytes: number): Behaviour => ({ _tag: "Oversized", bytes })
+
+/** Exact bytes. */
+export const raw = (
+  body: string | ReadonlyArray<string>,
+  options: { readonly status?: number; readonly headers?: Readonly<Record<string, string>> } = {}
+): Behaviour => ({ _tag: "Raw", body, ...options })
+
+/** A running fake server. */
+export interface FakeProvider {
+  /** `http://127.0.0.1:<port>` */
+  readonly url: string
+  /** The OpenAI-compatible base URL (`…/v1`). */
+  readonly openAiBaseUrl: string
+  /** The Anthropic base URL. */
+  readonly anthropicBaseUrl: string
+  /** Every request so far, in arrival order. */
+  readonly requests: ReadonlyArray<RecordedRequest>
+  /** Appends behaviours to the queue. */
+  readonly enqueue: (...behaviours: ReadonlyArray<Behaviour>) => void
+  /** Lets every held reply (`holdAfter`) finish. */
+  readonly release: () => void
+  readonly close: () => Promise<void>
+}
+
+/** What `start` takes. */
+export interface StartOptions {
+  readonly script?: ReadonlyArray<Behaviour>
+  /** Decides when the queue is empty (default: `demo`). */
+  readonly fallback?: (request: RecordedRequest) => Behaviour
+  /** 0 (default) = a random free port. */
+  readonly port?: number
+  /** Split streamed text into at most this many deltas (default 3). */
+  readonly textPieces?: number
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The demo conversation
+
+const asRecord = (u: unknown): Record<string, unknown> =>
+  typeof u === "object" && u !== null && !Array.isArray(u) ? u as Record<string, unknown> : {}
+const asArray = (u: unknown): ReadonlyArray<unknown> => Array.isArray(u) ? u : []
+
+/** A report valid against Corral's default report schema. */
+export const demoReport = {
+  summary: "The fake provider investigated and found nothing wrong.",
+  findings: ["The fake provider answered every request."],
+  confidence: "low",
+  nextSteps: ["Point Corral at a real model."]
+}
+
+const sampleArgs = (parameters: unknown): Record<string, unknown> => {
+  const schema = asRecord(parameters)
+  const properties = asRecord(schema.properties)
+  const out: Record<string, unknown> = {}
+  for (const name of asArray(schema.required)) {
+    if (typeof name !== "string") continue
+    const type = asRecord(properties[name]).type
+    out[name] = type === "number" || type === "integer" ? 1 : type === "boolean" ? true : "demo"
+  }
+  return out
+}
+
+/** Whether the request is a structured-output (finalize) call, and the forced tool's name for Anthropic. */
+const structured = (request: RecordedRequest): { readonly tool?: string } | undefined => {
+  if (request.wire === "openai") return request.body.response_format !== undefined ? {} : undefined
+  const choice = asRecord(request.body.tool_choice)
+  return choice.type === "tool" && typeof choice.name === "string" ? { tool: choice.name } : undefined
+}
+
+const sawToolResults = (request: RecordedRequest): boolean =>
+  asArray(request.body.messages).some((m) => {
+    const message = asRecord(m)
+    return message.role === "tool" ||
+      asArray(message.content).some((block) => asRecord(block).type === "tool_result")
+  })
+
+const firstTool = (request: RecordedRequest): { readonly name: string; readonly parameters: unknown } | undefined => {
+  const tool = asRecord(asArray(request.body.tools)[0])
+  if (request.wire === "openai") {
+    const fn = asRecord(tool.function)
+    return typeof fn.name === "string" ? { name: fn.name, parameters: fn.parameters } : undefined
+  }
+  return typeof tool.name === "string" ? { name: tool.name, parameters: tool.input_schema } : undefined
+}
+
+/**
+ * The default conversation: a finalize call gets `demoReport`; a request offering tools, before any tool result,
+ * gets a call of the first tool (required string arguments filled with "demo"); anything else gets a short answer.
+ */
+export const demo = (request: RecordedRequest): Behaviour => {
+  const finalize = structured(request)
+  if (finalize !== undefined) {
+    return finalize.tool !== undefined
+      ? reply({ toolCalls: [{ name: finalize.tool, arguments: demoReport }], finish: "tool_use" })
+      : text(JSON.stringify(demoReport))
+  }
+  const tool = firstTool(request)
+  if (tool !== undefined && !sawToolResults(request)) {
+    return reply({ text: "Let me look.", toolCalls: [{ name: tool.name, arguments: sampleArgs(tool.parameters) }] })
+  }
+  return text("The demo investigation is complete: the fake provider found nothing wrong.")
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Rendering
+
+interface Rendered {
+  readonly json: object
+  readonly events: ReadonlyArray<string>
+}
+
+const split = (value: string, pieces: number): Array<string> => {
+  if (value === "") return []
+  const size = Math.max(1, Math.ceil(value.length / pieces))
+  const out: Array<string> = []
+  for (let i = 0; i < value.length; i += size) out.push(value.slice(i, i + size))
+  return out
+}
+
+const argsText = (value: unknown): string => typeof value === "string" ? value : JSON.stringify(value)
+
+const sse = (data: unknown, event?: string): string =>
+  `${event !== undefined ? `event: ${event}\n` : ""}data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`
+
+const renderOpenAi = (spec: ReplySpec, n: number, model: string, pieces: number, withUsage: boolean): Rendered => {
+  const calls = (spec.toolCalls ?? []).map((call, i) => ({
+    id: call.id ?? `call_fake_${n}_${i}`,
+    type: "function",
+    function: { name: call.name, arguments: argsText(call.arguments) }
+  }))
+  const finish = spec.finish !== undefined ? spec.finish : calls.length > 0 ? "tool_calls" : "stop"
+  const usage = {
+    prompt_tokens: spec.usage?.input ?? 12,
+    completion_tokens: spec.usage?.output ?? 7,
+    total_tokens: (spec.usage?.input ?? 12) + (spec.usage?.output ?? 7),
+    prompt_tokens_details: { cached_tokens: spec.usage?.cacheRead ?? 0 }
+  }
+  const id = `chatcmpl-fake-${n}`
+  const json = {
+    id,
+    object: "chat.completion",
+    created: 1_700_000_000,
+    model,
+    choices: [{
+      index: 0,
+      message: {
+        role: "assistant",
+        content: spec.text ?? (calls.length > 0 ? null : ""),
+        refusal: spec.refusal ?? null,
+        ...(calls.length > 0 ? { tool_calls: calls } : {})
+      },
+      finish_reason: finish
+    }],
+    usage
+  }
+  const chunk = (delta: object, finishReason: string | null = null) =>
+    sse({
+      id,
+      object: "chat.completion.chunk",
+      created: 1_700_000_000,
+      model,
+      choices: [{ index: 0, delta, finish_reason: finishReason }]
+    })
+  const events: Array<string> = [chunk({ role: "assistant", content: "" })]
+  for (const piece of split(spec.text ?? "", pieces)) events.push(chunk({ content: piece }))
+  if (spec.refusal !== undefined) events.push(chunk({ refusal: spec.refusal }))
+  calls.forEach((call, index) => {
+    events.push(chunk({ tool_calls: [{ index, id: call.id, type: "function", function: { name: call.function.name, arguments: "" } }] }))
+    for (const piece of split(call.function.arguments, 2)) {
+      events.push(chunk({ tool_calls: [{ index, function: { arguments: piece } }] }))
+    }
+  })
+  events.push(chunk({}, finish))
+  if (withUsage) events.push(sse({ id, object: "chat.completion.chunk", model, choices: [], usage }))
+  events.push(sse("[DONE]"))
+  return { json, events }
+}
+
+const renderAnthropic = (spec: ReplySpec, n: number, model: string, pieces: number): Rendered => {
+  const calls = (spec.toolCalls ?? []).map((call, i) => ({
+    id: call.id ?? `toolu_fake_${n}_${i}`,
+    name: call.name,
+    input: typeof call.arguments === "string" ? JSON.parse(call.arguments) as unknown : call.arguments
+  }))
+  const stop = spec.finish !== undefined ? spec.finish : calls.length > 0 ? "tool_use" : "end_turn"
+  const usage = {
+    input_tokens: spec.usage?.input ?? 12,
+    output_tokens: spec.usage?.output ?? 7,
+    cache_read_input_tokens: spec.usage?.cacheRead ?? 0,
+    cache_creation_input_tokens: spec.usage?.cacheWrite ?? 0
+  }
+  const id = `msg_fake_${n}`
+  type Block =
+    | { readonly type: "text"; readonly text: string }
+    | { readonly type: "tool_use"; readonly id: string; readonly name: string; readonly input: unknown }
+  const content: Array<Block> = [
+    ...(spec.text !== undefined && spec.text !== "" ? [{ type: "text", text: spec.text } as const] : []),
+    ...calls.map((call) => ({ type: "tool_use", ...call } as const))
+  ]
+  const json = {
+    id,
+    type: "message",
+    role: "assistant",
+    model,
+    content,
+    stop_reason: stop,
+    stop_sequence: null,
+    usage
+  }
+  const events: Array<string> = [
+    sse({
+      type: "message_start",
+      message: { id, type: "message", role: "assistant", model, content: [], stop_reason: null, usage: { ...usage, output_tokens: 1 } }
+    }, "message_start")
+  ]
+  content.forEach((block, index) => {
+    if (block.type === "text") {
+      events.push(sse({ type: "content_block_start", index, content_block: { type: "text", text: "" } }, "content_block_start"))
+      for (const piece of split(block.text, pieces)) {
+        events.push(sse({ type: "content_block_delta", index, delta: { type: "text_delta", text: piece } }, "content_block_delta"))
+      }
+    } else {
+      events.push(sse({ type: "content_block_start", index, content_block: { ...block, input: {} } }, "content_block_start"))
+      for (const piece of split(JSON.stringify(block.input), 2)) {
+        events.push(
+          sse({ type: "content_block_delta", index, delta: { type: "input_json_delta", partial_json: piece } }, "content_block_delta")
+        )
+      }
+    }
+    events.push(sse({ type: "content_block_stop", index }, "content_block_stop"))
+    if (index === 0) events.push(sse({ type: "ping" }, "ping"))
+  })
+  events.push(sse({
+    type: "message_delta",
+    delta: { stop_reason: stop, stop_sequence: null },
+    usage: { output_tokens: usage.output_tokens }
+  }, "message_delta"))
+  events.push(sse({ type: "message_stop" }, "message_stop"))
+  return { json, events }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The server
+
+const wireOf = (path: string): Wire | "other" =>
+  path.endsWith("/chat/completions") ? "openai" : path.endsWith("/messages") ? "anthropic" : "other"
+
+/** Starts a fake provider (promise form, for scripts). */
+export const start = (options: StartOptions = {}): Promise<FakeProvider> => {
+  const queue: Array<Behaviour> = [...(options.script ?? [])]
+  const fallback = options.fallback ?? demo
+  const pieces = options.textPieces ?? 3
+  const requests: Array<RecordedRequest> = []
+  const timers = new Set<NodeJS.Timeout>()
+  let holds: Array<() => void> = []
+  let onClose: () => void = () => undefined
+  const closed = new Promise<void>((resolve) => {
+    onClose = resolve
+  })
+
+  const render = (request: RecordedRequest, spec: ReplySpec): Rendered => {
+    const model = spec.model ?? (typeof request.body.model === "string" ? request.body.model : "fake-model")
+    return request.wire === "anthropic"
+      ? renderAnthropic(spec, request.n, model, pieces)
+      : renderOpenAi(spec, request.n, model, pieces, asRecord(request.body.stream_options).include_usage === true)
+  }
+
+  const sseHead = (res: http.ServerResponse) =>
+    res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" })
+
+  const destroyAfterFlush = (res: http.ServerResponse) => res.write("", () => res.socket?.destroy())
+
+  const play = async (behaviour: Behaviour, request: RecordedRequest, res: http.ServerResponse): Promise<void> => {
+    switch (behaviour._tag) {
+      case "Reply": {
+        const rendered = render(request, behaviour.reply)
+        if (!request.stream) {
+          res.writeHead(200, { "content-type": "application/json" })
+          res.end(JSON.stringify(rendered.json))
+          return
+        }
+        sseHead(res)
+        for (const [i, event] of rendered.events.entries()) {
+          if (behaviour.holdAfter !== undefined && i === behaviour.holdAfter) {
+            await new Promise<void>((resolve) => holds.push(resolve))
+          }
+          if (res.destroyed) return
+          res.write(event)
+        }
+        res.end()
+        return
+      }
+      case "Status": {
+        const body = typeof behaviour.body === "string" ? behaviour.body : JSON.stringify(behaviour.body)
+        res.writeHead(behaviour.status, {
+          "content-type": typeof behaviour.body === "string" ? "text/plain" : "application/json",
+          ...behaviour.headers
+        })
+        res.end(body)
+        return
+      }
+      case "Await": {
+        await Promise.race([behaviour.until, closed])
+        if (res.destroyed || res.writableEnded) return
+        return play(behaviour.then, request, res)
+      }
+      case "SlowFirstByte": {
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(() => {
+            timers.delete(timer)
+            resolve()
+          }, behaviour.delayMs)
+          timers.add(timer)
+          res.on("close", () => {
+            clearTimeout(timer)
+            timers.delete(timer)
+            resolve()
+          })
+        })
+        if (res.destroyed || res.writableEnded) return
+        return play(behaviour.then, request, res)
+      }
+      case "DropMidBody": {
+        const body = JSON.stringify(render(request, behaviour.reply).json)
+        res.writeHead(200, { "content-type": "application/json", "content-length": String(Buffer.byteLength(body)) })
+        res.write(body.slice(0, Math.floor(body.length / 2)))
+        destroyAfterFlush(res)
+        return
+      }
+      case "BreakStream":
+      case "StreamError": {
+        const rendered = render(request, behaviour.reply)
+        sseHead(res)
+        for (const event of rendered.events.slice(0, behaviour.afterEvents)) res.write(event)
+        if (behaviour._tag === "StreamError") {
+          const error = { type: "error", error: behaviour.error }
+          res.end(request.wire === "anthropic" ? sse(error, "error") : sse({ error: behaviour.error }))
+        } else if (behaviour.clean === true) res.end()
+        else destroyAfterFlush(res)
+        return
+      }
+      case "MalformedJson": {
+        res.writeHead(200, { "content-type": "application/json" })
+        res.end("{\"id\": \"broken\", \"choices\": [ {\"message\": ")
+        return
+      }
+      case "Oversized": {
+        res.writeHead(200, { "content-type": "application/json" })
+        const chunk = "x".repeat(64 * 1024)
+        res.write("{\"id\":\"huge\",\"padding\":\"")
+        let sent = 0
+        while (sent < behaviour.bytes && !res.destroyed) {
+          const ok = res.write(chunk)
+          sent += chunk.length
+          if (!ok) {
+            await new Promise<void>((resolve) => {
+              const done = () => {
+                res.off("drain", done)
+                res.off("close", done)
+                resolve()
+              }
+              res.on("drain", done)
+              res.on("close", done)
+            })
+          }
+        }
+        if (!res.destroyed) res.end("\"}")
+        return
+      }
+      case "Raw": {
+        res.writeHead(behaviour.status ?? 200, { "content-type": "application/json", ...behaviour.headers })
+        const chunks = typeof behaviour.body === "string" ? [behaviour.body] : behaviour.body
+        for (const chunk of chunks) res.write(chunk)
+        res.end()
+        return
+      }
+    }
+  }
+
+  const server = http.createServer((req, res) => {
+    res.on("error", () => undefined)
+    const parts: Array<Buffer> = []
+    req.on("data", (part: Buffer) => parts.push(part))
+    req.on("end", () => {
+      const text = Buffer.concat(parts).toString("utf8")
+      let body: Record<string, unknown>
+      try {
+        body = asRecord(JSON.parse(text))
+      } catch {
+        body = { raw: text }
+      }
+      const path = req.url ?? "/"
+      const request: RecordedRequest = {
+        n: requests.length + 1,
+        wire: wireOf(path),
+        path,
+        headers: req.headers,
+        body,
+        stream: body.stream === true,
+        at: performance.now()
+      }
+      requests.push(request)
+      if (req.method !== "POST" || request.wire === "other") {
+        res.writeHead(404, { "content-type": "application/json" })
+        res.end(JSON.stringify({ error: { message: `no route for ${req.method} ${path}`, type: "not_found_error" } }))
+        return
+      }
+      const behaviour = queue.shift() ?? fallback(request)
+      play(behaviour, request, res).catch(() => res.destroy())
+    })
+  })
+
+  return new Promise((resolve, reject) => {
+    server.once("error", reject)
+    server.listen(options.port ?? 0, "127.0.0.1", () => {
+      const { port } = server.address() as AddressInfo
+      const url = `http://127.0.0.1:${port}`
+      resolve({
+        url,
+        openAiBaseUrl: `${url}/v1`,
+        anthropicBaseUrl: url,
+        requests,
+        enqueue: (...behaviours) => queue.push(...behaviours),
+        release: () => {
+          const pending = holds
+          holds = []
+          pending.forEach((resolveHold) => resolveHold())
+        },
+        close: () =>
+          new Promise<void>((done) => {
+            timers.forEach((timer) => clearTimeout(timer))
+            timers.clear()
+            holds.forEach((resolveHold) => resolveHold())
+            holds = []
+            onClose()
+            server.close(() => done())
+            server.closeAllConnections()
+          })
+      })
+    })
+  })
+}
+
+/** Starts a fake provider for the life of the scope. */
+export const make = (options: StartOptions = {}): Effect.Effect<FakeProvider, never, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.promise(() => start(options)),
+    (server) => Effect.promise(() => server.close())
+  )
