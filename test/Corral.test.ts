@@ -2,6 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Effect, Fiber, Layer, Stream, TestClock } from "effect"
 import { Corral } from "../src/Corral.js"
 import { Principal } from "../src/domain/Principal.js"
+import { Usage } from "../src/domain/Usage.js"
 import type { ModelProvider } from "../src/model/ModelProvider.js"
 import * as Scripted from "../src/model/Scripted.js"
 import * as Tools from "./support/tools.js"
@@ -231,6 +232,46 @@ describe("Corral sessions", () => {
           expect(turns.map((e) => e.seq)).toEqual([1, 2, 3, 4])
         })
     ))
+
+  it.effect("streamed text reaches subscribers as delta events; the assembled reply is what gets persisted", () =>
+    Effect.gen(function*() {
+      const streaming: ModelProvider = {
+        name: "streaming",
+        model: "m",
+        timeoutMs: 1_000,
+        maxAttempts: 1,
+        complete: (request) =>
+          Effect.sync(() => {
+            request.onDelta?.("The data")
+            request.onDelta?.("base is down.")
+            return {
+              text: "The database is down.",
+              toolCalls: [],
+              finishReason: "stop" as const,
+              usage: new Usage({ inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheWriteTokens: 0 }),
+              model: "m"
+            }
+          })
+      }
+      yield* withCorral([streaming], (c) =>
+        Effect.gen(function*() {
+          const first = yield* c.run(alice, { agentId: "triage", scope: "incident:1", prompt: "why?" })
+          const watching = yield* Effect.fork(
+            c.events(alice, first.id, (yield* c.turns(alice, first.id)).length).pipe(
+              Stream.takeUntil((e) => e._tag === "exit"),
+              Stream.runCollect
+            )
+          )
+          yield* Effect.yieldNow()
+          yield* c.continue(alice, first.id, "and?")
+          const seen = Chunk.toReadonlyArray(yield* Fiber.join(watching))
+          const deltas = seen.flatMap((e) => e._tag === "delta" ? [e.text] : [])
+          // The reply streams; the finalize call (the report) does not.
+          expect(deltas).toEqual(["The data", "base is down."])
+          const persisted = seen.flatMap((e) => e._tag === "turn" ? [e.turn.entry] : [])
+          expect(persisted.at(-1)).toMatchObject({ kind: "assistant", text: "The database is down." })
+        }))
+    }))
 
   it.effect("host limits tighten every agent; loosening them is refused", () =>
     Effect.gen(function*() {

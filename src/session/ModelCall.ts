@@ -5,7 +5,7 @@
  * same gate: providers not exhausted, both model-call ceilings have room, the token budget has room. Then BOTH
  * counters increment and the provider chain runs. No path reaches the model without incrementing both.
  */
-import { Clock, Effect, Option, Ref } from "effect"
+import { Clock, Effect, Option, Ref, Runtime } from "effect"
 import type { ExitReason } from "../domain/ExitReason.js"
 import type { ModelReply } from "../domain/Message.js"
 import { Usage } from "../domain/Usage.js"
@@ -81,24 +81,34 @@ const attempt = (ctx: Burst.Context, burst: Burst.Burst, request: ModelRequest) 
  * `provider_failed` for a request the provider rejected as malformed (recorded; not sticky).
  */
 export const next = (ctx: Burst.Context, burst: Burst.Burst): Effect.Effect<Outcome> =>
-  // A snapshot: the burst keeps appending to its own list, and providers may keep the request.
-  attempt(ctx, burst, { system: Prompt.system(ctx.spec), messages: burst.messages.slice(), tools: ctx.toolSpecs }).pipe(
-    Effect.map((reply): Outcome => ({ _tag: "Reply", reply })),
-    Effect.catchAll((failure): Effect.Effect<Outcome> => {
-      if (typeof failure === "string") return Effect.succeed(exit(failure))
-      if (failure._tag === "ProviderExhausted") return Effect.succeed(exit("provider_failed"))
-      switch (failure.kind) {
-        case "context_overflow":
-          return pruneAndRetry(ctx, burst)
-        case "refused":
-          return Effect.succeed(exit("refused"))
-        case "filtered":
-          return Effect.succeed(exit("filtered"))
-        default:
-          return Effect.succeed(exit("provider_failed"))
-      }
-    })
-  )
+  Effect.flatMap(Effect.runtime<never>(), (runtime) =>
+    attempt(ctx, burst, {
+      system: Prompt.system(ctx.spec),
+      // A snapshot: the burst keeps appending to its own list, and providers may keep the request.
+      messages: burst.messages.slice(),
+      tools: ctx.toolSpecs,
+      // Streamed text reaches subscribers as it arrives (unpersisted); the assembled reply is what gets persisted.
+      onDelta: (text) =>
+        Runtime.runSync(runtime)(
+          ctx.ports.events.publish({ _tag: "delta", sessionId: ctx.session.id, seq: burst.lastSeq, text })
+        )
+    })).pipe(
+      Effect.map((reply): Outcome => ({ _tag: "Reply", reply })),
+      Effect.catchAll((failure): Effect.Effect<Outcome> => {
+        if (typeof failure === "string") return Effect.succeed(exit(failure))
+        if (failure._tag === "ProviderExhausted") return Effect.succeed(exit("provider_failed"))
+        switch (failure.kind) {
+          case "context_overflow":
+            return pruneAndRetry(ctx, burst)
+          case "refused":
+            return Effect.succeed(exit("refused"))
+          case "filtered":
+            return Effect.succeed(exit("filtered"))
+          default:
+            return Effect.succeed(exit("provider_failed"))
+        }
+      })
+    )
 
 /**
  * A call outside the loop's step (the landing's finalize), through the same gate and the same accounting.

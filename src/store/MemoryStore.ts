@@ -16,7 +16,7 @@ import type { Turn } from "../domain/Message.js"
 import type { Session } from "../domain/Session.js"
 import type { Trajectory } from "../domain/Trajectory.js"
 import * as Refusals from "./internal/refusals.js"
-import { SessionStore } from "./SessionStore.js"
+import { decodeCursor, encodeCursor, listedBefore, SessionStore } from "./SessionStore.js"
 
 interface SessionRecord {
   session: Session
@@ -95,6 +95,32 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
       }),
 
     getSession: (orgId, id) => Effect.sync(() => Option.fromNullable(owned(orgId, id)?.session)),
+
+    listSessions: (orgId, options) =>
+      Effect.suspend(() => {
+        const after = options.cursor === undefined ? undefined : decodeCursor(options.cursor)
+        if (options.cursor !== undefined && after === undefined) {
+          return Effect.fail(new PersistenceFailed({ operation: "listSessions", message: "not a session cursor" }))
+        }
+        // A scan: the memory store serves tests and demos, where a full pass over the sessions is cheap.
+        const matching: Array<Session> = []
+        for (const { session } of sessions.values()) {
+          if (session.principal.orgId !== orgId) continue
+          if (options.scope !== undefined && session.scope !== options.scope) continue
+          if (options.status !== undefined && session.state.status !== options.status) continue
+          if (after !== undefined && !listedBefore(after, session)) continue
+          matching.push(session)
+        }
+        matching.sort((a, b) => (listedBefore(a, b) ? -1 : listedBefore(b, a) ? 1 : 0))
+        const limit = Math.max(1, Math.floor(options.limit))
+        const page = matching.slice(0, limit)
+        const last = page[page.length - 1]
+        return Effect.succeed(
+          matching.length > limit && last !== undefined
+            ? { sessions: page, nextCursor: encodeCursor(last) }
+            : { sessions: page }
+        )
+      }),
 
     saveState: (id, state, at) =>
       Effect.suspend(() => {

@@ -7,8 +7,49 @@ import type { Effect, Option } from "effect"
 import type { AgentSpec } from "../domain/AgentSpec.js"
 import type { PersistenceFailed, ScopeMismatch } from "../domain/Errors.js"
 import type { Turn, TurnEntry } from "../domain/Message.js"
-import type { Session, SessionState } from "../domain/Session.js"
+import type { Session, SessionState, SessionStatus } from "../domain/Session.js"
 import type { Trajectory } from "../domain/Trajectory.js"
+
+/** Filters and paging of `listSessions`. */
+export interface ListSessionsOptions {
+  readonly scope?: string
+  readonly status?: SessionStatus
+  /** Most sessions in the page (a positive integer). */
+  readonly limit: number
+  /** `nextCursor` of the previous page. */
+  readonly cursor?: string
+}
+
+/** A page of sessions and where the next one starts. */
+export interface SessionPage {
+  readonly sessions: ReadonlyArray<Session>
+  readonly nextCursor?: string
+}
+
+/** The position of a session in the `listSessions` order. */
+export interface CursorPosition {
+  readonly createdAt: number
+  readonly id: string
+}
+
+/** The cursor after `position`: opaque to callers (base64url of `<createdAt>:<id>`), shared by every driver. */
+export const encodeCursor = (position: CursorPosition): string =>
+  Buffer.from(`${position.createdAt}:${position.id}`, "utf8").toString("base64url")
+
+/** The position a cursor names, or `undefined` when it is not a cursor `encodeCursor` produced. Never throws. */
+export const decodeCursor = (cursor: string): CursorPosition | undefined => {
+  if (!/^[A-Za-z0-9_-]{1,2048}$/.test(cursor)) return undefined
+  const text = Buffer.from(cursor, "base64url").toString("utf8")
+  const colon = text.indexOf(":")
+  if (colon <= 0) return undefined
+  const createdAt = Number(text.slice(0, colon))
+  const id = text.slice(colon + 1)
+  return Number.isFinite(createdAt) && id.length > 0 ? { createdAt, id } : undefined
+}
+
+/** Whether session `a` comes before `b` in the `listSessions` order (newest first, then id descending). */
+export const listedBefore = (a: CursorPosition, b: CursorPosition): boolean =>
+  a.createdAt !== b.createdAt ? a.createdAt > b.createdAt : a.id > b.id
 
 /**
  * The store. Every failure is a `PersistenceFailed` (drivers wrap their own errors once, at their edge), except
@@ -32,6 +73,14 @@ export class SessionStore extends Context.Tag("corral/store/SessionStore")<Sessi
   readonly getSession: (orgId: string, id: string) => Effect.Effect<Option.Option<Session>, PersistenceFailed>
   /** Replaces the session's state. */
   readonly saveState: (id: string, state: SessionState, at: number) => Effect.Effect<void, PersistenceFailed>
+  /**
+   * One page of the org's sessions, newest first (`createdAt` descending, then `id` descending), optionally only
+   * those of one scope and/or one status; at most `limit`. `nextCursor` is present when more sessions may follow:
+   * passing it back continues right after the last session returned (keyset paging, so sessions created meanwhile
+   * never shift a page). A cursor that `decodeCursor` rejects fails with `PersistenceFailed`; callers validate
+   * cursors from the outside world first.
+   */
+  readonly listSessions: (orgId: string, options: ListSessionsOptions) => Effect.Effect<SessionPage, PersistenceFailed>
   /** Sessions whose status is `running` (a burst was in flight), across orgs: for crash recovery at start. */
   readonly listRunning: () => Effect.Effect<ReadonlyArray<Session>, PersistenceFailed>
 

@@ -18,24 +18,27 @@ const Name = Schema.String.pipe(
     message: () => "a server name: letters, digits, '_', '.', '-', starting with a letter or digit"
   })
 )
+/** Exact optional: absent is allowed, an explicit `undefined` is not (and errors do not mention it). */
+const optional = <S extends Schema.Schema.Any>(schema: S) => Schema.optionalWith(schema, { exact: true })
+
 const Strings = Schema.Record({ key: Schema.String, value: Schema.String })
 
 /** Fields both transports share. */
 const common = {
   /** Per-tool effect overrides: `read` or `write`, winning over the server's `readOnlyHint`. */
-  effects: Schema.optional(Schema.Record({ key: Schema.String, value: EffectOverride })),
+  effects: optional(Schema.Record({ key: Schema.String, value: EffectOverride })),
   /** Per-call timeout in ms; `Limits.toolTimeoutMs` still caps it. */
-  timeoutMs: Schema.optional(Schema.Int.pipe(Schema.positive({ message: () => "a positive integer (ms)" }))),
+  timeoutMs: optional(Schema.Int.pipe(Schema.positive({ message: () => "a positive integer (ms)" }))),
   /** Tools of this server that are never advertised nor callable (also resolves a name collision). */
-  exclude: Schema.optional(Schema.Array(Schema.String))
+  exclude: optional(Schema.Array(Schema.String))
 }
 
 /** A server Corral spawns as a child process and talks to over stdin/stdout. */
 export const StdioServer = Schema.Struct({
   command: Schema.NonEmptyTrimmedString,
-  args: Schema.optional(Schema.Array(Schema.String)),
-  env: Schema.optional(Strings),
-  cwd: Schema.optional(Schema.String),
+  args: optional(Schema.Array(Schema.String)),
+  env: optional(Strings),
+  cwd: optional(Schema.String),
   ...common
 })
 export type StdioServer = typeof StdioServer.Type
@@ -54,7 +57,7 @@ const HttpUrl = Schema.String.pipe(
 /** A server reached over MCP Streamable HTTP. */
 export const HttpServer = Schema.Struct({
   url: HttpUrl,
-  headers: Schema.optional(Strings),
+  headers: optional(Strings),
   ...common
 })
 export type HttpServer = typeof HttpServer.Type
@@ -84,16 +87,35 @@ const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "obj
 const pathOf = (prefix: string, path: ReadonlyArray<PropertyKey>): string =>
   path.reduce<string>((acc, key) => (typeof key === "number" ? `${acc}[${key}]` : `${acc}.${String(key)}`), prefix)
 
+/** A union's members fail one by one ("Expected "read"", "Expected "write""): say it once per path. */
+const mergeAlternatives = (issues: ReadonlyArray<FieldIssue>): Array<FieldIssue> => {
+  const merged: Array<FieldIssue> = []
+  for (const issue of issues) {
+    const previous = merged.find((m) => m.path === issue.path)
+    const a = previous === undefined ? null : /^Expected (.*), actual (.*)$/s.exec(previous.message)
+    const b = /^Expected (.*), actual (.*)$/s.exec(issue.message)
+    if (previous !== undefined && a !== null && b !== null && a[2] === b[2]) {
+      merged[merged.indexOf(previous)] = new FieldIssue({
+        path: issue.path,
+        message: `Expected ${a[1]} | ${b[1]}, actual ${b[2]}`
+      })
+    } else {
+      merged.push(issue)
+    }
+  }
+  return merged
+}
+
 const decodeVariant = <A, I>(schema: Schema.Schema<A, I>, input: unknown, at: string) =>
   Either.mapLeft(
     Schema.decodeUnknownEither(schema, { errors: "all", onExcessProperty: "error" })(input),
     (error) =>
-      ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) =>
+      mergeAlternatives(ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) =>
         new FieldIssue({
           path: pathOf(at, issue.path),
           message: issue._tag === "Unexpected" ? "unknown key" : issue.message
         })
-      )
+      ))
   )
 
 /**
@@ -104,7 +126,9 @@ const decodeVariant = <A, I>(schema: Schema.Schema<A, I>, input: unknown, at: st
 export const decode = (input: unknown, prefix = "mcpServers"): Either.Either<McpServers, McpConfigInvalid> => {
   if (input === undefined) return Either.right({})
   if (!isRecord(input)) {
-    return Either.left(new McpConfigInvalid({ issues: [new FieldIssue({ path: prefix, message: "expected an object" })] }))
+    return Either.left(
+      new McpConfigInvalid({ issues: [new FieldIssue({ path: prefix, message: "expected an object" })] })
+    )
   }
   const issues: Array<FieldIssue> = []
   const servers: Record<string, McpServer> = {}

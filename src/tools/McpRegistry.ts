@@ -15,9 +15,9 @@
  * connections all become error-flagged outcomes saying what happened; crashed servers are restarted (see
  * `internal/mcpConnection`).
  */
-import { McpError, ErrorCode } from "@modelcontextprotocol/sdk/types.js"
-import type { Tool } from "@modelcontextprotocol/sdk/types.js"
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
+import type { Tool } from "@modelcontextprotocol/sdk/types.js"
 import { Ajv } from "ajv"
 import type { ValidateFunction } from "ajv"
 import { Ajv2020 } from "ajv/dist/2020.js"
@@ -263,14 +263,19 @@ export const make = (
       restart: options?.restartSchedule ?? defaultRestartSchedule
     }
     // Sorted, so a collision always names the servers in the same order.
-    const names = Object.keys(servers).sort()
-    const started = yield* Effect.forEach(names, (server) =>
-      Connection.start(server, servers[server]!, connection).pipe(
-        Effect.mapError((reason) => new McpServerFailedToStart({ server, reason }))
+    const handles = Object.keys(servers).sort().map((name) => Connection.makeHandle(name, servers[name]!))
+    // One finalizer closing every server at once: a graceful stdio close can take seconds, and they add up.
+    yield* Effect.addFinalizer(() =>
+      Effect.forEach(handles, Connection.shutdown, { concurrency: "unbounded", discard: true })
+    )
+    const listed = yield* Effect.forEach(handles, (handle) =>
+      Connection.start(handle, connection).pipe(
+        Effect.mapError((reason) => new McpServerFailedToStart({ server: handle.name, reason }))
       ), { concurrency: "unbounded" })
 
     const entries = new Map<string, Entry>()
-    for (const { handle, tools } of started) {
+    for (const [i, handle] of handles.entries()) {
+      const tools = listed[i] ?? []
       const excluded = new Set(handle.config.exclude ?? [])
       const overrides = handle.config.effects ?? {}
       for (const name of Object.keys(overrides)) {
@@ -290,10 +295,10 @@ export const make = (
 
     const tools = Array.from(entries.values(), (e) => e.def).sort(byName)
     const available = tools.map((t) => t.name).join(", ")
-    const listed = Effect.succeed(tools)
+    const all = Effect.succeed(tools)
     return {
       tools,
-      list: () => listed,
+      list: () => all,
       call: (name, argumentsJson) => Effect.suspend(() => dispatch(entries, available, name, argumentsJson))
     }
   })

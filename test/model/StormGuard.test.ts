@@ -261,6 +261,9 @@ describe("StormGuard: a storm over real HTTP", () => {
       Effect.gen(function*() {
         const result = yield* storm(true)
         console.info(`storm, guarded: ${result.report}`)
+        for (const l of result.landed.filter((l) => l.reason !== "completed" || l.report.source !== "model")) {
+          console.info(l.reason, l.report, JSON.stringify(l.trajectory.errors))
+        }
         expect(result.landed).toHaveLength(sessions)
         expect(result.landed.every((l) => l.reason === "completed" && l.report.source === "model")).toBe(true)
         // Each session: one opening call and one finalize call; the throttled ones retried once.

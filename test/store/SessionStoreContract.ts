@@ -417,6 +417,66 @@ export const sessionStoreContract = (name: string, storeLayer: Layer.Layer<Sessi
           expect(Option.getOrThrow(yield* store.getSession(org, session.id)).state.modelCalls).toBe(5)
         }
       }))
+
+    it.effect("lists an org's sessions newest first, filtered by scope and status, never another org's", () =>
+      Effect.gen(function*() {
+        const store = yield* SessionStore
+        const org = newOrg()
+        const at = (session: Session, createdAt: number): Session => ({ ...session, createdAt, updatedAt: createdAt })
+        const a = at(newSession(org), 1_000)
+        const b = at(newSession(org, { ...initialState, status: "running" }), 3_000)
+        const c = at(newSession(org, initialState, "incident:INC-7"), 2_000)
+        const foreign = at(newSession(newOrg()), 4_000)
+        yield* Effect.forEach([a, b, c, foreign], store.createSession, { discard: true })
+
+        const all = yield* store.listSessions(org, { limit: 10 })
+        expect(all.sessions.map((s) => s.id)).toEqual([b.id, c.id, a.id])
+        expect(all.nextCursor).toBeUndefined()
+        const scoped = yield* store.listSessions(org, { scope: "incident:INC-42", limit: 10 })
+        expect(scoped.sessions.map((s) => s.id)).toEqual([b.id, a.id])
+        const running = yield* store.listSessions(org, { status: "running", limit: 10 })
+        expect(running.sessions.map((s) => s.id)).toEqual([b.id])
+        // The status filter reads the saved state, not the state at creation.
+        yield* store.saveState(a.id, { ...initialState, status: "running" }, 5_000)
+        const nowRunning = yield* store.listSessions(org, { status: "running", scope: "incident:INC-42", limit: 10 })
+        expect(nowRunning.sessions.map((s) => s.id)).toEqual([b.id, a.id])
+        expect((yield* store.listSessions(newOrg(), { limit: 10 })).sessions).toEqual([])
+      }))
+
+    it.effect("pages through every session exactly once, ties on createdAt broken by id", () =>
+      Effect.gen(function*() {
+        const store = yield* SessionStore
+        const org = newOrg()
+        // 23 sessions over 5 distinct creation times: pages must cut through runs of equal timestamps.
+        const sessions = range(1, 23).map((n) => ({ ...newSession(org), createdAt: 1_000 * (n % 5) }))
+        yield* Effect.forEach(sessions, store.createSession, { discard: true })
+        const seen: Array<Session> = []
+        let cursor: string | undefined
+        for (let page = 0; page < 10; page++) {
+          const result = yield* store.listSessions(org, { limit: 5, ...(cursor === undefined ? {} : { cursor }) })
+          expect(result.sessions.length).toBeLessThanOrEqual(5)
+          seen.push(...result.sessions)
+          cursor = result.nextCursor
+          if (cursor === undefined) break
+        }
+        expect(cursor).toBeUndefined()
+        const expected = [...sessions].sort((x, y) =>
+          x.createdAt !== y.createdAt ? y.createdAt - x.createdAt : x.id < y.id ? 1 : -1
+        )
+        expect(seen.map((s) => s.id)).toEqual(expected.map((s) => s.id))
+        // A session created after the first page was read does not shift the following pages.
+        const first = yield* store.listSessions(org, { limit: 5 })
+        yield* store.createSession({ ...newSession(org), createdAt: 9_000 })
+        const second = yield* store.listSessions(org, { limit: 5, cursor: first.nextCursor! })
+        expect(second.sessions.map((s) => s.id)).toEqual(expected.slice(5, 10).map((s) => s.id))
+      }))
+
+    it.effect("refuses a cursor it did not produce with PersistenceFailed", () =>
+      Effect.gen(function*() {
+        const store = yield* SessionStore
+        const error = yield* Effect.flip(store.listSessions(newOrg(), { limit: 5, cursor: "not a cursor!" }))
+        expect(error._tag).toBe("PersistenceFailed")
+      }))
   })
 
 const range = (from: number, to: number): Array<number> => Array.from({ length: to - from + 1 }, (_, i) => from + i)

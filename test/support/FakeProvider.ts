@@ -568,6 +568,9 @@ export const start = (options: StartOptions = {}): Promise<FakeProvider> => {
     })
   })
 
+  // Longer than any pause a test waits between two requests on one connection, so a pooled connection is never
+  // closed under a client that is about to reuse it (the adapters also retry such a stale connection).
+  server.keepAliveTimeout = 60_000
   return new Promise((resolve, reject) => {
     server.once("error", reject)
     server.listen(options.port ?? 0, "127.0.0.1", () => {

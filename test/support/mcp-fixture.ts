@@ -35,7 +35,11 @@ const object = (properties: Record<string, object>, required: ReadonlyArray<stri
 })
 
 const all: ReadonlyArray<Tool> = [
-  { name: "echo", description: "Echoes its message.", inputSchema: object({ message: { type: "string" } }, ["message"]) },
+  {
+    name: "echo",
+    description: "Echoes its message.",
+    inputSchema: object({ message: { type: "string" } }, ["message"])
+  },
   { name: "hang", description: "Never answers (until cancelled).", inputSchema: object({}) },
   { name: "crash", description: "Exits the server process mid-call.", inputSchema: object({}) },
   {
@@ -57,7 +61,12 @@ const all: ReadonlyArray<Tool> = [
     annotations: { readOnlyHint: true }
   },
   { name: "fail", description: "Answers with isError.", inputSchema: object({}) },
-  { name: "pid", description: "The server's process id.", inputSchema: object({}), annotations: { readOnlyHint: true } },
+  {
+    name: "pid",
+    description: "The server's process id.",
+    inputSchema: object({}),
+    annotations: { readOnlyHint: true }
+  },
   {
     name: "structured_only",
     description: "Answers with structured content and no text.",

@@ -68,6 +68,20 @@ const requestFailed = (transport: Transport, error: HttpClientError.HttpClientEr
   return fail(transport, "timeout", `connection to ${transport.provider} failed: ${causeText(error.cause)}`)
 }
 
+// A pooled keep-alive connection that the server closed while it sat idle fails the NEXT request with a reset
+// before any byte of the response: that request was never processed, and the provider is not at fault. It is
+// retried at once, at most twice, so a stale pool is not reported (nor counted by the storm guard) as a failure.
+const staleConnectionRetries = 2
+const staleConnection = (error: HttpClientError.HttpClientError): boolean =>
+  error._tag === "RequestError" && error.reason === "Transport" &&
+  /ECONNRESET|EPIPE|UND_ERR_SOCKET|other side closed|socket hang up/i.test(describeCause(error.cause))
+
+const describeCause = (cause: unknown): string => {
+  if (!(cause instanceof Error)) return String(cause)
+  const code = "code" in cause ? String(cause.code) : ""
+  return `${code} ${cause.message} ${cause.cause === undefined ? "" : describeCause(cause.cause)}`
+}
+
 const dropped = (transport: Transport, status: number, cause: unknown): ProviderError =>
   fail(transport, "timeout", `connection dropped while reading the reply: ${causeText(cause)}`, { status })
 
@@ -209,6 +223,7 @@ export const post = (
       HttpClientRequest.bodyUnsafeJson(payload)
     )
     const response = yield* transport.client.execute(request).pipe(
+      Effect.retry({ times: staleConnectionRetries, while: staleConnection }),
       Effect.mapError((error) => requestFailed(transport, error)),
       Effect.timeoutFail({
         duration: transport.firstByteTimeoutMs,

@@ -301,43 +301,43 @@ const supervise = (handle: Handle, first: Conn, options: Options): Effect.Effect
           current = conn
           handle.state = { _tag: "Up", conn }
           return Deferred.succeed(down.ready, conn)
-        })
-      )
+        }))
     )
     yield* Effect.logInfo(`MCP server "${handle.name}" is back`)
   })
   return Effect.forever(restartOnce)
 }
 
+/** A handle for one configured server, not yet started. */
+export const makeHandle = (name: string, config: McpConfig.McpServer): Handle => ({
+  name,
+  config,
+  state: { _tag: "Starting" }
+})
+
 /**
- * Connects to one server and keeps it connected for the life of the scope: the initial connection must succeed
- * (else fails with a message), later losses are restarted in the background. Closing the scope stops the
- * supervisor, then closes the client (ending a stdio child).
+ * Connects to the handle's server and keeps it connected for the life of the scope: the initial connection must
+ * succeed (else fails with a message), later losses are restarted by a supervisor fiber the scope interrupts.
+ * Closing the client is `shutdown`'s job, registered by the caller BEFORE `start` so that it runs after the
+ * supervisor has stopped (finalizers run in reverse) and cannot race a restart.
  */
-export const start = (
-  name: string,
-  config: McpConfig.McpServer,
-  options: Options
-): Effect.Effect<{ handle: Handle; tools: ReadonlyArray<Tool> }, string, Scope.Scope> =>
+export const start = (handle: Handle, options: Options): Effect.Effect<ReadonlyArray<Tool>, string, Scope.Scope> =>
   Effect.gen(function*() {
-    const handle: Handle = { name, config, state: { _tag: "Starting" } }
-    // Registered before the supervisor is forked: finalizers run in reverse, so the supervisor stops first and
-    // cannot restart what this closes.
-    yield* Effect.addFinalizer(() =>
-      Effect.suspend(() => {
-        const s = handle.state
-        return s._tag === "Up" ? close(s.conn) : s._tag === "Down" ? close(s.previous) : Effect.void
-      })
-    )
     const opened = yield* Effect.uninterruptibleMask((restore) =>
       Effect.tap(restore(open(handle, options.connectTimeoutMs)), ({ conn }) =>
         Effect.sync(() => {
           handle.state = { _tag: "Up", conn }
-        })
-      )
+        }))
     )
     yield* Effect.forkScoped(supervise(handle, opened.conn, options))
-    return { handle, tools: opened.tools }
+    return opened.tools
+  })
+
+/** Closes whatever connection the handle holds (ending a stdio child). Idempotent; never fails. */
+export const shutdown = (handle: Handle): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const s = handle.state
+    return s._tag === "Up" ? close(s.conn) : s._tag === "Down" ? close(s.previous) : Effect.void
   })
 
 /**
