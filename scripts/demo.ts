@@ -4,15 +4,19 @@
  * Each scenario runs one agent against a scripted model through the real runtime (actor, loop, rails, landing) and
  * prints the transcript as it happens, then the landed report. Together they show the rails at work: retry and
  * failover after 429s, truncation of a huge tool result, the repeat guard, bad-tool strikes, a write waiting for a
- * person's approval, and the per-burst ceiling.
+ * person's approval, and the per-burst ceiling. `npm run demo -- --http` runs against a model over real HTTP instead.
  */
 import { Console, Effect, Fiber, Stream } from "effect"
+import { NodeHttpClient } from "@effect/platform-node"
 import * as Printer from "../src/cli/Printer.js"
 import { Corral } from "../src/Corral.js"
 import { Principal } from "../src/domain/Principal.js"
 import type { ModelProvider } from "../src/model/ModelProvider.js"
+import * as Anthropic from "../src/model/Anthropic.js"
+import * as OpenAiCompat from "../src/model/OpenAiCompat.js"
 import * as Scripted from "../src/model/Scripted.js"
 import * as Tools from "../src/testing/DemoTools.js"
+import * as FakeProvider from "../test/support/FakeProvider.js"
 
 const me = new Principal({ orgId: "demo", userId: "you" })
 
@@ -173,9 +177,27 @@ const runScenario = (scenario: Scenario, index: number) =>
     yield* attempts(c, started.id)
   }).pipe(Effect.provide(Corral.layerMemory({ providers: scenario.providers, tools: Tools.all })))
 
-const program = Effect.forEach(scenarios, runScenario, { discard: true }).pipe(
-  Effect.zipRight(Console.log("\nDone: every burst ended with exactly one exit reason and landed a report."))
-)
+/**
+ * `--http`: the same runtime against a model over real HTTP — the fake provider (both wire formats) started in this
+ * process. The OpenAI-compatible endpoint answers the first call with a 429 and `Retry-After: 1`; the chain waits
+ * exactly that long, then the conversation streams in.
+ */
+const overHttp = Effect.gen(function*() {
+  const fake = yield* FakeProvider.make({ script: [FakeProvider.rateLimited({ seconds: 1 })] })
+  yield* Console.log(`fake provider on ${fake.url} (OpenAI-compatible and Anthropic wire formats)`)
+  const openai = yield* OpenAiCompat.make({ name: "openai-compatible", model: "fake-model", baseUrl: fake.openAiBaseUrl })
+  const claude = yield* Anthropic.make({ name: "anthropic", model: "fake-claude", baseUrl: fake.anthropicBaseUrl })
+  yield* runScenario({
+    title: "Over real HTTP: a throttled OpenAI-compatible endpoint, Anthropic as fallback",
+    rails: "Retry (Retry-After: 1 honoured over HTTP), streaming, the model's report",
+    providers: [openai, claude],
+    prompt: "Why are checkout requests failing since 09:00?"
+  }, 0)
+  yield* Console.log(`the fake provider received ${fake.requests.length} requests`)
+}).pipe(Effect.scoped, Effect.provide(NodeHttpClient.layerUndici))
+
+const program = (process.argv.includes("--http") ? overHttp : Effect.forEach(scenarios, runScenario, { discard: true }))
+  .pipe(Effect.zipRight(Console.log("\nDone: every burst ended with exactly one exit reason and landed a report.")))
 
 Effect.runPromise(program).catch((error) => {
   console.error(error)

@@ -15,12 +15,14 @@
  * "submit_report" }` with the report schema as its `input_schema` — whose input comes back as the reply text
  * (JSON). Forced tool use is the long-standing, model-independent way to get schema-shaped JSON from the API.
  */
+import type { HttpClientResponse } from "@effect/platform"
 import { HttpClient } from "@effect/platform"
 import type { Redacted } from "effect"
-import { Effect, Either, Redacted as R, Schema, Stream } from "effect"
+import { Effect, Either, Redacted as R, Stream } from "effect"
 import type { FinishReason, ModelReply, ToolCall } from "../domain/Message.js"
 import type { Usage } from "../domain/Usage.js"
-import * as Prompt from "../session/Prompt.js"
+import * as Render from "./Render.js"
+import { Event, Message, type WireBlock } from "./internal/anthropicWire.js"
 import * as Http from "./internal/http.js"
 import * as Sse from "./internal/sse.js"
 import * as WireUsage from "./internal/usage.js"
@@ -63,53 +65,6 @@ export const apiVersion = "2023-06-01"
 export const reportTool = "submit_report"
 
 // ---------------------------------------------------------------------------------------------------------------
-// Wire schemas: lenient — every field optional or nullable, unknown fields and block types ignored.
-
-const Str = Schema.optional(Schema.NullOr(Schema.String))
-
-const WireBlock = Schema.Struct({
-  type: Schema.String,
-  text: Str,
-  id: Str,
-  name: Str,
-  input: Schema.optional(Schema.Unknown)
-})
-type WireBlock = typeof WireBlock.Type
-
-/** A Messages API reply. */
-export const Message = Schema.Struct({
-  id: Str,
-  type: Str,
-  model: Str,
-  content: Schema.optional(Schema.NullOr(Schema.Array(WireBlock))),
-  stop_reason: Str,
-  usage: Schema.optional(Schema.NullOr(WireUsage.AnthropicUsage)),
-  error: Schema.optional(Schema.Unknown)
-})
-export type Message = typeof Message.Type
-
-/** One streamed event's data (every event type in one lenient shape, told apart by `type`). */
-export const Event = Schema.Struct({
-  type: Schema.String,
-  index: Schema.optional(Schema.NullOr(Schema.Number)),
-  message: Schema.optional(Schema.NullOr(Schema.Struct({
-    id: Str,
-    model: Str,
-    usage: Schema.optional(Schema.NullOr(WireUsage.AnthropicUsage))
-  }))),
-  content_block: Schema.optional(Schema.NullOr(WireBlock)),
-  delta: Schema.optional(Schema.NullOr(Schema.Struct({
-    type: Str,
-    text: Str,
-    partial_json: Str,
-    stop_reason: Str
-  }))),
-  usage: Schema.optional(Schema.NullOr(WireUsage.AnthropicUsage)),
-  error: Schema.optional(Schema.Unknown)
-})
-export type Event = typeof Event.Type
-
-// ---------------------------------------------------------------------------------------------------------------
 // Request mapping
 
 type Block = Record<string, unknown>
@@ -131,8 +86,8 @@ const inputOf = (args: string): unknown => {
 const text = (value: string): Array<Block> => value.trim() === "" ? [] : [{ type: "text", text: value }]
 
 /**
- * The `messages` array for `request`: user and notice entries → user text blocks (`Prompt.userText`,
- * `Prompt.noticeText`), assistant → text + `tool_use` blocks, tool results → `tool_result` blocks, consecutive
+ * The `messages` array for `request`: user and notice entries → user text blocks (`Render.userText`,
+ * `Render.noticeText`), assistant → text + `tool_use` blocks, tool results → `tool_result` blocks, consecutive
  * same-role messages merged, `tool_result` blocks first in their message, empty messages dropped. Never fails.
  */
 export const toMessages = (request: Pick<ModelRequest, "messages">): Array<WireMessage> => {
@@ -146,10 +101,10 @@ export const toMessages = (request: Pick<ModelRequest, "messages">): Array<WireM
   for (const entry of request.messages) {
     switch (entry.kind) {
       case "user":
-        push("user", text(Prompt.userText(entry)))
+        push("user", text(Render.userText(entry)))
         break
       case "notice":
-        push("user", text(Prompt.noticeText(entry)))
+        push("user", text(Render.noticeText(entry)))
         break
       case "assistant":
         push("assistant", [
@@ -309,8 +264,16 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
     })
 
     const once = (request: ModelRequest): Effect.Effect<ModelReply, ProviderError> =>
+      Effect.flatMap(
+        Http.post(transport, url, headers(false), body(options, request, false)),
+        (response) => whole(request, response)
+      )
+
+    const whole = (
+      request: ModelRequest,
+      response: HttpClientResponse.HttpClientResponse
+    ): Effect.Effect<ModelReply, ProviderError> =>
       Effect.gen(function*() {
-        const response = yield* Http.post(transport, url, headers(false), body(options, request, false))
         const raw = yield* Http.text(transport, response)
         const wire = yield* Http.decodeJson(transport, Message, raw, response.status)
         const usage = WireUsage.fromAnthropic(wire.usage)
@@ -339,6 +302,12 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
     const streamed = (request: ModelRequest, onDelta: (text: string) => void) =>
       Effect.gen(function*() {
         const response = yield* Http.post(transport, url, headers(true), body(options, request, true))
+        // Some gateways ignore `stream: true` and answer with one JSON body: take it whole, one delta.
+        if (Http.isJson(response)) {
+          const reply = yield* whole(request, response)
+          if (reply.text !== "") onDelta(reply.text)
+          return reply
+        }
         // `input` is a tool_use block's whole input when the start event carried a non-empty one; fragments win.
         const blocks = new Map<number, { type: string; id: string; name: string; text: Array<string>; input: string }>()
         const state = {

@@ -17,14 +17,16 @@
  * returned only once the stream finished (`[DONE]` or a finish reason): a stream broken mid-way fails classified,
  * never with half a reply.
  */
+import type { HttpClientResponse } from "@effect/platform"
 import { HttpClient } from "@effect/platform"
 import type { Redacted } from "effect"
-import { Effect, Either, Redacted as R, Schema, Stream } from "effect"
+import { Effect, Either, Redacted as R, Stream } from "effect"
 import type { ErrorKind } from "../domain/ErrorKind.js"
 import type { FinishReason, ModelReply, ToolCall, TurnEntry } from "../domain/Message.js"
 import type { Usage } from "../domain/Usage.js"
-import * as Prompt from "../session/Prompt.js"
+import * as Render from "./Render.js"
 import * as Http from "./internal/http.js"
+import { Chunk, Completion, type ContentValue, type WireToolCall } from "./internal/openAiWire.js"
 import * as Sse from "./internal/sse.js"
 import * as WireUsage from "./internal/usage.js"
 import type { ModelProvider, ModelRequest } from "./ModelProvider.js"
@@ -60,71 +62,14 @@ export interface Options {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Wire schemas: lenient — every field optional or nullable, unknown fields ignored.
-
-const Str = Schema.optional(Schema.NullOr(Schema.String))
-
-const WireToolCall = Schema.Struct({
-  index: Schema.optional(Schema.NullOr(Schema.Number)),
-  id: Str,
-  type: Str,
-  function: Schema.optional(Schema.NullOr(Schema.Struct({
-    name: Str,
-    // Some servers send the arguments as an object instead of JSON text.
-    arguments: Schema.optional(Schema.NullOr(Schema.Union(Schema.String, Schema.Unknown)))
-  })))
-})
-type WireToolCall = typeof WireToolCall.Type
-
-// Content is text, or (some servers) an array of parts.
-const ContentValue = Schema.NullOr(Schema.Union(Schema.String, Schema.Array(Schema.Struct({ type: Str, text: Str }))))
-const Content = Schema.optional(ContentValue)
-
-const WireMessage = Schema.Struct({
-  content: Content,
-  refusal: Str,
-  tool_calls: Schema.optional(Schema.NullOr(Schema.Array(WireToolCall)))
-})
-
-/** A chat completion, as OpenAI documents it and compatible servers approximate it. */
-export const Completion = Schema.Struct({
-  id: Str,
-  model: Str,
-  choices: Schema.optional(Schema.NullOr(Schema.Array(Schema.Struct({
-    message: Schema.optional(Schema.NullOr(WireMessage)),
-    finish_reason: Str
-  })))),
-  usage: Schema.optional(Schema.NullOr(WireUsage.OpenAiUsage)),
-  error: Schema.optional(Schema.Unknown)
-})
-export type Completion = typeof Completion.Type
-
-/** One streamed `chat.completion.chunk`. */
-export const Chunk = Schema.Struct({
-  id: Str,
-  model: Str,
-  choices: Schema.optional(Schema.NullOr(Schema.Array(Schema.Struct({
-    delta: Schema.optional(Schema.NullOr(Schema.Struct({
-      content: Str,
-      refusal: Str,
-      tool_calls: Schema.optional(Schema.NullOr(Schema.Array(WireToolCall)))
-    }))),
-    finish_reason: Str
-  })))),
-  usage: Schema.optional(Schema.NullOr(WireUsage.OpenAiUsage)),
-  error: Schema.optional(Schema.Unknown)
-})
-export type Chunk = typeof Chunk.Type
-
-// ---------------------------------------------------------------------------------------------------------------
 // Request mapping
 
 type WireOut = Record<string, unknown>
 
 /**
- * The `messages` array for `request`: system first, then user → `user` (context block first, `Prompt.userText`),
+ * The `messages` array for `request`: system first, then user → `user` (context block first, `Render.userText`),
  * assistant → `assistant` with `tool_calls`, one `role: "tool"` message per tool result, notice → `user`
- * (`Prompt.noticeText`). An assistant entry with neither text nor calls is left out: several servers reject an
+ * (`Render.noticeText`). An assistant entry with neither text nor calls is left out: several servers reject an
  * empty assistant message, and the model gains nothing from seeing it.
  */
 export const toMessages = (request: Pick<ModelRequest, "system" | "messages">): Array<WireOut> => {
@@ -137,9 +82,9 @@ export const toMessages = (request: Pick<ModelRequest, "system" | "messages">): 
 const entryMessages = (entry: TurnEntry): Array<WireOut> => {
   switch (entry.kind) {
     case "user":
-      return [{ role: "user", content: Prompt.userText(entry) }]
+      return [{ role: "user", content: Render.userText(entry) }]
     case "notice":
-      return [{ role: "user", content: Prompt.noticeText(entry) }]
+      return [{ role: "user", content: Render.noticeText(entry) }]
     case "assistant": {
       if (entry.text === "" && entry.toolCalls.length === 0) return []
       if (entry.toolCalls.length === 0) return [{ role: "assistant", content: entry.text }]
@@ -274,8 +219,12 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
     })
 
     const once = (request: ModelRequest): Effect.Effect<ModelReply, ProviderError> =>
+      Effect.flatMap(Http.post(transport, url, headers(false), body(options, request, false)), whole)
+
+    const whole = (
+      response: HttpClientResponse.HttpClientResponse
+    ): Effect.Effect<ModelReply, ProviderError> =>
       Effect.gen(function*() {
-        const response = yield* Http.post(transport, url, headers(false), body(options, request, false))
         const raw = yield* Http.text(transport, response)
         const wire = yield* Http.decodeJson(transport, Completion, raw, response.status)
         const usage = WireUsage.fromOpenAi(wire.usage)
@@ -305,6 +254,12 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
     const streamed = (request: ModelRequest, onDelta: (text: string) => void) =>
       Effect.gen(function*() {
         const response = yield* Http.post(transport, url, headers(true), body(options, request, true))
+        // Some gateways ignore `stream: true` and answer with one JSON body: take it whole, one delta.
+        if (Http.isJson(response)) {
+          const reply = yield* whole(response)
+          if (reply.text !== "") onDelta(reply.text)
+          return reply
+        }
         const state = {
           text: [] as Array<string>,
           refusal: [] as Array<string>,

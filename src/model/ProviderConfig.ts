@@ -47,26 +47,32 @@ const EnvName = Schema.String.pipe(
 
 const Positive = Schema.Int.pipe(Schema.positive({ message: () => "a positive integer" }))
 
-/** Which wire format a provider speaks. */
-export const Api = Schema.Literal("openai", "anthropic").annotations({
-  message: () => "\"openai\" (any OpenAI-compatible server) or \"anthropic\""
-})
-export type Api = typeof Api.Type
+/** Which wire format a provider speaks: `openai` (any OpenAI-compatible server) or `anthropic`. */
+export type Api = "openai" | "anthropic"
+/** The schema of `Api`, with one readable message instead of one per literal. */
+export const Api = Schema.String.pipe(
+  Schema.filter((s): s is Api => s === "openai" || s === "anthropic", {
+    message: () => "\"openai\" (any OpenAI-compatible server) or \"anthropic\""
+  })
+)
+
+// `exact`: an absent key is absent, never `undefined` — and errors do not list "expected undefined" alternatives.
+const optional = <S extends Schema.Schema.Any>(schema: S) => Schema.optionalWith(schema, { exact: true })
 
 /** One provider: a model behind one API. `baseUrl` defaults to the vendor's public endpoint. */
 export const ProviderSettings = Schema.Struct({
   api: Api,
   /** `https://api.openai.com/v1`, `http://localhost:11434/v1` (Ollama), `https://api.anthropic.com`… */
-  baseUrl: Schema.optional(HttpUrl),
+  baseUrl: optional(HttpUrl),
   /** The environment variable holding the key; absent (or unset) = no key, for local servers. */
-  apiKeyEnv: Schema.optional(EnvName),
+  apiKeyEnv: optional(EnvName),
   model: Schema.NonEmptyTrimmedString,
   /** Per-attempt timeout in ms (default 120 000). */
-  timeoutMs: Schema.optional(Positive),
+  timeoutMs: optional(Positive),
   /** Attempts on this provider before failing over (default 3). */
-  maxAttempts: Schema.optional(Positive),
+  maxAttempts: optional(Positive),
   /** Extra (non-secret) headers on every request. */
-  headers: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String }))
+  headers: optional(Schema.Record({ key: Schema.String, value: Schema.String }))
 })
 export type ProviderSettings = typeof ProviderSettings.Type
 
@@ -77,16 +83,16 @@ export type ProvidersSection = typeof ProvidersSection.Type
 /** The `tiers` section: tier name → provider names, in failover order (at least one). */
 export const TiersSection = Schema.Record({
   key: Name,
-  value: Schema.NonEmptyArray(Schema.String).annotations({
-    message: () => "a non-empty list of provider names, in failover order"
-  })
+  value: Schema.Array(Schema.String).pipe(
+    Schema.minItems(1, { message: () => "a non-empty list of provider names, in failover order" })
+  )
 })
 export type TiersSection = typeof TiersSection.Type
 
 /** Both sections. Cross-checked: tiers name only configured providers; `default` exists when providers do. */
 export const ModelConfig = Schema.Struct({
-  providers: Schema.optional(ProvidersSection),
-  tiers: Schema.optional(TiersSection)
+  providers: optional(ProvidersSection),
+  tiers: optional(TiersSection)
 }).pipe(Schema.filter((config) => crossCheck(config).map((issue) => ({ path: issue.path, message: issue.message }))))
 export type ModelConfig = typeof ModelConfig.Type
 
@@ -166,9 +172,7 @@ const apiKey = (settings: ProviderSettings) =>
   settings.apiKeyEnv === undefined
     ? Effect.succeed(undefined)
     : Config.option(Config.redacted(settings.apiKeyEnv)).pipe(
-      Effect.map((key) =>
-        Option.getOrUndefined(Option.filter(key, (value) => Redacted.value(value).trim() !== ""))
-      )
+      Effect.map((key) => Option.getOrUndefined(Option.filter(key, (value) => Redacted.value(value).trim() !== "")))
     )
 
 /** Builds one adapter (unguarded) from its settings; the key is read from the environment via `Config`. */

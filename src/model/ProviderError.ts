@@ -55,7 +55,13 @@ export const classifyStatus = (status: number, body: string): ErrorKind => {
   if (status === 402) return "quota"
   if (status === 408 || status === 504) return "timeout"
   if (status === 413) return "context_overflow"
-  if (status === 429) return quotaPattern.test(text) ? "quota" : overloadPattern.test(text) ? "overloaded" : "rate_limit"
+  if (status === 429) {
+    return quotaPattern.test(text)
+      ? "quota"
+      : overloadPattern.test(text)
+      ? "overloaded"
+      : "rate_limit"
+  }
   if (status === 503 || status === 529) return "overloaded"
   if (status >= 500 && status < 600) return overloadPattern.test(text) ? "overloaded" : "server"
   if (status >= 400 && status < 500) {

@@ -45,6 +45,11 @@ export interface Options {
   readonly spreadMaxMs?: number
   /** The longest Retry-After the gate honours, in ms (default 60 000, the chain's cap); beyond it: no gate. */
   readonly maxGateMs?: number
+  /**
+   * Called when a gated attempt is released, with the `Clock` instant it arrived and the instant the gate planned
+   * to let it go (metrics, tests). Must not throw.
+   */
+  readonly onRelease?: (release: { readonly arrivedAt: number; readonly slot: number }) => void
 }
 
 /** The defaults of `Options`. */
@@ -145,17 +150,20 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
     let waited = 0
     let now = yield* Clock.currentTimeMillis
     if (now >= gateUntil + gateSpreadMs) return
+    const arrivedAt = now
     gated++
+    let slot = now
     while (waited < maxWaitMs) {
-      const slot = gateUntil + (yield* uniform(0, gateSpreadMs))
-      if (slot <= now) return
+      slot = gateUntil + (yield* uniform(0, gateSpreadMs))
+      if (slot <= now) break
       const wait = Math.min(slot - now, maxWaitMs - waited)
       yield* Effect.sleep(wait)
       waited += wait
       now = yield* Clock.currentTimeMillis
       // Released, unless new throttles closed the gate again while we slept.
-      if (now >= gateUntil) return
+      if (now >= gateUntil) break
     }
+    options.onRelease?.({ arrivedAt, slot: Math.min(slot, arrivedAt + maxWaitMs) })
   })
 
   const rejectOpen = (now: number) =>

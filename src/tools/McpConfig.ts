@@ -110,12 +110,14 @@ const decodeVariant = <A, I>(schema: Schema.Schema<A, I>, input: unknown, at: st
   Either.mapLeft(
     Schema.decodeUnknownEither(schema, { errors: "all", onExcessProperty: "error" })(input),
     (error) =>
-      mergeAlternatives(ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) =>
-        new FieldIssue({
-          path: pathOf(at, issue.path),
-          message: issue._tag === "Unexpected" ? "unknown key" : issue.message
-        })
-      ))
+      mergeAlternatives(
+        ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) =>
+          new FieldIssue({
+            path: pathOf(at, issue.path),
+            message: issue._tag === "Unexpected" ? "unknown key" : issue.message
+          })
+        )
+      )
   )
 
 /**

@@ -89,9 +89,15 @@ interface Entry {
 const ajv = new Ajv({ allErrors: true, strict: false, logger: false })
 const ajv2020 = new Ajv2020({ allErrors: true, strict: false, logger: false })
 
+/** Compiles with the dialect the schema declares (zod 4 emits 2020-12; most servers draft-07 or none). */
 const compile = (schema: Tool["inputSchema"]): ValidateFunction => {
   const dialect = schema["$schema"]
-  return (typeof dialect === "string" && dialect.includes("2020-12") ? ajv2020 : ajv).compile(schema)
+  const instance = typeof dialect === "string" && dialect.includes("2020-12") ? ajv2020 : ajv
+  const validate = instance.compile(schema)
+  // The validator is kept on the entry: drop ajv's own reference, or registries rebuilt per scope would pile up
+  // schemas (and two servers reusing one `$id` would clash).
+  instance.removeSchema(schema)
+  return validate
 }
 
 const byName = (a: ToolDef, b: ToolDef): number => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)
@@ -123,10 +129,17 @@ const toEntry = (
     return { def, handle, validate, expected: Texts.summarize(tool.inputSchema) }
   })
 
-type Sent = { readonly _tag: "Result"; readonly result: Content.CallResult } | {
-  readonly _tag: "Failed"
-  readonly error: unknown
-} | { readonly _tag: "Lost" }
+type Sent =
+  | { readonly _tag: "Result"; readonly result: Content.CallResult }
+  | { readonly _tag: "Failed"; readonly error: unknown }
+  | { readonly _tag: "Lost" }
+const Lost: Sent = { _tag: "Lost" }
+
+/** What one call has got to, for the text of its timeout: whether it was sent, and its last progress. */
+interface Track {
+  sent: boolean
+  progress: string | undefined
+}
 
 /** The outcome of a call whose connection was lost mid-flight. */
 const lostOutcome = (server: string, name: string, loss: Connection.Loss): ToolOutcome => {
@@ -141,7 +154,7 @@ const lostOutcome = (server: string, name: string, loss: Connection.Loss): ToolO
 }
 
 /** Sends one call on the live connection; retries once on a fresh client when the HTTP session went stale. */
-const send = (entry: Entry, args: Record<string, unknown>, ms: number, sent: { value: boolean }) => {
+const send = (entry: Entry, args: Record<string, unknown>, ms: number, track: Track) => {
   const { handle } = entry
   const server = handle.name
   const name = entry.def.name
@@ -151,10 +164,14 @@ const send = (entry: Entry, args: Record<string, unknown>, ms: number, sent: { v
       Either.match({
         onLeft: (detail) => Effect.succeed(Texts.serverUnavailable(server, name, detail)),
         onRight: (conn) => {
-          sent.value = true
+          track.sent = true
+          const onprogress = (p: { readonly progress: number; readonly total?: number | undefined }) => {
+            track.progress = p.total === undefined ? String(p.progress) : `${p.progress} of ${p.total}`
+          }
           const request = Effect.tryPromise({
             // The signal is aborted when this fiber is interrupted: the SDK then sends `notifications/cancelled`.
-            try: (signal) => conn.client.callTool({ name, arguments: args }, undefined, { signal, timeout: ms }),
+            try: (signal) =>
+              conn.client.callTool({ name, arguments: args }, undefined, { signal, timeout: ms, onprogress }),
             catch: (error) => error
           }).pipe(
             Effect.match({
@@ -163,7 +180,7 @@ const send = (entry: Entry, args: Record<string, unknown>, ms: number, sent: { v
             })
           )
           // A loss ends the call at once: an oversized answer is reported before the transport finishes closing.
-          const lost = Effect.as(Connection.awaitLoss(conn), { _tag: "Lost" } as Sent)
+          const lost = Effect.as(Connection.awaitLoss(conn), Lost)
           return Effect.flatMap(Effect.race(request, lost), (outcome): Effect.Effect<ToolOutcome> => {
             if (outcome._tag === "Result") {
               const { isError, text } = Content.render(outcome.result)
@@ -175,7 +192,7 @@ const send = (entry: Entry, args: Record<string, unknown>, ms: number, sent: { v
               // The server never saw this request (it rejected the session), so sending it again is safe.
               Connection.lose(handle, conn, { _tag: "SessionExpired", detail: Connection.describeError(error) })
               return retried
-                ? Effect.succeed(lostOutcome(server, name, conn.loss ?? { _tag: "Exited" }))
+                ? Effect.succeed(Texts.connectionLost(server, name, Connection.describeError(error)))
                 : attempt(true)
             }
             if (Connection.isNetworkFailure(error)) {
@@ -188,7 +205,7 @@ const send = (entry: Entry, args: Record<string, unknown>, ms: number, sent: { v
                   : Texts.connectionLost(server, name, detail)
               )
             }
-            return Effect.succeed(errorOutcome(server, name, ms, error))
+            return Effect.succeed(errorOutcome(server, name, ms, error, track))
           })
         }
       })
@@ -196,10 +213,10 @@ const send = (entry: Entry, args: Record<string, unknown>, ms: number, sent: { v
   return attempt(false)
 }
 
-const errorOutcome = (server: string, name: string, ms: number, error: unknown): ToolOutcome => {
+const errorOutcome = (server: string, name: string, ms: number, error: unknown, track: Track): ToolOutcome => {
   if (error instanceof McpError) {
     return error.code === ErrorCode.RequestTimeout
-      ? Texts.timedOut(name, ms)
+      ? Texts.timedOutAfterProgress(name, ms, track.progress)
       : Texts.toolError(name, `MCP server "${server}" answered: ${error.message}`)
   }
   if (error instanceof StreamableHTTPError) {
@@ -230,14 +247,14 @@ const dispatch = (
   return Effect.flatMap(Limits, (limits) => {
     const own = entry.handle.config.timeoutMs
     const ms = own === undefined ? limits.toolTimeoutMs : Math.min(own, limits.toolTimeoutMs)
-    const sent = { value: false }
-    return send(entry, valid, ms, sent).pipe(
+    const track: Track = { sent: false, progress: undefined }
+    return send(entry, valid, ms, track).pipe(
       Effect.timeoutTo({
         duration: ms,
         onSuccess: (outcome) => outcome,
         onTimeout: () =>
-          sent.value
-            ? Texts.timedOut(name, ms)
+          track.sent
+            ? Texts.timedOutAfterProgress(name, ms, track.progress)
             : Texts.serverUnavailable(entry.handle.name, name, `it did not come back within ${ms} ms`)
       }),
       Effect.withSpan("mcp.tool_call", {

@@ -124,7 +124,11 @@ layer(NodeHttpClient.layerUndici, { excludeTestServices: true })("OpenAiCompat",
     it.scoped("sends no Authorization header without a key (local servers)", () =>
       Effect.gen(function*() {
         const fake = yield* Fake.make({ script: [Fake.text("ok")] })
-        const provider = yield* OpenAiCompat.make({ name: "ollama", model: "llama3.1", baseUrl: `${fake.openAiBaseUrl}/` })
+        const provider = yield* OpenAiCompat.make({
+          name: "ollama",
+          model: "llama3.1",
+          baseUrl: `${fake.openAiBaseUrl}/`
+        })
         const reply = yield* provider.complete(ask)
         expect(reply.text).toBe("ok")
         expect(fake.requests[0]?.headers.authorization).toBeUndefined()
@@ -263,6 +267,21 @@ layer(NodeHttpClient.layerUndici, { excludeTestServices: true })("OpenAiCompat",
         expect(reply.usage).toMatchObject({ inputTokens: 12, outputTokens: 7 })
         expect(fake.requests[0]?.body).toMatchObject({ stream: true, stream_options: { include_usage: true } })
         expect(fake.requests[0]?.headers.accept).toBe("text/event-stream")
+      }))
+
+    it.scoped("a streamed refusal → finish reason refused; a gateway that ignores stream: true is taken whole", () =>
+      Effect.gen(function*() {
+        const { provider } = yield* serve([
+          Fake.reply({ refusal: "I can't help with that." }),
+          Fake.raw(JSON.stringify(fixture("openai-chat-tool-calls.json")))
+        ])
+        const deltas: Array<string> = []
+        const refused = yield* provider.complete({ ...ask, onDelta: (text) => deltas.push(text) })
+        expect(refused).toMatchObject({ text: "I can't help with that.", finishReason: "refused" })
+        expect(deltas).toEqual([])
+        const whole = yield* provider.complete({ ...ask, onDelta: (text) => deltas.push(text) })
+        expect(whole.toolCalls).toHaveLength(2)
+        expect(whole.usage.cacheReadTokens).toBe(1024)
       }))
 
     it.scoped("a stream broken mid-way: deltas already published, classified, retried by the chain; the final reply is the retry's", () =>

@@ -323,7 +323,11 @@ const renderOpenAi = (spec: ReplySpec, n: number, model: string, pieces: number,
   for (const piece of split(spec.text ?? "", pieces)) events.push(chunk({ content: piece }))
   if (spec.refusal !== undefined) events.push(chunk({ refusal: spec.refusal }))
   calls.forEach((call, index) => {
-    events.push(chunk({ tool_calls: [{ index, id: call.id, type: "function", function: { name: call.function.name, arguments: "" } }] }))
+    events.push(
+      chunk({
+        tool_calls: [{ index, id: call.id, type: "function", function: { name: call.function.name, arguments: "" } }]
+      })
+    )
     for (const piece of split(call.function.arguments, 2)) {
       events.push(chunk({ tool_calls: [{ index, function: { arguments: piece } }] }))
     }
@@ -368,20 +372,37 @@ const renderAnthropic = (spec: ReplySpec, n: number, model: string, pieces: numb
   const events: Array<string> = [
     sse({
       type: "message_start",
-      message: { id, type: "message", role: "assistant", model, content: [], stop_reason: null, usage: { ...usage, output_tokens: 1 } }
+      message: {
+        id,
+        type: "message",
+        role: "assistant",
+        model,
+        content: [],
+        stop_reason: null,
+        usage: { ...usage, output_tokens: 1 }
+      }
     }, "message_start")
   ]
   content.forEach((block, index) => {
     if (block.type === "text") {
-      events.push(sse({ type: "content_block_start", index, content_block: { type: "text", text: "" } }, "content_block_start"))
+      events.push(
+        sse({ type: "content_block_start", index, content_block: { type: "text", text: "" } }, "content_block_start")
+      )
       for (const piece of split(block.text, pieces)) {
-        events.push(sse({ type: "content_block_delta", index, delta: { type: "text_delta", text: piece } }, "content_block_delta"))
+        events.push(
+          sse({ type: "content_block_delta", index, delta: { type: "text_delta", text: piece } }, "content_block_delta")
+        )
       }
     } else {
-      events.push(sse({ type: "content_block_start", index, content_block: { ...block, input: {} } }, "content_block_start"))
+      events.push(
+        sse({ type: "content_block_start", index, content_block: { ...block, input: {} } }, "content_block_start")
+      )
       for (const piece of split(JSON.stringify(block.input), 2)) {
         events.push(
-          sse({ type: "content_block_delta", index, delta: { type: "input_json_delta", partial_json: piece } }, "content_block_delta")
+          sse(
+            { type: "content_block_delta", index, delta: { type: "input_json_delta", partial_json: piece } },
+            "content_block_delta"
+          )
         )
       }
     }

@@ -43,7 +43,12 @@ export const statusRows: ReadonlyArray<Row> = [
     status: 401
   },
   { name: "403 → auth", behaviour: () => Fake.status(403, "Forbidden"), kind: "auth", status: 403 },
-  { name: "429 without Retry-After → rate_limit", behaviour: () => Fake.rateLimited(), kind: "rate_limit", status: 429 },
+  {
+    name: "429 without Retry-After → rate_limit",
+    behaviour: () => Fake.rateLimited(),
+    kind: "rate_limit",
+    status: 429
+  },
   {
     name: "429 with Retry-After in seconds",
     behaviour: () => Fake.rateLimited({ seconds: 2 }),
@@ -117,7 +122,8 @@ export const statusRows: ReadonlyArray<Row> = [
   },
   {
     name: "502 with an HTML body → server, status kept",
-    behaviour: () => Fake.status(502, "<html><body><h1>502 Bad Gateway</h1></body></html>", { "content-type": "text/html" }),
+    behaviour: () =>
+      Fake.status(502, "<html><body><h1>502 Bad Gateway</h1></body></html>", { "content-type": "text/html" }),
     kind: "server",
     status: 502
   },
@@ -201,7 +207,8 @@ export const statusRows: ReadonlyArray<Row> = [
   },
   {
     name: "400 other → bad_request",
-    behaviour: (w) => Fake.status(400, errorBody(w, "invalid_request_error", "tools.0.name: String should match pattern")),
+    behaviour: (w) =>
+      Fake.status(400, errorBody(w, "invalid_request_error", "tools.0.name: String should match pattern")),
     kind: "bad_request",
     status: 400
   },
@@ -216,7 +223,9 @@ export const statusRows: ReadonlyArray<Row> = [
     behaviour: (w) =>
       Fake.status(500, {
         ...errorBody(w, "api_error", "stopped mid-generation"),
-        usage: w === "anthropic" ? { input_tokens: 321, output_tokens: 9 } : { prompt_tokens: 321, completion_tokens: 9 }
+        usage: w === "anthropic"
+          ? { input_tokens: 321, output_tokens: 9 }
+          : { prompt_tokens: 321, completion_tokens: 9 }
       }),
     kind: "server",
     status: 500,

@@ -41,13 +41,25 @@ const all: ReadonlyArray<Tool> = [
     inputSchema: object({ message: { type: "string" } }, ["message"])
   },
   { name: "hang", description: "Never answers (until cancelled).", inputSchema: object({}) },
+  {
+    name: "progress_then_hang",
+    description: "Reports progress 2 of 3, then never answers.",
+    inputSchema: object({})
+  },
   { name: "crash", description: "Exits the server process mid-call.", inputSchema: object({}) },
   {
     name: "big_output",
     description: "Returns `bytes` bytes of text.",
     inputSchema: object({ bytes: { type: "integer", minimum: 0 } }, ["bytes"])
   },
-  { name: "delete_file", description: "Deletes a file (a write).", inputSchema: object({ path: { type: "string" } }) },
+  {
+    name: "delete_file",
+    description: "Deletes a file (a write). Its schema declares JSON Schema 2020-12, as zod 4 emits.",
+    inputSchema: {
+      $schema: "https://json-schema.org/draft/2020-12/schema",
+      ...object({ path: { type: "string" } }, ["path"])
+    }
+  },
   {
     name: "read_notes",
     description: "Reads the notes (a read).",
@@ -103,6 +115,19 @@ server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<
       await new Promise<void>((resolve) => extra.signal.addEventListener("abort", () => resolve()))
       stats.hangCancelled++
       return text("cancelled")
+    case "progress_then_hang": {
+      const progressToken = request.params._meta?.progressToken
+      if (progressToken !== undefined) {
+        for (const progress of [1, 2]) {
+          await extra.sendNotification({
+            method: "notifications/progress",
+            params: { progressToken, progress, total: 3 }
+          })
+        }
+      }
+      await new Promise<void>((resolve) => extra.signal.addEventListener("abort", () => resolve()))
+      return text("cancelled")
+    }
     case "crash":
       process.stderr.write("fixture: crashing on purpose\n")
       process.exit(3)

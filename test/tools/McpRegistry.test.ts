@@ -258,7 +258,7 @@ layer(fixtures, { excludeTestServices: true, timeout: "30 seconds" })("McpRegist
       const tools = yield* Effect.flatMap(ToolExecutor, (mcp) => mcp.list(ctx))
       const names = tools.map((t) => t.name)
       expect(names).toEqual([...names].sort())
-      // 10 tools in pages of 3: the last ones are only reached by following nextCursor.
+      // 11 tools in pages of 3: the last ones are only reached by following nextCursor.
       expect(tools.filter((t) => t.source === "mcp:fx").map((t) => t.name)).toEqual([
         "crash",
         "delete_file",
@@ -266,6 +266,7 @@ layer(fixtures, { excludeTestServices: true, timeout: "30 seconds" })("McpRegist
         "fail",
         "hang",
         "pid",
+        "progress_then_hang",
         "read_notes",
         "stats",
         "structured_only"
@@ -308,6 +309,12 @@ layer(fixtures, { excludeTestServices: true, timeout: "30 seconds" })("McpRegist
       }
     }))
 
+  it.effect("validates arguments against a JSON Schema 2020-12 schema too", () =>
+    Effect.gen(function*() {
+      expect(yield* call("delete_file", { path: 7 })).toMatchObject({ isError: true, failure: "invalid_args" })
+      expect(yield* call("delete_file", { path: "/tmp/x" })).toEqual({ content: "deleted /tmp/x", isError: false })
+    }))
+
   it.effect("passes an isError result on as a tool error", () =>
     Effect.gen(function*() {
       expect(yield* call("fail", {})).toEqual({
@@ -332,6 +339,16 @@ layer(fixtures, { excludeTestServices: true, timeout: "30 seconds" })("McpRegist
       })
       const after = yield* waitForStats("stats", (s) => s.hangCancelled > before.hangCancelled)
       expect(after.hangStarted).toBe(before.hangStarted + 1)
+    }))
+
+  it.effect("says how far a tool got when it reported progress before its timeout", () =>
+    Effect.gen(function*() {
+      expect(yield* call("progress_then_hang", {})).toEqual({
+        content: "tool \"progress_then_hang\" did not finish within 500 ms; it was stopped. Try a narrower request. " +
+          "Last progress reported: 2 of 3.",
+        isError: true,
+        failure: "timeout"
+      })
     }))
 
   it.effect("aborts the MCP request promptly when the call is interrupted", () =>

@@ -169,6 +169,10 @@ export const errorDetail = (
   }
 }
 
+/** Whether the response declares a JSON body (rather than an event stream). */
+export const isJson = (response: HttpClientResponse.HttpClientResponse): boolean =>
+  /\bjson\b/i.test(response.headers["content-type"] ?? "")
+
 /** Parses JSON without throwing. */
 export const parseJson = (raw: string): Either.Either<unknown, unknown> =>
   Either.try({ try: (): unknown => JSON.parse(raw), catch: (cause) => cause })

@@ -8,17 +8,21 @@
  * revives the old ones. Restarts follow a jittered exponential schedule (jitter is not optional: after a shared
  * dependency dies, unjittered restarts of many servers synchronise), capped so a long outage is still retried.
  *
+ * A server that stayed up for a while is restarted at once; one that dies soon after starting is crash-looping, so
+ * its restarts keep backing off.
+ *
  * The connection state is a plain field, not a `Ref`: losses are noticed in SDK callbacks, and the switch to `Down`
- * must happen in the same tick, before any call can pick the dead client. A call that finds the server restarting
- * for the first time waits for it (bounded by its own timeout); once a restart attempt has failed, calls fail fast
- * rather than each spending a whole timeout on a server that is not coming back soon.
+ * must happen in the same tick, before any call can pick the dead client. A call that finds the server down waits
+ * for the restart, cutting the backoff short (someone needs the server now), but only until one attempt made after
+ * it arrived has failed: then it fails fast instead of spending its whole timeout on a server that is not coming
+ * back soon.
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import type { StdioServerParameters } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import type { Tool } from "@modelcontextprotocol/sdk/types.js"
-import { Deferred, Duration, Effect, Either, Exit, FiberId, Schedule } from "effect"
+import { Clock, Deferred, Duration, Effect, Either, Exit, FiberId, Schedule } from "effect"
 import type { Scope } from "effect"
 import * as McpConfig from "../McpConfig.js"
 import { messageOf } from "./texts.js"
@@ -82,6 +86,8 @@ const STDERR_TAIL = 4096
 /** A server that keeps handing out cursors is broken; stop rather than list for ever. */
 const MAX_PAGES = 1000
 const CLIENT_INFO = { name: "corral", version: "0.1.0" }
+/** Up this long, a server is not crash-looping: its next loss restarts it at once, with a fresh backoff. */
+const STABLE_MS = 30_000
 
 /** Switches the handle from `Up` on `conn` to `Down`; a no-op when `conn` is not the live connection. */
 const goDown = (handle: Handle, conn: Conn, loss: Loss): void => {
@@ -266,47 +272,60 @@ const attemptStarts = (handle: Handle): Deferred.Deferred<string> | undefined =>
 }
 
 /**
- * Restarts until connected: an attempt at once, then after each failure the schedule's delay — cut short when a
- * call kicks (a caller is waiting, so it may as well wait for a real attempt). A schedule that ends leaves only kicks.
+ * Restarts until connected, waiting the schedule's next delay before every attempt but the first of a stable
+ * server. A call's kick cuts the current wait short. A schedule that ends leaves only kicks.
  */
-const reconnect = (handle: Handle, options: Options): Effect.Effect<{ conn: Conn }> =>
+const reconnect = (
+  handle: Handle,
+  options: Options,
+  driver: Schedule.ScheduleDriver<unknown, unknown>,
+  backoffFirst: boolean
+): Effect.Effect<{ conn: Conn; tools: ReadonlyArray<Tool> }> =>
   Effect.gen(function*() {
-    const driver = yield* Schedule.driver(options.restart)
+    let wait = backoffFirst
     while (true) {
+      if (wait) {
+        const kick = handle.state._tag === "Down" ? Deferred.await(handle.state.kick) : Effect.never
+        yield* Effect.raceFirst(driver.next(undefined).pipe(Effect.catchAll(() => Effect.never)), kick)
+      }
+      wait = true
       const failed = attemptStarts(handle)
       const opened = yield* Effect.either(open(handle, options.connectTimeoutMs))
       if (Either.isRight(opened)) return opened.right
       yield* Effect.logWarning(`MCP server "${handle.name}" restart failed: ${opened.left}`)
       if (failed !== undefined) yield* Deferred.succeed(failed, opened.left)
-      const kick = handle.state._tag === "Down" ? Deferred.await(handle.state.kick) : Effect.never
-      yield* Effect.raceFirst(driver.next(opened.left).pipe(Effect.catchAll(() => Effect.never)), kick)
     }
   })
 
-const supervise = (handle: Handle, first: Conn, options: Options): Effect.Effect<never> => {
-  let current = first
-  const restartOnce = Effect.gen(function*() {
-    const loss = yield* Deferred.await(current.lost)
-    // Lost before it was published as `Up` (a crash right after the restart): go down now.
-    goDown(handle, current, loss)
-    const down = handle.state
-    if (down._tag !== "Down") return yield* Effect.dieMessage(`MCP server ${handle.name} lost without going down`)
-    yield* Effect.logWarning(`MCP server "${handle.name}" connection lost (${describeLoss(loss)}); restarting`).pipe(
-      Effect.annotateLogs({ mcpServer: handle.name, stderr: current.stderr.slice(-1024) })
-    )
-    yield* close(current)
-    yield* Effect.uninterruptibleMask((restore) =>
-      Effect.flatMap(restore(reconnect(handle, options)), ({ conn }) =>
-        Effect.suspend(() => {
-          current = conn
-          handle.state = { _tag: "Up", conn }
-          return Deferred.succeed(down.ready, conn)
-        }))
-    )
-    yield* Effect.logInfo(`MCP server "${handle.name}" is back`)
+const supervise = (handle: Handle, first: Conn, options: Options): Effect.Effect<never> =>
+  Effect.gen(function*() {
+    // One driver for the life of the server: crash loops keep backing off across restarts.
+    const driver = yield* Schedule.driver(options.restart)
+    let current = first
+    let upSince = yield* Clock.currentTimeMillis
+    while (true) {
+      const loss = yield* Deferred.await(current.lost)
+      // Lost before it was published as `Up` (a crash right after the restart): go down now.
+      goDown(handle, current, loss)
+      const down = handle.state
+      if (down._tag !== "Down") return yield* Effect.dieMessage(`MCP server ${handle.name} lost without going down`)
+      yield* Effect.logWarning(`MCP server "${handle.name}" connection lost (${describeLoss(loss)}); restarting`).pipe(
+        Effect.annotateLogs({ mcpServer: handle.name, stderr: current.stderr.slice(-1024) })
+      )
+      yield* close(current)
+      const stable = (yield* Clock.currentTimeMillis) - upSince >= STABLE_MS
+      if (stable) yield* driver.reset
+      current = yield* Effect.uninterruptibleMask((restore) =>
+        Effect.flatMap(restore(reconnect(handle, options, driver, !stable)), ({ conn }) =>
+          Effect.suspend(() => {
+            handle.state = { _tag: "Up", conn }
+            return Effect.as(Deferred.succeed(down.ready, conn), conn)
+          }))
+      )
+      upSince = yield* Clock.currentTimeMillis
+      yield* Effect.logInfo(`MCP server "${handle.name}" is back`)
+    }
   })
-  return Effect.forever(restartOnce)
-}
 
 /** A handle for one configured server, not yet started. */
 export const makeHandle = (name: string, config: McpConfig.McpServer): Handle => ({
@@ -341,9 +360,8 @@ export const shutdown = (handle: Handle): Effect.Effect<void> =>
   })
 
 /**
- * The live connection for a call: at once when up; when down, after the restart attempt in progress (or one the
- * call kicks off, skipping the rest of the backoff) — `Left` with the attempt's error when it fails, so a call to a
- * server that is not coming back fails fast instead of spending its whole timeout.
+ * The live connection for a call: at once when up; when down, once restarted (the call kicks the backoff short),
+ * or `Left` with the error of the first restart attempt started after the call arrived, when that attempt fails.
  */
 export const acquire = (handle: Handle): Effect.Effect<Either.Either<Conn, string>> =>
   Effect.suspend((): Effect.Effect<Either.Either<Conn, string>> => {

@@ -157,6 +157,12 @@ export const connectionLost = (server: string, name: string, detail: string): To
 export const serverUnavailable = (server: string, name: string, detail: string): ToolOutcome =>
   failed(
     "tool_error",
-    `tool "${name}" was not run: MCP server "${server}" is unavailable (${detail}); it is being restarted. ` +
+    `tool "${name}" was not run: MCP server "${server}" is unavailable (${detail}); Corral is bringing it back. ` +
       "Try again later or use another tool."
   )
+
+/** `timeout` for a tool that reported progress before its deadline: how far it got helps size the next request. */
+export const timedOutAfterProgress = (name: string, ms: number, progress: string | undefined): ToolOutcome => {
+  const outcome = timedOut(name, ms)
+  return progress === undefined ? outcome : failed("timeout", `${outcome.content} Last progress reported: ${progress}.`)
+}
