@@ -3,22 +3,11 @@
  * property can be checked against ANY sequence a real model and a real provider could produce.
  */
 import { FastCheck as fc } from "effect"
-import type { ErrorKind } from "../domain/ErrorKind.js"
+import { ErrorKind } from "../domain/ErrorKind.js"
 import * as Scripted from "../model/Scripted.js"
 
 /** Every provider error kind. */
-export const errorKinds: ReadonlyArray<ErrorKind> = [
-  "auth",
-  "quota",
-  "rate_limit",
-  "overloaded",
-  "server",
-  "timeout",
-  "context_overflow",
-  "bad_request",
-  "refused",
-  "filtered"
-]
+export const errorKinds: ReadonlyArray<ErrorKind> = ErrorKind.literals
 
 /** A tool call aimed at one of `tools`: valid, invalid JSON, or schema-invalid arguments, or an unknown name. */
 export const toolCall = (tools: ReadonlyArray<string>): fc.Arbitrary<Scripted.CallSpec> =>

@@ -20,7 +20,8 @@ export const logs = ToolRegistry.define<{ service: string }>({
     Effect.succeed(
       [
         `${name} 08:59:58 INFO  serving`,
-        ...Array.from({ length: 4000 }, (_, i) => `${name} 09:0${i % 10}:${String(i % 60).padStart(2, "0")} WARN  slow query (${200 + (i % 50)} ms)`),
+        ...Array.from({ length: 4000 }, (_, i) =>
+          `${name} 09:0${i % 10}:${String(i % 60).padStart(2, "0")} WARN  slow query (${200 + (i % 50)} ms)`),
         `${name} 09:12:41 ERROR pool exhausted: 50/50 connections busy`
       ].join("\n")
     )

@@ -2,7 +2,7 @@
  * `corral/testing` — the test kit: a scripted model, fault helpers, arbitraries, and a one-call runner that plays a
  * spec against a script under the TestClock.
  */
+export * as ScriptedModel from "../model/Scripted.js"
 export * as Arbitraries from "./Arbitraries.js"
 export * as Harness from "./Harness.js"
-export * as ScriptedModel from "../model/Scripted.js"
 export { runScript } from "./runScript.js"

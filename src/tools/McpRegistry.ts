@@ -24,6 +24,7 @@ import { Ajv2020 } from "ajv/dist/2020.js"
 import { Effect, Either, Layer, Schedule, Schema } from "effect"
 import type { Context, Scope } from "effect"
 import { Limits } from "../rails/Limits.js"
+import * as Arguments from "./internal/arguments.js"
 import * as Connection from "./internal/mcpConnection.js"
 import * as Content from "./internal/mcpContent.js"
 import * as Texts from "./internal/texts.js"
@@ -101,8 +102,6 @@ const compile = (schema: Tool["inputSchema"]): ValidateFunction => {
 }
 
 const byName = (a: ToolDef, b: ToolDef): number => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)
-
-const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
 const toEntry = (
   tool: Tool,
@@ -233,16 +232,9 @@ const dispatch = (
 ): Effect.Effect<ToolOutcome> => {
   const entry = entries.get(name)
   if (entry === undefined) return Effect.succeed(Texts.unknownTool(name, available))
-  let args: unknown
-  try {
-    args = JSON.parse(argumentsJson)
-  } catch (error) {
-    return Effect.succeed(Texts.invalidJson(name, Texts.messageOf(error)))
-  }
-  if (!isObject(args)) return Effect.succeed(Texts.notAnObject(name, args, entry.expected))
-  if (entry.validate !== undefined && !entry.validate(args)) {
-    return Effect.succeed(Texts.invalidArgs(name, entry.validate.errors ?? [], entry.expected))
-  }
+  const checked = Arguments.check(name, argumentsJson, entry.validate, entry.expected)
+  if (!checked.ok) return Effect.succeed(checked.outcome)
+  const args = checked.args
   const valid = args
   return Effect.flatMap(Limits, (limits) => {
     const own = entry.handle.config.timeoutMs

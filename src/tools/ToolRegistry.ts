@@ -16,6 +16,7 @@ import { Ajv } from "ajv"
 import type { ValidateFunction } from "ajv"
 import { Cause, Context, Effect, Either, Exit, Fiber, Layer, Runtime, Schema } from "effect"
 import { Limits } from "../rails/Limits.js"
+import * as Arguments from "./internal/arguments.js"
 import * as Texts from "./internal/texts.js"
 import { ToolExecutor } from "./ToolExecutor.js"
 import type { ToolContext, ToolDef, ToolEffect, ToolOutcome } from "./ToolExecutor.js"
@@ -232,18 +233,9 @@ const dispatch = (
 ): Effect.Effect<ToolOutcome> => {
   const entry = entries.get(name)
   if (entry === undefined) return Effect.succeed(Texts.unknownTool(name, available))
-  let args: unknown
-  try {
-    args = JSON.parse(argumentsJson)
-  } catch (error) {
-    return Effect.succeed(Texts.invalidJson(name, Texts.messageOf(error)))
-  }
-  if (typeof args !== "object" || args === null || Array.isArray(args)) {
-    return Effect.succeed(Texts.notAnObject(name, args, entry.expected))
-  }
-  if (!entry.validate(args)) {
-    return Effect.succeed(Texts.invalidArgs(name, entry.validate.errors ?? [], entry.expected))
-  }
+  const checked = Arguments.check(name, argumentsJson, entry.validate, entry.expected)
+  if (!checked.ok) return Effect.succeed(checked.outcome)
+  const args = checked.args
   return runEntry(entry, args, ctx)
 }
 
