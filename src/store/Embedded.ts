@@ -13,11 +13,11 @@
  * Limits that follow from one backend: cancelling a running statement is impossible (an interrupted query runs to
  * its end before the next one starts), and one data directory belongs to one process at a time.
  */
+import type { SqlClient } from "@effect/sql"
+import { PgClient } from "@effect/sql-pg"
+import { SqlError } from "@effect/sql/SqlError"
 import { PGlite } from "@electric-sql/pglite"
 import { createPgConfig } from "@electric-sql/pglite/node-postgres"
-import type { SqlClient } from "@effect/sql"
-import { SqlError } from "@effect/sql/SqlError"
-import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer } from "effect"
 import { mkdir } from "node:fs/promises"
 import { join } from "node:path"
@@ -66,7 +66,8 @@ export const layerEmbedded = (
           pool.on("error", () => {})
           return pool
         }),
-        (pool) => Effect.promise(() => pool.end()).pipe(Effect.ignore)
+        (pool) =>
+          Effect.promise(() => pool.end()).pipe(Effect.ignore)
       )
     }),
     applicationName: "corral-embedded"

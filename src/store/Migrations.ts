@@ -6,11 +6,11 @@
  * table locked, so a second run (or a second process) applies nothing twice. Run at start by `SqlStore.layer` and
  * by `corral migrate`.
  */
-import { SqlClient } from "@effect/sql"
+import type { SqlClient } from "@effect/sql"
 import * as Migrator from "@effect/sql/Migrator"
 import { Effect } from "effect"
 import type { PersistenceFailed } from "../domain/Errors.js"
-import { persist } from "./internal/failure.js"
+import { persist, sqlState } from "./internal/failure.js"
 import init from "./migrations/0001_init.js"
 
 /** The bookkeeping table of applied migrations. */
@@ -28,9 +28,16 @@ const migrate = Migrator.make({})
  * current). Fails with `PersistenceFailed` when the database is unreachable or a migration fails (the failed
  * run is rolled back as a whole); interruption is passed through.
  */
-export const run: Effect.Effect<ReadonlyArray<readonly [id: number, name: string]>, PersistenceFailed, SqlClient.SqlClient> =
-  migrate({ loader: Migrator.fromRecord(all), table }).pipe(
-    // A failing migration reaches us as a defect (the Migrator dies with it): `persist` turns every
-    // non-interrupt cause into one typed error so nothing of @effect/sql leaks past the store.
-    persist("migrate")
-  )
+export const run: Effect.Effect<
+  ReadonlyArray<readonly [id: number, name: string]>,
+  PersistenceFailed,
+  SqlClient.SqlClient
+> = migrate({ loader: Migrator.fromRecord(all), table }).pipe(
+  // Two first runs at once (two processes starting on a fresh database) race to create the bookkeeping table
+  // outside the Migrator's transaction; the loser fails with a duplicate. Run again, it finds the table and waits
+  // on its lock, then sees the migrations applied.
+  Effect.retry({ times: 2, while: (error) => ["42P07", "23505"].includes(sqlState(error) ?? "") }),
+  // A failing migration reaches us as a defect (the Migrator dies with it): `persist` turns every
+  // non-interrupt cause into one typed error so nothing of @effect/sql leaks past the store.
+  persist("migrate")
+)

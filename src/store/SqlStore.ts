@@ -2,8 +2,8 @@
  * SqlStore — the `SessionStore` port on @effect/sql's `SqlClient` (pg dialect): Postgres, or the embedded PGlite
  * through the same client (see Database.ts). Tables are in migrations/0001_init.ts.
  *
- * Sequence numbers: `sessions.last_seq` is a per-session counter, and an append bumps it and inserts the turn in
- * ONE statement. The UPDATE takes the session row's lock, so concurrent appends to one session queue on that lock
+ * Sequence numbers: `session_counters.last_seq` is a per-session counter, and an append bumps it and inserts the
+ * turn in ONE statement. The UPDATE takes the counter row's lock, so concurrent appends to one session queue on it
  * and each reads the previous one's committed counter: gap-free, duplicate-free numbers with no retry loop, and a
  * failed insert rolls its bump back with it. (`INSERT ... SELECT max(seq) + 1` would need a retry on every unique
  * violation under concurrency, and costs an index probe per row; the counter also makes "no such session" fall out
@@ -17,8 +17,8 @@
  * reaches session/); interruption passes through untouched.
  */
 import { SqlClient } from "@effect/sql"
-import { Array as Arr, Effect, Exit, Layer, Option, Schema } from "effect"
-import type { Context, Duration, Scope as EffectScope } from "effect"
+import { Effect, Exit, Layer, Option, Schema } from "effect"
+import type { Array as Arr, ConfigError, Context, Duration, Scope as EffectScope } from "effect"
 import { AgentSpec } from "../domain/AgentSpec.js"
 import { PersistenceFailed } from "../domain/Errors.js"
 import { AgentId, SessionId } from "../domain/Ids.js"
@@ -29,15 +29,21 @@ import { Scope } from "../domain/Scope.js"
 import { SessionState } from "../domain/Session.js"
 import type { Session } from "../domain/Session.js"
 import { Trajectory } from "../domain/Trajectory.js"
+import * as Database from "./Database.js"
+import * as Embedded from "./Embedded.js"
 import { persist, sqlState } from "./internal/failure.js"
 import * as GroupCommit from "./internal/groupCommit.js"
 import * as Refusals from "./internal/refusals.js"
 import * as Migrations from "./Migrations.js"
-import { SessionStore } from "./SessionStore.js"
+import { decodeCursor, encodeCursor, SessionStore } from "./SessionStore.js"
 
-/** Group-commit tuning. The defaults suit a pooled Postgres server; see docs/storage.md for the measurements. */
+/** Group-commit tuning; see docs/storage.md for the measurements behind the defaults. */
 export interface Options {
-  /** Append batches in flight at once (default 4; keep it below the pool size so reads are never starved). */
+  /**
+   * Append batches in flight at once (default 1: fewer, larger statements won on the 2-CPU machine, for latency
+   * and for the server's CPU per turn; more lanes pay off only on a server with cores to spare). Keep it below the
+   * pool size so reads are never starved.
+   */
   readonly lanes?: number
   /** Most turns in one INSERT (default 1,000). */
   readonly maxBatch?: number
@@ -79,7 +85,6 @@ const decodeIds = Schema.decodeUnknown(Schema.Array(Schema.Struct({ id: Schema.S
 const decodeScopes = Schema.decodeUnknown(Schema.Array(Schema.Struct({ id: Schema.String, scope: Schema.String })))
 
 const encodeState = Schema.encode(SessionState)
-const encodeEntry = Schema.encode(TurnEntry)
 const encodeSpec = Schema.encode(AgentSpec)
 const encodeTrajectory = Schema.encode(Trajectory)
 
@@ -116,9 +121,11 @@ export const make = (
     const sql = yield* SqlClient.SqlClient
 
     /**
-     * Numbers and inserts a batch of turns of any sessions in one statement. `input` keeps the batch order
-     * (ordinality); each session's counter is bumped by its count, and its turns take base+1.. in batch order.
-     * Returns each session's base; a session absent from the result does not exist.
+     * Numbers and inserts a batch of turns of any sessions in one statement. The batch travels as four array
+     * parameters (not one JSON document: `json_to_recordset` de-escapes every string of the document and so refuses
+     * `\u0000` inside a payload, while casting each payload text to `json` keeps it verbatim). `input` keeps the
+     * batch order (ordinality); each session's counter is bumped by its count, and its turns take base+1.. in
+     * batch order. Returns each session's base; a session absent from the result does not exist.
      */
     const insertBatch = (batch: ReadonlyArray<Append>) =>
       sql`WITH input AS (
@@ -131,9 +138,9 @@ export const make = (
         ),
         counts AS (SELECT session_id, count(*)::int AS n FROM input GROUP BY session_id),
         bumped AS (
-          UPDATE sessions s SET last_seq = s.last_seq + c.n
-          FROM counts c WHERE s.id = c.session_id
-          RETURNING s.id, s.last_seq - c.n AS base
+          UPDATE session_counters s SET last_seq = s.last_seq + c.n
+          FROM counts c WHERE s.session_id = c.session_id
+          RETURNING s.session_id AS id, s.last_seq - c.n AS base
         ),
         inserted AS (
           INSERT INTO turns (session_id, seq, kind, payload, created_at)
@@ -174,7 +181,7 @@ export const make = (
       )
 
     const submit = yield* GroupCommit.make<Append, number, PersistenceFailed>({
-      lanes: options.lanes ?? 4,
+      lanes: options.lanes ?? 1,
       maxItems: options.maxBatch ?? 1_000,
       maxWeight: options.maxBatchBytes ?? 8 * 1024 * 1024,
       ...(options.window === undefined ? {} : { window: options.window }),
@@ -215,22 +222,27 @@ export const make = (
       createSession: (session) =>
         Effect.gen(function*() {
           const state = JSON.stringify(yield* encodeState(session.state))
-          yield* sql`INSERT INTO sessions
-            (id, org_id, user_id, scope, agent_id, agent_version, status, state, created_at, updated_at)
-            VALUES (${session.id}, ${session.principal.orgId}, ${session.principal.userId}, ${session.scope},
-              ${session.agentId}, ${session.agentVersion}, ${session.state.status}, ${state}::json,
-              ${session.createdAt}, ${session.updatedAt})`.pipe(
-              Effect.catchIf(
-                (error) => sqlState(error) === "23505",
-                () =>
-                  Effect.fail(
-                    new PersistenceFailed({
-                      operation: "createSession",
-                      message: `session "${session.id}" already exists`
-                    })
-                  )
-              )
+          // The session and its turn counter are born together, in one statement.
+          yield* sql`WITH created AS (
+              INSERT INTO sessions
+                (id, org_id, user_id, scope, agent_id, agent_version, status, state, created_at, updated_at)
+              VALUES (${session.id}, ${session.principal.orgId}, ${session.principal.userId}, ${session.scope},
+                ${session.agentId}, ${session.agentVersion}, ${session.state.status}, ${state}::json,
+                ${session.createdAt}, ${session.updatedAt})
+              RETURNING id
             )
+            INSERT INTO session_counters (session_id) SELECT id FROM created`.pipe(
+            Effect.catchIf(
+              (error) => sqlState(error) === "23505",
+              () =>
+                Effect.fail(
+                  new PersistenceFailed({
+                    operation: "createSession",
+                    message: `session "${session.id}" already exists`
+                  })
+                )
+            )
+          )
         }).pipe(persist("createSession")),
 
       getSession: (orgId, id) =>
@@ -239,6 +251,31 @@ export const make = (
           Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toSession)),
           persist("getSession")
         ),
+
+      listSessions: (orgId, options) =>
+        Effect.gen(function*() {
+          const after = options.cursor === undefined ? undefined : decodeCursor(options.cursor)
+          if (options.cursor !== undefined && after === undefined) {
+            return yield* new PersistenceFailed({ operation: "listSessions", message: "not a session cursor" })
+          }
+          const limit = Math.max(1, Math.floor(options.limit))
+          // `COLLATE "C"` orders ids by code unit, as `listedBefore` (and so the memory driver and the cursor) does.
+          const where = [
+            sql`org_id = ${orgId}`,
+            ...(options.scope === undefined ? [] : [sql`scope = ${options.scope}`]),
+            ...(options.status === undefined ? [] : [sql`status = ${options.status}`]),
+            ...(after === undefined ? [] : [
+              sql`(created_at < ${after.createdAt} OR (created_at = ${after.createdAt} AND id COLLATE "C" < ${after.id}))`
+            ])
+          ]
+          const rows = yield* sql`SELECT ${sessionColumns} FROM sessions WHERE ${sql.and(where)}
+            ORDER BY created_at DESC, id COLLATE "C" DESC LIMIT ${limit + 1}`.pipe(Effect.flatMap(decodeSessions))
+          const page = rows.slice(0, limit).map(toSession)
+          const last = page[page.length - 1]
+          return rows.length > limit && last !== undefined
+            ? { sessions: page, nextCursor: encodeCursor(last) }
+            : { sessions: page }
+        }).pipe(persist("listSessions")),
 
       saveState: (id, state, at) =>
         Effect.gen(function*() {
@@ -259,13 +296,21 @@ export const make = (
 
       appendTurn: (sessionId, entry, at) =>
         Effect.gen(function*() {
-          const payload = JSON.stringify(yield* encodeEntry(entry).pipe(persist("appendTurn")))
+          // A TurnEntry's encoded form is the entry itself (no transformations), so JSON.stringify IS its encoding;
+          // the static type vouches for the shape, and running the Schema encoder here cost more per append than
+          // the append's share of the INSERT (measured). Rows are decoded with the Schema when read.
+          const payload = yield* Effect.try({
+            try: () => JSON.stringify(entry),
+            catch: (error) => new PersistenceFailed({ operation: "appendTurn", message: `not JSON: ${String(error)}` })
+          })
           const append: Append = { sessionId, kind: entry.kind, payload, at }
           // Inside a caller's transaction the turn must commit (or roll back) with it, and on the embedded
           // database the writer could not even get the one connection the transaction holds: write it here.
           const ambient = yield* Effect.serviceOption(SqlClient.TransactionConnection)
           const seq = yield* Option.isSome(ambient)
-            ? writeBatch([append]).pipe(Effect.flatMap((exits) => exits[0] ?? Exit.fail(noSession("appendTurn", sessionId))))
+            ? writeBatch([append]).pipe(
+              Effect.flatMap((exits) => exits[0] ?? Exit.fail(noSession("appendTurn", sessionId)))
+            )
             : submit(append)
           const turn: Turn = { sessionId, seq, at, entry }
           return turn
@@ -316,7 +361,8 @@ export const make = (
         Effect.gen(function*() {
           const payload = JSON.stringify(yield* encodeTrajectory(trajectory))
           // The org comes from the session row, never from the payload.
-          const rows = yield* sql`INSERT INTO trajectories (run_id, session_id, org_id, exit_reason, started_at, payload)
+          const rows =
+            yield* sql`INSERT INTO trajectories (run_id, session_id, org_id, exit_reason, started_at, payload)
             SELECT ${trajectory.runId}, s.id, s.org_id, ${trajectory.exitReason}, ${trajectory.startedAt}, ${payload}::json
             FROM sessions s WHERE s.id = ${trajectory.sessionId}
             ON CONFLICT (run_id) DO UPDATE SET payload = EXCLUDED.payload, exit_reason = EXCLUDED.exit_reason
@@ -356,3 +402,21 @@ export const make = (
  */
 export const layer = (options: Options = {}): Layer.Layer<SessionStore, PersistenceFailed, SqlClient.SqlClient> =>
   Layer.scoped(SessionStore, Effect.zipRight(Migrations.run, make(options)))
+
+/**
+ * The store on the database from configuration (see `Database.config`): Postgres when `DATABASE_URL` is set, else
+ * the embedded PGlite under `CORRAL_DATA_DIR`; migrated, with the default group commit (one lane, which also suits
+ * the embedded database's single connection). Also provides the `SqlClient` for other SQL adapters (knowledge/). Fails
+ * with `ConfigError` for malformed settings and `PersistenceFailed` when the database cannot be reached, opened
+ * or migrated.
+ */
+export const layerConfig: Layer.Layer<
+  SessionStore | SqlClient.SqlClient,
+  PersistenceFailed | ConfigError.ConfigError
+> = Layer.unwrapEffect(
+  Effect.map(Database.config, ({ dataDir, maxConnections, url }) =>
+    Option.match(url, {
+      onNone: () => layer().pipe(Layer.provideMerge(Embedded.layerEmbedded({ dataDir }))),
+      onSome: (url) => layer().pipe(Layer.provideMerge(Database.layerPostgres(url, { maxConnections })))
+    }))
+)

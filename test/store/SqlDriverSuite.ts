@@ -86,7 +86,10 @@ export const sqlDriverSuite = (name: string, driver: Layer.Layer<SessionStore | 
           const text = (n: number) => `f${i} m${n}`
           switch (i % 3) {
             case 0: // plain appends through group commit
-              return Effect.forEach([1, 2, 3, 4], (n) => store.appendTurn(session.id, { kind: "user", text: text(n) }, n))
+              return Effect.forEach(
+                [1, 2, 3, 4],
+                (n) => store.appendTurn(session.id, { kind: "user", text: text(n) }, n)
+              )
             case 1: // a committed transaction: a document and two turns, together
               return sql.withTransaction(Effect.gen(function*() {
                 yield* sql`INSERT INTO documents (org_id, id, source, title, body, updated_at)

@@ -1,0 +1,34 @@
+/**
+ * Postgres for the store tests: the server named by `CORRAL_TEST_DATABASE_URL` (`.ci/postgres.sh` prints one), and a
+ * fresh database per suite, created with a random name and dropped (forcibly) when the suite's layer is released.
+ */
+import { SqlClient } from "@effect/sql"
+import type { PgClient } from "@effect/sql-pg"
+import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
+import { randomUUID } from "node:crypto"
+import * as Database from "../../src/store/Database.js"
+
+/** The admin URL of the test server, read through `Config` once at collection time; `undefined` skips the suites. */
+export const testDatabaseUrl: string | undefined = Option.getOrUndefined(
+  Effect.runSync(Config.option(Config.string("CORRAL_TEST_DATABASE_URL")))
+)
+
+/** Why the Postgres suites did not run, for the skipped describe's name. */
+export const skipReason = "skipped: CORRAL_TEST_DATABASE_URL is not set (export it from `bash .ci/postgres.sh`)"
+
+/** A pooled client on a brand-new database of the test server; the database is dropped on release. */
+export const freshDatabase = (
+  adminUrl: string,
+  options: Database.PostgresOptions = {}
+): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, unknown> =>
+  Layer.unwrapScoped(Effect.gen(function*() {
+    const adminContext = yield* Layer.build(Database.layerPostgres(Redacted.make(adminUrl), { maxConnections: 1 }))
+    const admin = Context.get(adminContext, SqlClient.SqlClient)
+    const name = `corral_test_${randomUUID().replaceAll("-", "").slice(0, 16)}`
+    yield* admin`CREATE DATABASE ${admin(name)}`
+    // Registered before the database's own pool is built, so it runs after that pool is closed.
+    yield* Effect.addFinalizer(() => admin`DROP DATABASE IF EXISTS ${admin(name)} WITH (FORCE)`.pipe(Effect.ignore))
+    const url = new URL(adminUrl)
+    url.pathname = `/${name}`
+    return Database.layerPostgres(Redacted.make(url.toString()), options)
+  }))
