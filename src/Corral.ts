@@ -294,6 +294,12 @@ export const make: Effect.Effect<
         state: initialState
       }
       yield* supervisor.create(session, spec)
+      // Recorded in the store too, where the database itself refuses a cross-scope artifact.
+      yield* Effect.forEach(
+        request.inheritedArtifacts ?? [],
+        (from) => store.inheritArtifact(by.orgId, session.id, from),
+        { discard: true }
+      )
       const opening = context.length > 0
         ? { _tag: "Run" as const, text: request.prompt, context }
         : { _tag: "Run" as const, text: request.prompt }
