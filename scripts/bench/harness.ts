@@ -8,8 +8,8 @@
  * drivers do, which is the point of taking ratios. Checks always run after the timed region: the timed region
  * only stores what each session returned.
  */
-import { runInNewContext } from "node:vm"
 import { setFlagsFromString } from "node:v8"
+import { runInNewContext } from "node:vm"
 
 /** Tool-calling model turns per session. */
 export const T = 10
@@ -31,7 +31,10 @@ export const echo = (q: string): string => `echo:${q}|`.padEnd(ECHO_LEN, FILL)
 
 // The 20 valid results do not depend on the session, so the model compares against constants (not per-session
 // state): index (t - 1) * K + (i - 1).
-const validResults: ReadonlyArray<string> = Array.from({ length: T * K }, (_, n) => echo(`${1 + Math.floor(n / K)}-${1 + (n % K)}`))
+const validResults: ReadonlyArray<string> = Array.from(
+  { length: T * K },
+  (_, n) => echo(`${1 + Math.floor(n / K)}-${1 + (n % K)}`)
+)
 
 /** The tool call id of call `i` of turn `t` in session `sid`: unique across all sessions. */
 export const callId = (sid: string, t: number, i: number): string => `call_${sid}_${t}_${i}`
@@ -234,6 +237,9 @@ const scenarioA = async <S, H>(driver: Driver<S, H>, options: Options): Promise<
   const minTimedUs = options.quick ? 0 : 1_000_000
   const maxBatches = options.quick ? 1 : 50
   const batchUs: Array<number> = []
+  // Diagnostic: CPU time of the process per batch. On a machine shared with other work, wall time includes the
+  // time this process waited for a core; CPU time does not.
+  const batchCpuUs: Array<number> = []
   let timedUs = 0
   while (batchUs.length < maxBatches && (batchUs.length < 1 || timedUs < minTimedUs)) {
     const first = sid
@@ -243,6 +249,7 @@ const scenarioA = async <S, H>(driver: Driver<S, H>, options: Options): Promise<
     fullGc()
     models[0] = driver.modelCalls()
     tools[0] = driver.toolCalls()
+    const cpu = process.cpuUsage()
     const start = nowNs()
     for (let n = 0; n < size; n++) {
       results[n] = await driver.session(sid++)
@@ -250,7 +257,9 @@ const scenarioA = async <S, H>(driver: Driver<S, H>, options: Options): Promise<
       tools[n + 1] = driver.toolCalls()
     }
     const us = microsSince(start)
+    const spent = process.cpuUsage(cpu)
     batchUs.push(us)
+    batchCpuUs.push(spent.user + spent.system)
     timedUs += us
     for (let n = 0; n < size; n++) {
       expectGrowth(`session ${first + n}`, "model", models[n + 1]! - models[n]!, TURNS)
@@ -264,6 +273,8 @@ const scenarioA = async <S, H>(driver: Driver<S, H>, options: Options): Promise<
     batch_us_per_tool_call: batchUs.map((us) => us / (size * TOOL_CALLS)),
     us_per_turn: median(perTurn),
     us_per_session: median(batchUs) / size,
+    batch_cpu_us_per_turn: batchCpuUs.map((us) => us / (size * TURNS)),
+    cpu_us_per_turn: median(batchCpuUs) / (size * TURNS),
     batches: batchUs.length,
     batch_sessions: size,
     warmup_sessions: warmupSessions

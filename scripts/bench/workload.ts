@@ -13,16 +13,22 @@
  * and nine `continue`s. Checks (final text read back with `Corral.turns`, counters) run after the timed region.
  *
  * Run: `node --expose-gc --import tsx scripts/bench/workload.ts --scenario A|B|C [--quick --sessions N --warmup N]`
- * Options: `--store memory|embedded|postgres` (SQL stores: only once a SQL `SessionStore` exists), `--tracer off`
+ * Options: `--store memory|embedded|postgres` (A and B; embedded = PGlite in a fresh temporary directory, postgres =
+ * the server at `DATABASE_URL`, e.g. `DATABASE_URL=$(bash .ci/postgres.sh)`), `--tracer off`
  * (disables Effect's built-in in-memory span objects, a diagnostic), `--passivate` (C: let every actor passivate
  * before measuring, so only the store's share remains). Prints one `RESULT <json>` line (framework `corral`).
  */
-import { Effect, Layer, ManagedRuntime } from "effect"
-import { existsSync, readFileSync } from "node:fs"
+import type { Duration } from "effect"
+import { Config, Effect, Layer, ManagedRuntime, Option } from "effect"
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { createRequire } from "node:module"
-import { Corral, Principal, Supervisor, ToolRegistry, Usage } from "../../src/index.js"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import type { PersistenceFailed, SessionStore } from "../../src/index.js"
+import { Corral, LiveEvents, Principal, Providers, Supervisor, ToolRegistry, Usage } from "../../src/index.js"
 import type { ModelReply, ModelRequest, SessionView, TurnEntry } from "../../src/index.js"
 import * as Scripted from "../../src/model/Scripted.js"
+import type * as SupervisorModule from "../../src/session/Supervisor.js"
 import * as Harness from "./harness.js"
 
 const principal = new Principal({ orgId: "bench", userId: "bench" })
@@ -58,7 +64,7 @@ const agentModel = Scripted.fromFunction({
     }
     const valid = Harness.validCounter(sid)
     for (const m of messages) {
-      if (m.kind === "tool_results") for (const result of m.results) valid.add(result.callId, result.content)
+      if (m.kind === "tool_results") { for (const result of m.results) valid.add(result.callId, result.content) }
     }
     const text = Harness.finalText(sid, valid.count())
     return { text, toolCalls: [], finishReason: "stop", usage, model: "scripted-zero-latency" }
@@ -114,19 +120,58 @@ const holder = {
 
 const versions = (): Record<string, string> => {
   const require = createRequire(import.meta.url)
-  const own = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }
+  // Walk up to Corral's own package.json (this file may also run from a bundle, see profile.ts).
+  let own: { name?: string; version?: string } = {}
+  for (
+    let dir = new URL(".", import.meta.url);
+    own.name !== "corral" && dir.pathname !== "/";
+    dir = new URL("..", dir)
+  ) {
+    const file = new URL("package.json", dir)
+    if (existsSync(file)) own = JSON.parse(readFileSync(file, "utf8")) as { name?: string; version?: string }
+  }
   const effect = require("effect/package.json") as { version: string }
-  return { corral: own.version, effect: effect.version, node: process.version }
+  return { corral: own.version ?? "?", effect: effect.version, node: process.version }
 }
 
-const sqlStoreMissing = (store: string): never => {
-  const file = new URL("../../src/store/SqlStore.ts", import.meta.url)
-  process.stderr.write(
-    `--store ${store}: not available yet: Corral has no SQL SessionStore (${file.pathname} ${
-      existsSync(file) ? "exists but is not wired into this program yet" : "does not exist"
-    }); only --store memory runs today.\n`
-  )
+const refuse = (problem: string): never => {
+  process.stderr.write(`${problem}\n`)
   return process.exit(2)
+}
+
+/**
+ * The SQL store of `--store embedded|postgres`, and how to clean up after it. Imported on demand: the SQL drivers
+ * add to every process's start-up, and the memory runs do not need them.
+ */
+const sqlStore = async (store: string): Promise<{
+  readonly layer: Layer.Layer<SessionStore, PersistenceFailed>
+  readonly note: string
+  readonly cleanup: () => void
+}> => {
+  if (store !== "embedded" && store !== "postgres") {
+    return refuse(`--store must be memory, embedded or postgres, not "${store}"`)
+  }
+  const SqlStore = await import("../../src/store/SqlStore.js")
+  if (store === "embedded") {
+    const Embedded = await import("../../src/store/Embedded.js")
+    // A fresh on-disk data directory, as a real embedded deployment has (not `memory://`).
+    const dataDir = mkdtempSync(join(tmpdir(), "corral-bench-"))
+    return {
+      layer: SqlStore.layer().pipe(Layer.provide(Embedded.layerEmbedded({ dataDir }))),
+      note: "embedded PGlite in a fresh temporary data directory, SqlStore with its default group commit",
+      cleanup: () => rmSync(dataDir, { recursive: true, force: true })
+    }
+  }
+  const url = Effect.runSync(Config.option(Config.redacted("DATABASE_URL")))
+  if (Option.isNone(url)) {
+    return refuse("--store postgres needs DATABASE_URL (for example: DATABASE_URL=$(bash .ci/postgres.sh))")
+  }
+  const Database = await import("../../src/store/Database.js")
+  return {
+    layer: SqlStore.layer().pipe(Layer.provide(Database.layerPostgres(url.value))),
+    note: "Postgres at DATABASE_URL (pool of 10), SqlStore with its default group commit",
+    cleanup: () => {}
+  }
 }
 
 const finalTextOf = (entries: ReadonlyArray<TurnEntry>): string => {
@@ -139,24 +184,40 @@ const finalTextOf = (entries: ReadonlyArray<TurnEntry>): string => {
 
 void Harness.main<SessionView, string>(async (options) => {
   const store = options.flags.get("store") ?? "memory"
-  if (store !== "memory") sqlStoreMissing(store)
+  if (store !== "memory" && options.scenario === "C") refuse("scenario C measures the memory store only")
+  const sql = store === "memory" ? undefined : await sqlStore(store)
   const tracer = options.flags.get("tracer") ?? "on"
   const passivate = options.flags.get("passivate") === "true"
   // C keeps every actor live while it is measured (an hour is far longer than the run); `--passivate` instead
   // lets them all go idle so that only the store's share is left.
-  const idleTimeout = options.scenario !== "C" ? undefined : passivate ? "200 millis" : "1 hour"
-  const layer = Layer.merge(
-    Corral.layerMemory({
+  const idleTimeout: Duration.DurationInput | undefined = options.scenario !== "C"
+    ? undefined
+    : passivate
+    ? "200 millis"
+    : "1 hour"
+  const supervision: SupervisorModule.Options = idleTimeout === undefined ? {} : { idleTimeout }
+  const corralLayer = sql === undefined
+    ? Corral.layerMemory({
       providers: [agentModel],
       tiers: { history: [historyModel] },
       tools: [echoTool],
-      ...(idleTimeout === undefined ? {} : { idleTimeout })
-    }),
-    tracer === "off" ? Layer.setTracerEnabled(false) : Layer.empty
-  )
+      ...supervision
+    })
+    // The same composition as `layerMemory`, over the SQL store instead of the memory one.
+    : Corral.layer(supervision).pipe(
+      Layer.provide(Layer.mergeAll(
+        LiveEvents.layer,
+        ToolRegistry.layer([echoTool]),
+        Layer.succeed(Providers, Providers.fromRoutes({ default: [agentModel], history: [historyModel] }))
+      )),
+      Layer.provide(sql.layer)
+    )
+  const layer = Layer.merge(corralLayer, tracer === "off" ? Layer.setTracerEnabled(false) : Layer.empty)
   const runtime = ManagedRuntime.make(layer)
   const corral = await runtime.runPromise(Corral)
-  await runtime.runPromise(Effect.zipRight(corral.publishAgent(principal, agent), corral.publishAgent(principal, holder)))
+  await runtime.runPromise(
+    Effect.zipRight(corral.publishAgent(principal, agent), corral.publishAgent(principal, holder))
+  )
 
   const run = (sid: number) => corral.run(principal, { agentId: "bench", scope, prompt: `session:${sid}` })
 
@@ -175,7 +236,9 @@ void Harness.main<SessionView, string>(async (options) => {
     })
 
   const notes = [
-    `store ${store}; Corral.layerMemory (memory store, live events, in-process ToolRegistry with ajv validation)`,
+    sql === undefined
+      ? "store memory: Corral.layerMemory (memory store, live events, in-process ToolRegistry with ajv validation)"
+      : `store ${store}: Corral.layer over ${sql.note} (live events, in-process ToolRegistry with ajv validation)`,
     "agent finalize: \"transcript\" (the landing writes the report from the transcript: no extra model call, " +
     "so the model counter grows by exactly 11 per session); limits.modelCallsPerBurst = 11",
     "ManagedRuntime built once; one Corral.run per session through runtime.runPromise; B: Effect.forEach " +
@@ -210,19 +273,21 @@ void Harness.main<SessionView, string>(async (options) => {
       what: passivate
         ? "per session, what Corral's memory store keeps after a run + 9 continues (session record with state " +
           "and last report, 20 turns, 10 trajectories) with every actor passivated (idleTimeout 200 ms, measured " +
-          "after Supervisor.live() reached 0); the host keeps the 10,000 session ids"
+          "after Supervisor.live() reached 0); the host keeps the session ids"
         : "per session, everything Corral holds for a live session after a run + 9 continues: the memory " +
           "store's session record (state, last report), its 20 turns and 10 trajectories, plus the live actor " +
           "(fiber, mailbox, idle timer, conversation array); idleTimeout 1 hour so no actor passivates during " +
-          "the measurement; the host keeps the 10,000 session ids",
+          "the measurement; the host keeps the session ids",
       create: (sid) => runtime.runPromise(createHeld(sid)),
       read: (id) =>
-        runtime.runPromise(Effect.map(corral.turns(principal, id), (turns) =>
-          turns.map(({ entry }) =>
-            entry.kind === "user" || entry.kind === "assistant"
-              ? { role: entry.kind, text: entry.text }
-              : { role: "assistant" as const, text: `(a ${entry.kind} entry)` }
-          ))),
+        runtime.runPromise(
+          Effect.map(corral.turns(principal, id), (turns) =>
+            turns.map(({ entry }) =>
+              entry.kind === "user" || entry.kind === "assistant"
+                ? { role: entry.kind, text: entry.text }
+                : { role: "assistant" as const, text: `(a ${entry.kind} entry)` }
+            ))
+        ),
       ...(passivate
         ? {
           settle: async () => {
@@ -236,6 +301,9 @@ void Harness.main<SessionView, string>(async (options) => {
         }
         : {})
     },
-    close: () => runtime.dispose()
+    close: async () => {
+      await runtime.dispose()
+      sql?.cleanup()
+    }
   }
 })
