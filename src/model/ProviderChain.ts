@@ -107,7 +107,8 @@ const attemptOnce = (
         "gen_ai.system": provider.name,
         "gen_ai.request.model": provider.model,
         "corral.attempt": attempt
-      }
+      },
+      captureStackTrace: false
     })
   )
 
@@ -153,4 +154,4 @@ export const callModel = (options: CallOptions): Effect.Effect<CallResult, Provi
 
     yield* Ref.update(options.state, (current) => ({ ...current, exhausted: true }))
     return yield* Effect.fail(exhausted(last))
-  }).pipe(Effect.withSpan("gen_ai.chat"))
+  }).pipe(Effect.withSpan("gen_ai.chat", { captureStackTrace: false }))

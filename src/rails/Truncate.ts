@@ -90,6 +90,8 @@ const notice = (omittedBytes: number, omittedLines: number, totalBytes: number):
  * below that the notice alone may not fit, and the output is the notice with whatever head and tail still fit.
  */
 export const truncate = (text: string, maxBytes: number): Truncated => {
+  // A UTF-16 code unit is at most 3 UTF-8 bytes: short texts need no measuring (the common case, per tool call).
+  if (text.length * 3 <= maxBytes) return { text, truncated: false, omittedBytes: 0 }
   const totalBytes = utf8Length(text)
   if (totalBytes <= maxBytes) return { text, truncated: false, omittedBytes: 0 }
   // reserve the notice at its widest: the real counts are never larger than the totals

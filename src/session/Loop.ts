@@ -126,5 +126,8 @@ export const runBurst = (
     if (!isExitReason(reason)) return yield* Effect.dieMessage(`burst ended without an exit reason: ${String(reason)}`)
     return reason
   }).pipe(
-    Effect.withSpan("agent.run", { attributes: { "corral.session_id": ctx.session.id, "corral.run_id": ctx.runId } })
+    Effect.withSpan("agent.run", {
+      attributes: { "corral.session_id": ctx.session.id, "corral.run_id": ctx.runId },
+      captureStackTrace: false
+    })
   )

@@ -6,7 +6,7 @@
  * a half-written transcript) and carry their own timeout, so a stalled database fails the burst as infrastructure
  * rather than hanging it.
  */
-import { Duration, Effect } from "effect"
+import { Cause, Duration, Effect, Exit, Fiber, Option, Runtime } from "effect"
 import { PersistenceFailed } from "../domain/Errors.js"
 import type { Turn, TurnEntry } from "../domain/Message.js"
 import type { SessionEvents } from "../events/SessionEvents.js"
@@ -29,14 +29,34 @@ export const append = (
   at: number,
   timeoutMs: number
 ): Effect.Effect<Turn, PersistenceFailed> =>
-  ports.store.appendTurn(sessionId, entry, at).pipe(
-    // The write itself stays interruptible so the timeout can stop it; the caller's cancel cannot (see header).
+  Effect.flatMap(Effect.runtime<never>(), (runtime) => {
+    // Sync-first: an in-memory store answers without suspending, so no timer and no fiber are needed. Only a write
+    // that suspends (a database) is awaited against the timeout.
+    const exit = Runtime.runSyncExit(runtime)(ports.store.appendTurn(sessionId, entry, at))
+    const stored: Effect.Effect<Turn, PersistenceFailed> = Exit.isSuccess(exit)
+      ? Effect.succeed(exit.value)
+      : Option.match(Cause.dieOption(exit.cause), {
+        onNone: () => exit,
+        onSome: (defect) => Runtime.isAsyncFiberException(defect) ? awaitWrite(defect.fiber, timeoutMs) : exit
+      })
+    return stored.pipe(
+      Effect.tap((turn) => ports.events.publish({ _tag: "turn", sessionId, seq: turn.seq, turn })),
+      Effect.uninterruptible
+    )
+  })
+
+/** Awaits a write that suspended; the write itself can be stopped by the timeout, never by the caller's cancel. */
+const awaitWrite = (
+  fiber: Fiber.RuntimeFiber<unknown, unknown>,
+  timeoutMs: number
+): Effect.Effect<Turn, PersistenceFailed> =>
+  // The suspended fiber is the one running `appendTurn`, so its result is a Turn or a PersistenceFailed.
+  (Fiber.join(fiber) as Effect.Effect<Turn, PersistenceFailed>).pipe(
     Effect.interruptible,
     Effect.timeoutFail({
       duration: Duration.millis(timeoutMs),
       onTimeout: () =>
         new PersistenceFailed({ operation: "appendTurn", message: `the store did not answer within ${timeoutMs} ms` })
     }),
-    Effect.tap((turn) => ports.events.publish({ _tag: "turn", sessionId, seq: turn.seq, turn })),
-    Effect.uninterruptible
+    Effect.onError(() => Fiber.interrupt(fiber))
   )
