@@ -1,7 +1,7 @@
 // Lint + format in one pass: typescript-eslint for correctness, Effect's dprint rule for layout
 // (the same formatter settings the Effect monorepo uses). `npm run format` applies the fixes.
-import js from "@eslint/js"
 import effect from "@effect/eslint-plugin"
+import js from "@eslint/js"
 import tseslint from "typescript-eslint"
 
 export default tseslint.config(

@@ -6,13 +6,13 @@
  * failover after 429s, truncation of a huge tool result, the repeat guard, bad-tool strikes, a write waiting for a
  * person's approval, and the per-burst ceiling. `npm run demo -- --http` runs against a model over real HTTP instead.
  */
-import { Console, Effect, Fiber, Stream } from "effect"
 import { NodeHttpClient } from "@effect/platform-node"
+import { Console, Effect, Fiber, Stream } from "effect"
 import * as Printer from "../src/cli/Printer.js"
 import { Corral } from "../src/Corral.js"
 import { Principal } from "../src/domain/Principal.js"
-import type { ModelProvider } from "../src/model/ModelProvider.js"
 import * as Anthropic from "../src/model/Anthropic.js"
+import type { ModelProvider } from "../src/model/ModelProvider.js"
 import * as OpenAiCompat from "../src/model/OpenAiCompat.js"
 import * as Scripted from "../src/model/Scripted.js"
 import * as Tools from "../src/testing/DemoTools.js"
@@ -147,7 +147,9 @@ const attempts = (c: Corral["Type"], sessionId: string) =>
     const all = (yield* c.trajectories(me, sessionId)).flatMap((t) => t.modelCalls)
     const lines = all.map((a) =>
       `      ${a.provider} attempt ${a.attempt}: ${
-        a.error ? `${a.error.kind}${a.error.retryAfterMs === undefined ? "" : ` (Retry-After ${a.error.retryAfterMs} ms)`}` : "ok"
+        a.error
+          ? `${a.error.kind}${a.error.retryAfterMs === undefined ? "" : ` (Retry-After ${a.error.retryAfterMs} ms)`}`
+          : "ok"
       }`
     )
     yield* Console.log(`    model attempts (from the trajectory):\n${lines.join("\n")}`)
@@ -165,7 +167,11 @@ const runScenario = (scenario: Scenario, index: number) =>
       tools: Tools.all.map((t) => t.name),
       ...(scenario.limits ? { limits: scenario.limits } : {})
     })
-    const started = yield* c.start(me, { agentId: "demo", scope: `incident:DEMO-${index + 1}`, prompt: scenario.prompt })
+    const started = yield* c.start(me, {
+      agentId: "demo",
+      scope: `incident:DEMO-${index + 1}`,
+      prompt: scenario.prompt
+    })
     yield* follow(c, started.id, 0)
     if (scenario.then) {
       // Subscribe before acting, so the resumed burst's turns are all printed.
@@ -185,7 +191,11 @@ const runScenario = (scenario: Scenario, index: number) =>
 const overHttp = Effect.gen(function*() {
   const fake = yield* FakeProvider.make({ script: [FakeProvider.rateLimited({ seconds: 1 })] })
   yield* Console.log(`fake provider on ${fake.url} (OpenAI-compatible and Anthropic wire formats)`)
-  const openai = yield* OpenAiCompat.make({ name: "openai-compatible", model: "fake-model", baseUrl: fake.openAiBaseUrl })
+  const openai = yield* OpenAiCompat.make({
+    name: "openai-compatible",
+    model: "fake-model",
+    baseUrl: fake.openAiBaseUrl
+  })
   const claude = yield* Anthropic.make({ name: "anthropic", model: "fake-claude", baseUrl: fake.anthropicBaseUrl })
   yield* runScenario({
     title: "Over real HTTP: a throttled OpenAI-compatible endpoint, Anthropic as fallback",

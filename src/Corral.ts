@@ -21,6 +21,8 @@ import type { SessionEvent } from "./domain/SessionEvent.js"
 import type { Trajectory } from "./domain/Trajectory.js"
 import * as LiveEvents from "./events/LiveEvents.js"
 import { SessionEvents } from "./events/SessionEvents.js"
+import * as Knowledge from "./knowledge/Context.js"
+import { Retriever } from "./knowledge/Retriever.js"
 import type { ModelProvider } from "./model/ModelProvider.js"
 import { Providers } from "./model/ModelProvider.js"
 import * as Limits from "./rails/Limits.js"
@@ -173,6 +175,7 @@ export const make: Effect.Effect<
   const supervisor = yield* Supervisor.Supervisor
   const ceiling = yield* Limits.Limits
   const ids = yield* Ids
+  const retriever = yield* Effect.serviceOption(Retriever)
 
   const decodeSpec = Schema.decodeUnknown(AgentSpec, { errors: "all", onExcessProperty: "error" })
   const decodeStart = Schema.decodeUnknown(StartRequest, { errors: "all", onExcessProperty: "error" })
@@ -281,7 +284,17 @@ export const make: Effect.Effect<
             )
         }
       }
-      const context = yield* inherited(by, request.scope, request.inheritedArtifacts ?? [])
+      const inheritedContext = yield* inherited(by, request.scope, request.inheritedArtifacts ?? [])
+      // Knowledge: only the spec's sources, only the caller's org; a failed retrieval degrades the run, never ends it.
+      const retrieved = spec.knowledgeSources.length === 0 || Option.isNone(retriever)
+        ? { context: Option.none<string>(), error: Option.none<string>() }
+        : yield* Knowledge.contextFor(retriever.value, request.prompt, by, spec.knowledgeSources)
+      const context = [Option.getOrElse(retrieved.context, () => ""), inheritedContext].filter((c) => c.length > 0)
+        .join("\n\n")
+      const notes = Option.match(retrieved.error, {
+        onNone: () => [],
+        onSome: (message) => [{ code: "knowledge.retrieve", message }]
+      })
       const now = yield* Clock.currentTimeMillis
       const session: Session = {
         id: request.sessionId ?? SessionId.make(ids.sessionId()),
@@ -301,8 +314,8 @@ export const make: Effect.Effect<
         { discard: true }
       )
       const opening = context.length > 0
-        ? { _tag: "Run" as const, text: request.prompt, context }
-        : { _tag: "Run" as const, text: request.prompt }
+        ? { _tag: "Run" as const, text: request.prompt, context, notes }
+        : { _tag: "Run" as const, text: request.prompt, notes }
       return { session, opening }
     })
 

@@ -21,7 +21,6 @@ import type { Redacted } from "effect"
 import { Effect, Either, Redacted as R, Stream } from "effect"
 import type { FinishReason, ModelReply, ToolCall } from "../domain/Message.js"
 import type { Usage } from "../domain/Usage.js"
-import * as Render from "./Render.js"
 import { Event, Message, type WireBlock } from "./internal/anthropicWire.js"
 import * as Http from "./internal/http.js"
 import * as Sse from "./internal/sse.js"
@@ -30,6 +29,7 @@ import type { ModelProvider, ModelRequest } from "./ModelProvider.js"
 import { defaultAttempt } from "./ModelProvider.js"
 import type { ProviderError } from "./ProviderError.js"
 import { classifyErrorType } from "./ProviderError.js"
+import * as Render from "./Render.js"
 
 /** How to reach one Claude model. */
 export interface Options {

@@ -24,7 +24,6 @@ import { Effect, Either, Redacted as R, Stream } from "effect"
 import type { ErrorKind } from "../domain/ErrorKind.js"
 import type { FinishReason, ModelReply, ToolCall, TurnEntry } from "../domain/Message.js"
 import type { Usage } from "../domain/Usage.js"
-import * as Render from "./Render.js"
 import * as Http from "./internal/http.js"
 import { Chunk, Completion, type ContentValue, type WireToolCall } from "./internal/openAiWire.js"
 import * as Sse from "./internal/sse.js"
@@ -33,6 +32,7 @@ import type { ModelProvider, ModelRequest } from "./ModelProvider.js"
 import { defaultAttempt } from "./ModelProvider.js"
 import type { ProviderError } from "./ProviderError.js"
 import { classifyErrorType } from "./ProviderError.js"
+import * as Render from "./Render.js"
 
 /** How to reach one model on one OpenAI-compatible server. */
 export interface Options {

@@ -37,6 +37,8 @@ export interface Request {
   readonly opening: TurnEntry | undefined
   /** Completing this cancels the burst: exit `cancelled`, transcript kept. */
   readonly cancel?: Deferred.Deferred<void>
+  /** Problems met before the burst (e.g. a failed retrieval), recorded in its trajectory. */
+  readonly notes?: ReadonlyArray<{ readonly code: string; readonly message: string }>
   /** Receives the burst record as soon as it exists (the actor's handle on a running burst). */
   readonly onStart?: (burst: Burst.Burst) => void
 }
@@ -100,6 +102,7 @@ export const burst = (
     const before = session.state
     yield* store.saveState(session.id, { ...before, status: "running", pending: [] }, startedAt)
     const b = Burst.start(before, request.history, startedAt)
+    if (request.notes !== undefined) b.errors.push(...request.notes)
     request.onStart?.(b)
 
     const loop = Loop.runBurst(ctx, b, request.opening)

@@ -22,7 +22,12 @@ import * as Run from "./Run.js"
 
 /** The messages an actor's mailbox takes. */
 export type Message =
-  | { readonly _tag: "Run"; readonly text: string; readonly context?: string }
+  | {
+    readonly _tag: "Run"
+    readonly text: string
+    readonly context?: string
+    readonly notes?: ReadonlyArray<{ readonly code: string; readonly message: string }>
+  }
   | { readonly _tag: "Continue"; readonly text: string }
   | { readonly _tag: "Approve"; readonly token: string; readonly decision: "approve" | "reject" }
 
@@ -108,13 +113,24 @@ export const make = (options: {
     options.onClose()
   }
 
-  const burst = (opening: TurnEntry) =>
+  const burst = (opening: TurnEntry, notes: ReadonlyArray<{ readonly code: string; readonly message: string }> = []) =>
     Effect.gen(function*() {
       const cancel = yield* Deferred.make<void>()
       running = cancel
-      const landed = yield* Run.burst({ session, spec: options.spec, history: conversation, opening, cancel }).pipe(
-        Effect.ensuring(Effect.sync(() => (running = undefined)))
-      )
+      const before = session
+      // Readers (`get`) see the burst in flight, as the store does.
+      session = { ...session, state: { ...session.state, status: "running" } }
+      const landed = yield* Run.burst({
+        session: before,
+        spec: options.spec,
+        history: conversation,
+        opening,
+        cancel,
+        notes
+      })
+        .pipe(
+          Effect.ensuring(Effect.sync(() => (running = undefined)))
+        )
       session = { ...session, state: landed.state, updatedAt: landed.trajectory.endedAt }
       conversation = landed.messages
       return session
@@ -181,7 +197,7 @@ export const make = (options: {
           kind: "user",
           text: message.text,
           ...(message.context === undefined ? {} : { context: message.context })
-        })
+        }, message.notes)
       case "Continue":
         if (session.state.status === "awaiting_confirmation") {
           return Effect.fail(

@@ -1,0 +1,44 @@
+/**
+ * `corral serve` (= `npm start`) — the HTTP API, its docs and the live viewer, until SIGTERM/SIGINT.
+ */
+import { Effect } from "effect"
+import * as Main from "../server/main.js"
+import type * as Args from "./Args.js"
+import * as Command from "./Command.js"
+import * as Failure from "./Failure.js"
+import * as Output from "./Output.js"
+
+const options: Args.Spec = { ...Command.common, port: "string", host: "string", memory: "boolean" }
+
+/** Serves until interrupted (a signal): exit code 0 after a graceful shutdown, 1 when the server cannot start. */
+export const serve: Command.Command = {
+  name: "serve",
+  options,
+  // A signal is how a server is meant to stop: a graceful shutdown is a success.
+  interruptedCode: 0,
+  help: [
+    "Usage: corral serve [--port N] [--host H] [--memory] [--config FILE]",
+    "",
+    "Starts the HTTP server on the configured store (embedded PGlite under ./.corral by default) and runs until",
+    "SIGTERM or SIGINT, then shuts down gracefully: new requests are refused, running bursts are cancelled with",
+    "their transcripts kept and land a report, the store is closed, and the process exits 0.",
+    "",
+    "With no providers configured the scripted `demo` agent still runs: open http://127.0.0.1:8787/ui.",
+    "",
+    "Options:",
+    "  --port N        port to listen on (0 = any free port; also CORRAL_PORT)",
+    "  --host H        interface to listen on (also CORRAL_HOST; 127.0.0.1 while no API keys are configured)",
+    "  --memory        keep everything in memory (also CORRAL_STORE=memory)",
+    Command.commonHelp
+  ].join("\n"),
+  run: (args) =>
+    Command.settings(args, [
+      ["CORRAL_PORT", args.strings.get("port")],
+      ["CORRAL_HOST", args.strings.get("host")],
+      ["CORRAL_STORE", args.booleans.has("memory") ? "memory" : undefined]
+    ]).pipe(
+      Effect.flatMap(Main.serve),
+      Effect.as(0),
+      Effect.catchAll((error) => Effect.as(Output.error(`corral serve: ${Failure.describe(error)}`), 1))
+    )
+}

@@ -1,0 +1,404 @@
+/**
+ * Config — the one configuration of a Corral process (DESIGN §9): a JSON file (path in `CORRAL_CONFIG`, default
+ * `./corral.json`; an absent default file means defaults), every key overridable by an environment variable
+ * (`EnvVars`), the variable winning.
+ *
+ * Operators write the file by hand and set variables in deployment manifests, where a typo is silent until the
+ * first request fails. So loading is all-or-nothing and lists EVERY problem at once, each with the key path and
+ * what was expected (`server.port: expected an integer from 0 to 65535, got "http"`; `apiKeys[0].sha256: ...`),
+ * and names the variable when the bad value came from one. Unknown keys are errors, not ignored: a misspelt
+ * `bodyLimtBytes` must not silently keep the default. `providers`/`tiers` and `mcpServers` are decoded by their
+ * owners (`model/ProviderConfig`, `tools/McpConfig`) so their cross-checks and messages are the same everywhere.
+ *
+ * Everything is read through effect's `Config` (so tests swap the `ConfigProvider`); this folder is the only
+ * place in Corral that reads the environment. Secrets (`DATABASE_URL`) stay `Redacted`.
+ */
+import type { ConfigError } from "effect"
+import { Config as EffectConfig, Effect, Either, Option, ParseResult, Redacted, Schema } from "effect"
+import { readFile } from "node:fs/promises"
+import { FieldIssue } from "../domain/Errors.js"
+import { LimitsOverride } from "../domain/Limits.js"
+import * as ProviderConfig from "../model/ProviderConfig.js"
+import * as Limits from "../rails/Limits.js"
+import * as McpConfig from "../tools/McpConfig.js"
+import * as EnvVars from "./EnvVars.js"
+
+/** The configuration is invalid; `issues` lists every problem with its key path (and source when not the file). */
+export class ConfigInvalid extends Schema.TaggedError<ConfigInvalid>()("ConfigInvalid", {
+  source: Schema.String,
+  issues: Schema.Array(FieldIssue)
+}) {
+  override get message(): string {
+    return `invalid configuration (${this.source}):\n${
+      this.issues.map((i) => `  - ${i.path}: ${i.message}`).join("\n")
+    }`
+  }
+}
+
+/** One API key: the SHA-256 of the bearer key (never the key itself) and the principal it authenticates. */
+export const ApiKey = Schema.Struct({
+  sha256: Schema.String.pipe(
+    Schema.pattern(/^[0-9a-f]{64}$/, {
+      message: () => "the lowercase hex SHA-256 of the key (64 characters), never the key itself"
+    })
+  ),
+  orgId: Schema.NonEmptyTrimmedString,
+  userId: Schema.NonEmptyTrimmedString
+})
+export type ApiKey = typeof ApiKey.Type
+
+const got = (issue: ParseResult.ParseIssue): string => `got ${JSON.stringify(issue.actual) ?? "undefined"}`
+const Positive = Schema.Int.pipe(Schema.positive({ message: (issue) => `a positive integer, ${got(issue)}` }))
+const Port = Schema.Int.pipe(
+  Schema.between(0, 65535, { message: (issue) => `an integer from 0 to 65535, ${got(issue)}` })
+)
+
+/** The `server` section. */
+export const ServerSection = Schema.Struct({
+  host: Schema.optional(Schema.NonEmptyTrimmedString),
+  port: Schema.optional(Port),
+  bodyLimitBytes: Schema.optional(Positive),
+  shutdownTimeoutMs: Schema.optional(Positive),
+  keepAliveMs: Schema.optional(Positive)
+})
+
+/** The `database` section. `url` is better given as `DATABASE_URL` (it holds a password). */
+export const DatabaseSection = Schema.Struct({
+  store: Schema.optional(Schema.Literal("sql", "memory")),
+  url: Schema.optional(Schema.NonEmptyTrimmedString),
+  dataDir: Schema.optional(Schema.NonEmptyTrimmedString),
+  maxConnections: Schema.optional(Positive)
+})
+
+/** The `demo` section: the built-in scripted agent. */
+export const DemoSection = Schema.Struct({
+  enabled: Schema.optional(Schema.Boolean),
+  delayMs: Schema.optional(Schema.NonNegativeInt)
+})
+
+/** The sections this module decodes (the model and MCP sections are decoded by their owners). */
+const sections = {
+  apiKeys: Schema.Array(ApiKey),
+  database: DatabaseSection,
+  server: ServerSection,
+  limits: LimitsOverride,
+  demo: DemoSection
+} as const
+
+/** Every top-level key the file may have. */
+const topLevel = new Set(["$schema", "providers", "tiers", "mcpServers", ...Object.keys(sections)])
+
+/** The decoded sections (each absent when not given). */
+interface FileShape {
+  readonly apiKeys?: ReadonlyArray<ApiKey>
+  readonly database?: typeof DatabaseSection.Type
+  readonly server?: typeof ServerSection.Type
+  readonly limits?: LimitsOverride
+  readonly demo?: typeof DemoSection.Type
+}
+
+/** Where sessions are stored. */
+export type DatabaseSettings =
+  | { readonly _tag: "Postgres"; readonly url: Redacted.Redacted; readonly maxConnections: number }
+  | { readonly _tag: "Embedded"; readonly dataDir: string }
+  | { readonly _tag: "Memory" }
+
+/** How the HTTP server listens and shuts down. */
+export interface ServerSettings {
+  readonly host: string
+  readonly port: number
+  readonly bodyLimitBytes: number
+  readonly shutdownTimeoutMs: number
+  readonly keepAliveMs: number
+}
+
+/** The built-in demo agent. */
+export interface DemoSettings {
+  readonly enabled: boolean
+  readonly delayMs: number
+}
+
+/** The resolved configuration: file, then environment, then defaults. */
+export interface Settings {
+  /** The file that was read, or `undefined` when none existed at the default path. */
+  readonly file: string | undefined
+  readonly models: ProviderConfig.ModelConfig
+  readonly mcpServers: McpConfig.McpServers
+  readonly apiKeys: ReadonlyArray<ApiKey>
+  readonly database: DatabaseSettings
+  readonly server: ServerSettings
+  readonly limits: LimitsOverride | undefined
+  readonly demo: DemoSettings
+}
+
+/** The defaults, for hosts that build settings in code (tests). */
+export const defaults: Settings = {
+  file: undefined,
+  models: {},
+  mcpServers: {},
+  apiKeys: [],
+  database: { _tag: "Embedded", dataDir: "./.corral" },
+  server: { host: "127.0.0.1", port: 8787, bodyLimitBytes: 1_048_576, shutdownTimeoutMs: 10_000, keepAliveMs: 15_000 },
+  limits: undefined,
+  demo: { enabled: true, delayMs: 700 }
+}
+
+const described = <A>(name: string, config: EffectConfig.Config<A>): EffectConfig.Config<A> =>
+  EffectConfig.withDescription(config, EnvVars.byName(name).description)
+
+const pathOf = (path: ReadonlyArray<PropertyKey>): string =>
+  path.reduce<string>(
+    (acc, key) => typeof key === "number" ? `${acc}[${key}]` : acc === "" ? String(key) : `${acc}.${String(key)}`,
+    ""
+  )
+
+const issuesOf = (error: ParseResult.ParseError, prefix: string): Array<FieldIssue> => {
+  const all = ParseResult.ArrayFormatter.formatErrorSync(error)
+  const paths = all.map((issue) => pathOf([prefix, ...issue.path]))
+  return all.flatMap((issue, i) => {
+    // An optional key that fails reports twice (its type, and "not undefined either"): keep the useful one.
+    const echo = issue.message.startsWith("Expected undefined, actual") &&
+      paths.filter((p) => p === paths[i]).length > 1
+    return echo ? [] : [
+      new FieldIssue({
+        path: paths[i]!,
+        message: issue._tag === "Unexpected" ? "unknown key" : issue.message
+      })
+    ]
+  })
+}
+
+/** Decodes each section on its own, so one bad section never hides another's problems. */
+const decodeSections = (raw: Record<string, unknown>): { shape: FileShape; issues: Array<FieldIssue> } => {
+  const issues: Array<FieldIssue> = []
+  for (const key of Object.keys(raw)) {
+    if (!topLevel.has(key)) issues.push(new FieldIssue({ path: key, message: "unknown key" }))
+  }
+  const section = <A, I>(key: keyof typeof sections, schema: Schema.Schema<A, I>): { readonly value?: A } => {
+    if (raw[key] === undefined) return {}
+    const decoded = Schema.decodeUnknownEither(schema, { errors: "all", onExcessProperty: "error" })(raw[key])
+    if (Either.isRight(decoded)) return { value: decoded.right }
+    issues.push(...issuesOf(decoded.left, key))
+    return {}
+  }
+  const apiKeys = section("apiKeys", sections.apiKeys).value
+  const database = section("database", sections.database).value
+  const server = section("server", sections.server).value
+  const limits = section("limits", sections.limits).value
+  const demo = section("demo", sections.demo).value
+  const shape: FileShape = {
+    ...(apiKeys === undefined ? {} : { apiKeys }),
+    ...(database === undefined ? {} : { database }),
+    ...(server === undefined ? {} : { server }),
+    ...(limits === undefined ? {} : { limits }),
+    ...(demo === undefined ? {} : { demo })
+  }
+  return { shape, issues }
+}
+
+/** Flattens a `ConfigError` into one issue per leaf, named by the variable. */
+const configIssues = (error: ConfigError.ConfigError): Array<FieldIssue> => {
+  switch (error._op) {
+    case "And":
+    case "Or":
+      return [...configIssues(error.left), ...configIssues(error.right)]
+    default:
+      return [new FieldIssue({ path: error.path.join(".") || "(environment)", message: error.message })]
+  }
+}
+
+/** The structured keys a JSON variable may replace. */
+const jsonVars = [
+  ["CORRAL_PROVIDERS", "providers"],
+  ["CORRAL_TIERS", "tiers"],
+  ["CORRAL_MCP_SERVERS", "mcpServers"],
+  ["CORRAL_API_KEYS", "apiKeys"],
+  ["CORRAL_LIMITS", "limits"]
+] as const
+
+const readText = (path: string) =>
+  Effect.tryPromise({
+    try: () => readFile(path, "utf8"),
+    catch: (error) => error
+  }).pipe(
+    Effect.map(Option.some),
+    Effect.catchAll((error) =>
+      typeof error === "object" && error !== null && Reflect.get(error, "code") === "ENOENT"
+        ? Effect.succeed(Option.none<string>())
+        : Effect.fail(String(error))
+    )
+  )
+
+const parseJson = (text: string): Either.Either<unknown, string> => {
+  try {
+    return Either.right(JSON.parse(text))
+  } catch (error) {
+    return Either.left(`not valid JSON (${error instanceof Error ? error.message : String(error)})`)
+  }
+}
+
+const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+
+/** Reads the file named by `CORRAL_CONFIG`, or nothing when the default path does not exist. */
+const readFileSection = Effect.gen(function*() {
+  const explicit = yield* EffectConfig.option(described("CORRAL_CONFIG", EffectConfig.string("CORRAL_CONFIG"))).pipe(
+    Effect.mapError((error) => new ConfigInvalid({ source: "environment", issues: configIssues(error) }))
+  )
+  const path = Option.getOrElse(explicit, () => EnvVars.byName("CORRAL_CONFIG").default ?? "./corral.json")
+  const text = yield* readText(path).pipe(
+    Effect.mapError((reason) => fail(path, "(file)", `cannot read the configuration file: ${reason}`))
+  )
+  if (Option.isNone(text)) {
+    if (Option.isSome(explicit)) {
+      return yield* fail("CORRAL_CONFIG", "CORRAL_CONFIG", `names ${path}, which does not exist`)
+    }
+    return { path: undefined, raw: {} as Record<string, unknown> }
+  }
+  const parsed = parseJson(text.value)
+  if (Either.isLeft(parsed)) return yield* fail(path, "(file)", parsed.left)
+  if (!isObject(parsed.right)) return yield* fail(path, "(root)", "expected a JSON object")
+  return { path, raw: parsed.right }
+})
+
+const fail = (source: string, path: string, message: string) =>
+  new ConfigInvalid({ source, issues: [new FieldIssue({ path, message })] })
+
+/**
+ * Loads the configuration: the file, then the JSON variables over its structured keys, then the scalar variables,
+ * then the defaults. Fails with `ConfigInvalid` listing every problem (key path, expectation, and the variable
+ * when one supplied the value); never fails with anything else.
+ */
+export const load: Effect.Effect<Settings, ConfigInvalid> = Effect.gen(function*() {
+  const { path, raw } = yield* readFileSection
+  const source = path ?? "defaults and environment"
+  const issues: Array<FieldIssue> = []
+  const merged: Record<string, unknown> = { ...raw }
+  const fromVar = new Map<string, string>()
+
+  for (const [name, key] of jsonVars) {
+    const value = yield* EffectConfig.option(described(name, EffectConfig.string(name))).pipe(Effect.orDie)
+    if (Option.isNone(value)) continue
+    const parsed = parseJson(value.value)
+    if (Either.isLeft(parsed)) {
+      issues.push(new FieldIssue({ path: name, message: parsed.left }))
+      continue
+    }
+    merged[key] = parsed.right
+    fromVar.set(key, name)
+  }
+  // An issue under a key a variable replaced is that variable's fault: say so.
+  const label = (issue: FieldIssue): FieldIssue => {
+    const top = issue.path.split(/[.[]/)[0] ?? ""
+    const name = fromVar.get(top)
+    return name === undefined ? issue : new FieldIssue({ path: `${issue.path} (from ${name})`, message: issue.message })
+  }
+
+  const file = decodeSections(merged)
+  issues.push(...file.issues.map(label))
+  const models = ProviderConfig.decode({
+    ...(merged.providers === undefined ? {} : { providers: merged.providers }),
+    ...(merged.tiers === undefined ? {} : { tiers: merged.tiers })
+  })
+  if (Either.isLeft(models)) issues.push(...models.left.issues.map(label))
+  const mcp = McpConfig.decode(merged.mcpServers)
+  if (Either.isLeft(mcp)) issues.push(...mcp.left.issues.map(label))
+  const shape = file.shape
+  if (shape.limits !== undefined) {
+    const tightened = Limits.tighten(Limits.defaults, shape.limits)
+    if (Either.isLeft(tightened)) issues.push(...tightened.left.issues.map(label))
+  }
+
+  const scalars = yield* Effect.either(environment(shape))
+  if (Either.isLeft(scalars)) issues.push(...configIssues(scalars.left))
+  if (issues.length > 0 || Either.isLeft(scalars) || Either.isLeft(models) || Either.isLeft(mcp)) {
+    return yield* new ConfigInvalid({ source, issues })
+  }
+  const env = scalars.right
+  const url = Option.orElse(env.url, () => Option.map(Option.fromNullable(shape.database?.url), Redacted.make))
+  const database: DatabaseSettings = env.store === "memory"
+    ? { _tag: "Memory" }
+    : Option.match(url, {
+      onNone: () => ({ _tag: "Embedded", dataDir: env.dataDir }),
+      onSome: (value) => ({ _tag: "Postgres", url: value, maxConnections: env.maxConnections })
+    })
+  return {
+    file: path,
+    models: models.right,
+    mcpServers: mcp.right,
+    apiKeys: shape.apiKeys ?? [],
+    database,
+    server: {
+      host: env.host,
+      port: env.port,
+      bodyLimitBytes: env.bodyLimitBytes,
+      shutdownTimeoutMs: env.shutdownTimeoutMs,
+      keepAliveMs: env.keepAliveMs
+    },
+    limits: shape.limits,
+    demo: { enabled: env.demoEnabled, delayMs: env.demoDelayMs }
+  }
+})
+
+const positive = (name: string, fallback: number) =>
+  described(
+    name,
+    EffectConfig.integer(name).pipe(
+      EffectConfig.validate({ message: "Expected a positive integer", validation: (n) => n > 0 }),
+      EffectConfig.withDefault(fallback)
+    )
+  )
+
+/** The scalar variables, each defaulting to the file's value, then to the built-in default. */
+const environment = (file: FileShape) =>
+  EffectConfig.all({
+    store: described(
+      "CORRAL_STORE",
+      EffectConfig.literal("sql", "memory")("CORRAL_STORE").pipe(
+        EffectConfig.withDefault(file.database?.store ?? "sql")
+      )
+    ),
+    url: EffectConfig.option(described("DATABASE_URL", EffectConfig.redacted("DATABASE_URL"))),
+    dataDir: described(
+      "CORRAL_DATA_DIR",
+      EffectConfig.nonEmptyString("CORRAL_DATA_DIR").pipe(
+        EffectConfig.withDefault(file.database?.dataDir ?? "./.corral")
+      )
+    ),
+    maxConnections: positive("CORRAL_DB_MAX_CONNECTIONS", file.database?.maxConnections ?? 10),
+    host: described(
+      "CORRAL_HOST",
+      EffectConfig.nonEmptyString("CORRAL_HOST").pipe(
+        EffectConfig.withDefault(file.server?.host ?? defaults.server.host)
+      )
+    ),
+    port: described(
+      "CORRAL_PORT",
+      EffectConfig.integer("CORRAL_PORT").pipe(
+        EffectConfig.validate({ message: "Expected a port from 0 to 65535", validation: (n) => n >= 0 && n <= 65535 }),
+        EffectConfig.withDefault(file.server?.port ?? defaults.server.port)
+      )
+    ),
+    bodyLimitBytes: positive("CORRAL_BODY_LIMIT_BYTES", file.server?.bodyLimitBytes ?? defaults.server.bodyLimitBytes),
+    shutdownTimeoutMs: positive(
+      "CORRAL_SHUTDOWN_TIMEOUT_MS",
+      file.server?.shutdownTimeoutMs ?? defaults.server.shutdownTimeoutMs
+    ),
+    keepAliveMs: positive("CORRAL_KEEPALIVE_MS", file.server?.keepAliveMs ?? defaults.server.keepAliveMs),
+    demoEnabled: described(
+      "CORRAL_DEMO",
+      EffectConfig.boolean("CORRAL_DEMO").pipe(EffectConfig.withDefault(file.demo?.enabled ?? defaults.demo.enabled))
+    ),
+    demoDelayMs: described(
+      "CORRAL_DEMO_DELAY_MS",
+      EffectConfig.integer("CORRAL_DEMO_DELAY_MS").pipe(
+        EffectConfig.validate({ message: "Expected a non-negative integer", validation: (n) => n >= 0 }),
+        EffectConfig.withDefault(file.demo?.delayMs ?? defaults.demo.delayMs)
+      )
+    )
+  })
+
+/** CLI settings: where a running server is, and the key to send it (both optional). */
+export const client = EffectConfig.all({
+  server: EffectConfig.option(described("CORRAL_SERVER", EffectConfig.string("CORRAL_SERVER"))),
+  apiKey: EffectConfig.option(described("CORRAL_API_KEY", EffectConfig.redacted("CORRAL_API_KEY")))
+})

@@ -1,0 +1,140 @@
+/**
+ * EnvVars — every environment variable Corral reads, in one table: the configuration loader builds its `Config`s
+ * from it and `corral --help` prints it, so the documentation cannot drift from what is actually read.
+ *
+ * An environment variable always wins over the configuration file; structured keys (`providers`, `tiers`,
+ * `mcpServers`, `apiKeys`, `limits`) take JSON.
+ */
+
+/** One variable: its name, the configuration key it overrides, what it means, and its default. */
+export interface EnvVar {
+  readonly name: string
+  /** The configuration-file key it overrides (dotted), or `-` when it has no file counterpart. */
+  readonly key: string
+  readonly description: string
+  readonly default?: string
+  /** Read with `Config.redacted`: never logged or echoed. */
+  readonly secret?: boolean
+}
+
+/** Every variable, in the order `--help` lists them. */
+export const all: ReadonlyArray<EnvVar> = [
+  {
+    name: "CORRAL_CONFIG",
+    key: "-",
+    description: "Path of the JSON configuration file (absent file = defaults)",
+    default: "./corral.json"
+  },
+  {
+    name: "CORRAL_PROVIDERS",
+    key: "providers",
+    description: "Model providers, JSON: name → { api, baseUrl, apiKeyEnv, model, ... }"
+  },
+  {
+    name: "CORRAL_TIERS",
+    key: "tiers",
+    description: "Provider routes, JSON: tier → [provider, ...] (\"default\" required with providers)"
+  },
+  {
+    name: "CORRAL_MCP_SERVERS",
+    key: "mcpServers",
+    description: "MCP tool servers, JSON: name → { command, args?, env? } or { url, headers? }"
+  },
+  {
+    name: "CORRAL_API_KEYS",
+    key: "apiKeys",
+    description: "API keys, JSON: [{ sha256, orgId, userId }] (none = local-only, one local principal)"
+  },
+  {
+    name: "DATABASE_URL",
+    key: "database.url",
+    description: "Postgres connection URL; wins over the embedded database",
+    secret: true
+  },
+  {
+    name: "CORRAL_STORE",
+    key: "database.store",
+    description: "\"sql\" (Postgres or embedded PGlite) or \"memory\" (nothing survives a restart)",
+    default: "sql"
+  },
+  {
+    name: "CORRAL_DATA_DIR",
+    key: "database.dataDir",
+    description: "Directory of the embedded PGlite database (used without DATABASE_URL)",
+    default: "./.corral"
+  },
+  {
+    name: "CORRAL_DB_MAX_CONNECTIONS",
+    key: "database.maxConnections",
+    description: "Postgres connection pool size (used with DATABASE_URL)",
+    default: "10"
+  },
+  {
+    name: "CORRAL_HOST",
+    key: "server.host",
+    description: "Interface to listen on (forced to 127.0.0.1 while no API keys are configured)",
+    default: "127.0.0.1"
+  },
+  { name: "CORRAL_PORT", key: "server.port", description: "Port to listen on (0 = any free port)", default: "8787" },
+  {
+    name: "CORRAL_BODY_LIMIT_BYTES",
+    key: "server.bodyLimitBytes",
+    description: "Largest accepted request body; larger ones get 413",
+    default: "1048576"
+  },
+  {
+    name: "CORRAL_SHUTDOWN_TIMEOUT_MS",
+    key: "server.shutdownTimeoutMs",
+    description: "On SIGTERM/SIGINT: how long running bursts may take to land before the process exits",
+    default: "10000"
+  },
+  {
+    name: "CORRAL_KEEPALIVE_MS",
+    key: "server.keepAliveMs",
+    description: "Interval of keep-alive comments on event streams",
+    default: "15000"
+  },
+  {
+    name: "CORRAL_LIMITS",
+    key: "limits",
+    description: "Tighter loop ceilings, JSON: { modelCallsPerBurst: 10, ... } (may only tighten)"
+  },
+  {
+    name: "CORRAL_DEMO",
+    key: "demo.enabled",
+    description: "Offer the built-in scripted `demo` agent, its tier and its canned tools",
+    default: "true"
+  },
+  {
+    name: "CORRAL_DEMO_DELAY_MS",
+    key: "demo.delayMs",
+    description: "Think time of the demo model per reply, so a viewer can watch the turns arrive",
+    default: "700"
+  },
+  {
+    name: "CORRAL_SERVER",
+    key: "-",
+    description: "CLI only: base URL of a running server for `agents publish` and `replay` (else the local store)"
+  },
+  { name: "CORRAL_API_KEY", key: "-", description: "CLI only: bearer key sent to CORRAL_SERVER", secret: true }
+]
+
+/** The variable named `name`. Throws for a name missing from the table: that is a programming error. */
+export const byName = (name: string): EnvVar => {
+  const found = all.find((v) => v.name === name)
+  if (found === undefined) throw new Error(`EnvVars: "${name}" is not in the table`)
+  return found
+}
+
+/** The table as `--help` prints it: one variable per line, key and default after the description. */
+export const helpText = (): string => {
+  const width = Math.max(...all.map((v) => v.name.length)) + 2
+  return all.map((v) => {
+    const notes = [
+      v.key === "-" ? undefined : `key ${v.key}`,
+      v.default === undefined ? undefined : `default ${v.default}`,
+      v.secret === true ? "secret" : undefined
+    ].filter((n): n is string => n !== undefined)
+    return `  ${v.name.padEnd(width)}${v.description}${notes.length > 0 ? ` [${notes.join("; ")}]` : ""}`
+  }).join("\n")
+}

@@ -1,0 +1,271 @@
+/**
+ * Api — the HTTP contract of Corral (DESIGN §9), as an @effect/platform `HttpApi`: the server's handlers, the
+ * OpenAPI document at `/openapi.json`, the docs page and the typed client (`HttpApiClient.make(Api)`) all come
+ * from this one value, so they cannot disagree.
+ *
+ * Status codes live here, and only here: the domain's errors are plain tagged schemas. Bad input is always a 4xx
+ * that says where and what: a body that does not match its schema is a 400 `HttpApiDecodeError` listing every
+ * problem with its path (bodies are decoded with `errors: "all"` and unknown fields rejected); a well-formed
+ * document Corral refuses (an agent spec naming an unknown tool, a loosened limit, an invalid report schema) is a
+ * 422 `InvalidRequest` naming each field; another org's session is a 404 like a missing one; a message the session
+ * cannot take now (a follow-up while a write awaits approval, an unknown approval token) is a 409.
+ */
+import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
+import { JSONSchema, Schema } from "effect"
+import { AgentSpec } from "../domain/AgentSpec.js"
+import { AgentNotFound, InvalidRequest, InvalidSessionState, ScopeMismatch, SessionNotFound } from "../domain/Errors.js"
+import { AgentId } from "../domain/Ids.js"
+import { Turn } from "../domain/Message.js"
+import { Report } from "../domain/Report.js"
+import { Scope } from "../domain/Scope.js"
+import { SessionStatus, SessionView } from "../domain/Session.js"
+import { Trajectory } from "../domain/Trajectory.js"
+import { Authentication } from "./Authentication.js"
+import { NotReady, PayloadTooLarge, Unavailable, UnsupportedMediaType } from "./HttpErrors.js"
+
+/** Bodies list every problem, and an unknown field is a problem (a misspelt optional field must not vanish). */
+const strict = { parseOptions: { errors: "all", onExcessProperty: "error" } } as const
+
+const IdPath = Schema.Struct({ id: Schema.NonEmptyTrimmedString })
+
+const Wait = Schema.Struct({
+  /** `true`: answer when the burst has landed (200, the landed view) instead of at once (202). */
+  wait: Schema.optional(Schema.BooleanFromString)
+})
+
+const Seq = Schema.NumberFromString.pipe(Schema.int(), Schema.nonNegative())
+
+/** An agent spec as submitted: any JSON object; Corral validates it whole and answers 422 naming every field. */
+export const AgentDocument = Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({
+  identifier: "AgentDocument",
+  description: "An agent spec (see the AgentSpec schema). Every invalid field is reported, with its path, in a 422.",
+  jsonSchema: JSONSchema.make(AgentSpec)
+})
+
+/** The agents of the caller's org (latest version of each). */
+export const AgentList = Schema.Struct({ agents: Schema.Array(AgentSpec) })
+
+/** Starting a session: which agent, in which scope, with which first prompt. */
+export const StartSession = Schema.Struct({
+  agentId: Schema.encodedBoundSchema(AgentId),
+  version: Schema.optional(Schema.Int.pipe(Schema.positive())),
+  scope: Schema.encodedBoundSchema(Scope),
+  prompt: Schema.NonEmptyString.pipe(Schema.maxLength(200_000)),
+  inheritedArtifacts: Schema.optional(Schema.Array(Schema.String).pipe(Schema.maxItems(20)))
+}).annotations({
+  ...strict,
+  identifier: "StartSession",
+  examples: [{ agentId: "demo", scope: "incident:DEMO-1", prompt: "Why are checkout requests failing since 09:00?" }]
+})
+
+/** A follow-up message (continue). */
+export const SendMessage = Schema.Struct({ text: Schema.NonEmptyString.pipe(Schema.maxLength(200_000)) }).annotations({
+  ...strict,
+  identifier: "SendMessage"
+})
+
+/** A person's decision on a pending write. */
+export const Decide = Schema.Struct({
+  token: Schema.NonEmptyString,
+  decision: Schema.Literal("approve", "reject")
+}).annotations({ ...strict, identifier: "Decide" })
+
+/** The answer to an accepted (not awaited) request: where to follow the session. */
+export const Accepted = Schema.Struct({
+  sessionId: Schema.String,
+  status: SessionStatus,
+  /** The SSE stream of the session. */
+  events: Schema.String,
+  /** The live viewer page of the session. */
+  viewer: Schema.String
+}).annotations({ identifier: "Accepted" })
+export type Accepted = typeof Accepted.Type
+
+/** A page of sessions, newest first; `nextCursor` continues the listing. */
+export const SessionPage = Schema.Struct({
+  sessions: Schema.Array(SessionView),
+  nextCursor: Schema.optional(Schema.String)
+}).annotations({ identifier: "SessionPage" })
+
+/** Filters and paging of the session listing. */
+export const ListSessionsParams = Schema.Struct({
+  scope: Schema.optional(Schema.String),
+  status: Schema.optional(SessionStatus),
+  limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 100))),
+  cursor: Schema.optional(Schema.String)
+})
+
+/** The persisted transcript after a sequence number. */
+export const TurnList = Schema.Struct({ turns: Schema.Array(Turn) })
+
+/** The run records of a session's bursts, oldest first. */
+export const TrajectoryList = Schema.Struct({ trajectories: Schema.Array(Trajectory) })
+
+/** The Server-Sent Events stream (documented shape; the server writes it incrementally). */
+export const EventStream = Schema.String.pipe(
+  HttpApiSchema.withEncoding({ kind: "Text", contentType: "text/event-stream" })
+).annotations({
+  description: "Server-Sent Events. `event:` is turn | notice | tool_start | delta | exit | report | session; " +
+    "`id:` is the sequence of the last persisted turn; `data:` is the JSON event. Resume with `Last-Event-ID` " +
+    "or `?after=SEQ`: every persisted turn after it is replayed, then live events follow, with no gap and no repeat."
+})
+
+/** Health and readiness. */
+export const Health = Schema.Struct({ status: Schema.Literal("ok") })
+export const Ready = Schema.Struct({
+  status: Schema.Literal("ready"),
+  checks: Schema.Record({ key: Schema.String, value: Schema.String })
+})
+
+/** Agents: publish, list, read. */
+export class AgentsGroup extends HttpApiGroup.make("agents")
+  .add(
+    HttpApiEndpoint.post("publishAgent", "/v1/agents")
+      .setPayload(AgentDocument)
+      .addSuccess(AgentSpec, { status: 201 })
+      .addError(InvalidRequest, { status: 422 })
+      .annotate(OpenApi.Summary, "Publish an agent spec (a new version of it)")
+  )
+  .add(
+    HttpApiEndpoint.get("listAgents", "/v1/agents")
+      .addSuccess(AgentList)
+      .annotate(OpenApi.Summary, "The latest version of every agent of your org")
+  )
+  .add(
+    HttpApiEndpoint.get("getAgent", "/v1/agents/:id")
+      .setPath(IdPath)
+      .setUrlParams(Schema.Struct({ version: Schema.optional(Schema.NumberFromString.pipe(Schema.int())) }))
+      .addSuccess(AgentSpec)
+      .addError(AgentNotFound, { status: 404 })
+      .annotate(OpenApi.Summary, "An agent spec (latest, or ?version=N)")
+  )
+  .middleware(Authentication)
+  .addError(Unavailable)
+{}
+
+/** Sessions: start, follow, continue, approve, cancel, read. */
+export class SessionsGroup extends HttpApiGroup.make("sessions")
+  .add(
+    HttpApiEndpoint.post("startSession", "/v1/sessions")
+      .setUrlParams(Wait)
+      .setPayload(StartSession)
+      .addSuccess(SessionView, { status: 200 })
+      .addSuccess(Accepted, { status: 202 })
+      .addError(InvalidRequest, { status: 422 })
+      .addError(ScopeMismatch, { status: 422 })
+      .addError(AgentNotFound, { status: 404 })
+      .addError(SessionNotFound, { status: 404 })
+      .addError(InvalidSessionState, { status: 409 })
+      .annotate(OpenApi.Summary, "Start a session (202 at once; ?wait=true answers with the landed view)")
+  )
+  .add(
+    HttpApiEndpoint.get("listSessions", "/v1/sessions")
+      .setUrlParams(ListSessionsParams)
+      .addSuccess(SessionPage)
+      .annotate(OpenApi.Summary, "Your org's sessions, newest first, by scope and status (paginated)")
+  )
+  .add(
+    HttpApiEndpoint.get("getSession", "/v1/sessions/:id")
+      .setPath(IdPath)
+      .addSuccess(SessionView)
+      .addError(SessionNotFound, { status: 404 })
+      .annotate(OpenApi.Summary, "A session as it stands")
+  )
+  .add(
+    HttpApiEndpoint.post("sendMessage", "/v1/sessions/:id/messages")
+      .setPath(IdPath)
+      .setUrlParams(Wait)
+      .setPayload(SendMessage)
+      .addSuccess(SessionView, { status: 200 })
+      .addSuccess(Accepted, { status: 202 })
+      .addError(InvalidRequest, { status: 422 })
+      .addError(ScopeMismatch, { status: 422 })
+      .addError(SessionNotFound, { status: 404 })
+      .addError(InvalidSessionState, { status: 409 })
+      .annotate(OpenApi.Summary, "Send a follow-up (continue the session)")
+  )
+  .add(
+    HttpApiEndpoint.post("decide", "/v1/sessions/:id/approvals")
+      .setPath(IdPath)
+      .setUrlParams(Wait)
+      .setPayload(Decide)
+      .addSuccess(SessionView, { status: 200 })
+      .addSuccess(Accepted, { status: 202 })
+      .addError(ScopeMismatch, { status: 422 })
+      .addError(SessionNotFound, { status: 404 })
+      .addError(InvalidSessionState, { status: 409 })
+      .annotate(OpenApi.Summary, "Approve or reject a pending write by its token")
+  )
+  .add(
+    HttpApiEndpoint.post("cancel", "/v1/sessions/:id/cancel")
+      .setPath(IdPath)
+      .addSuccess(SessionView)
+      .addError(ScopeMismatch, { status: 422 })
+      .addError(SessionNotFound, { status: 404 })
+      .addError(InvalidSessionState, { status: 409 })
+      .annotate(OpenApi.Summary, "Cancel the running burst (it lands `cancelled`, transcript kept)")
+  )
+  .add(
+    HttpApiEndpoint.get("turns", "/v1/sessions/:id/turns")
+      .setPath(IdPath)
+      .setUrlParams(Schema.Struct({ after: Schema.optional(Seq) }))
+      .addSuccess(TurnList)
+      .addError(SessionNotFound, { status: 404 })
+      .annotate(OpenApi.Summary, "The persisted transcript after ?after=SEQ")
+  )
+  .add(
+    HttpApiEndpoint.get("trajectory", "/v1/sessions/:id/trajectory")
+      .setPath(IdPath)
+      .addSuccess(TrajectoryList)
+      .addError(SessionNotFound, { status: 404 })
+      .annotate(OpenApi.Summary, "The run records of the session's bursts")
+  )
+  .add(
+    HttpApiEndpoint.get("report", "/v1/sessions/:id/report")
+      .setPath(IdPath)
+      .addSuccess(Report)
+      .addError(SessionNotFound, { status: 404 })
+      .addError(InvalidSessionState, { status: 409 })
+      .annotate(OpenApi.Summary, "The last landed report (409 before the first landing)")
+  )
+  .add(
+    HttpApiEndpoint.get("events", "/v1/sessions/:id/events")
+      .setPath(IdPath)
+      .setUrlParams(Schema.Struct({ after: Schema.optional(Seq) }))
+      .setHeaders(Schema.Struct({ "last-event-id": Schema.optional(Seq) }))
+      .addSuccess(EventStream)
+      .addError(SessionNotFound, { status: 404 })
+      .annotate(OpenApi.Summary, "Live events (SSE), resumable with Last-Event-ID or ?after=SEQ")
+  )
+  .middleware(Authentication)
+  .addError(Unavailable)
+{}
+
+/** Probes: no authentication. */
+export class SystemGroup extends HttpApiGroup.make("system")
+  .add(
+    HttpApiEndpoint.get("healthz", "/healthz").addSuccess(Health).annotate(OpenApi.Summary, "The process is up")
+  )
+  .add(
+    HttpApiEndpoint.get("readyz", "/readyz")
+      .addSuccess(Ready)
+      .addError(NotReady)
+      .annotate(OpenApi.Summary, "Ready to serve: database reachable, migrations applied, not shutting down")
+  )
+{}
+
+/** The whole API. Body-level failures (413, 415, malformed JSON) are answered before routing; see `BodyGuard`. */
+export class Api extends HttpApi.make("corral")
+  .add(AgentsGroup)
+  .add(SessionsGroup)
+  .add(SystemGroup)
+  .addError(PayloadTooLarge)
+  .addError(UnsupportedMediaType)
+  .annotateContext(OpenApi.annotations({
+    title: "Corral",
+    version: "0.1.0",
+    description: "Bounded LLM agent sessions. Without configured API keys the server is local-only and needs no " +
+      "Authorization header; with keys, send `Authorization: Bearer <key>`. Try the built-in `demo` agent: " +
+      "POST /v1/sessions with the example body, then open the `viewer` link of the answer."
+  }))
+{}

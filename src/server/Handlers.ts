@@ -1,0 +1,229 @@
+/**
+ * Handlers — the HTTP endpoints of `Api`, each a thin adapter onto the `Corral` service: decode (done by the
+ * contract), act as the request's principal, map the answer.
+ *
+ * Starting, continuing and approving answer 202 at once by default (a burst may run for minutes) and run the burst
+ * on the session's actor; `?wait=true` answers with the landed view instead. Before answering 202 a handler checks
+ * what it can synchronously (the agent and request are validated by `Corral.start`; a follow-up to a session that
+ * waits for approval, or an unknown approval token, is refused with 409), so a 202 means the message was taken.
+ *
+ * Store failures are logged in full and answered 503 `Unavailable`: a driver's error text is not the client's
+ * business.
+ */
+import { HttpApiBuilder, HttpApiError, HttpServerResponse } from "@effect/platform"
+import { Effect, Layer, Option } from "effect"
+import type { StartRequest } from "../Corral.js"
+import { Corral } from "../Corral.js"
+import { InvalidSessionState } from "../domain/Errors.js"
+import type { PersistenceFailed } from "../domain/Errors.js"
+import type { Principal } from "../domain/Principal.js"
+import type { SessionView } from "../domain/Session.js"
+import { view } from "../domain/Session.js"
+import { decodeCursor, SessionStore } from "../store/SessionStore.js"
+import type { Accepted } from "./Api.js"
+import { Api } from "./Api.js"
+import { CurrentPrincipal } from "./Authentication.js"
+import { NotReady, Unavailable } from "./HttpErrors.js"
+import { Readiness } from "./Readiness.js"
+import { Shutdown } from "./Shutdown.js"
+import * as Sse from "./Sse.js"
+
+/** Handler settings. */
+export interface Options {
+  readonly keepAliveMs: number
+}
+
+const unavailable = (error: PersistenceFailed) =>
+  Effect.zipRight(
+    Effect.logError(`store failure in ${error.operation}: ${error.message}`),
+    Effect.fail(new Unavailable({ message: "the store is unavailable; retry later" }))
+  )
+
+/** Maps the store's failure to 503, leaving every other error as it is. */
+const orUnavailable = <A, E extends { readonly _tag: string }, R>(self: Effect.Effect<A, E, R>) =>
+  Effect.catchIf(
+    self,
+    (error): error is Extract<E, PersistenceFailed> => error._tag === "PersistenceFailed",
+    (error) => unavailable(error as PersistenceFailed)
+  ) as Effect.Effect<A, Exclude<E, PersistenceFailed> | Unavailable, R>
+
+const accepted = (session: SessionView): Accepted => ({
+  sessionId: session.id,
+  status: session.status,
+  events: `/v1/sessions/${encodeURIComponent(session.id)}/events`,
+  viewer: `/ui/sessions/${encodeURIComponent(session.id)}`
+})
+
+/** Runs a message's burst on the actor without awaiting it; its outcome is visible on the session and its events. */
+const detach = <A, E>(self: Effect.Effect<A, E>) =>
+  Effect.forkDaemon(
+    self.pipe(
+      Effect.catchAllCause((cause) => Effect.logDebug("detached session message ended without landing", cause))
+    )
+  )
+
+/**
+ * The session as it stands, read from the store — the source of truth, saved at every burst's start and landing —
+ * so a running burst shows `running`; a session the org cannot see is `SessionNotFound`.
+ */
+const current = (by: Principal, sessionId: string) =>
+  Effect.gen(function*() {
+    const found = yield* (yield* SessionStore).getSession(by.orgId, sessionId)
+    if (Option.isSome(found)) return view(found.value)
+    // Not in the store: let Corral answer (a live actor not yet persisted, or SessionNotFound).
+    return yield* (yield* Corral).get(by, sessionId)
+  })
+
+const notAwaiting = (by: Principal, sessionId: string) =>
+  Effect.flatMap(current(by, sessionId), (session) =>
+    session.status === "awaiting_confirmation"
+      ? Effect.fail(
+        new InvalidSessionState({
+          sessionId,
+          message: "the session waits for a decision on its pending write(s): approve or reject them first"
+        })
+      )
+      : Effect.succeed(session))
+
+const decodeError = (path: string, message: string) =>
+  new HttpApiError.HttpApiDecodeError({
+    message: `${path}: ${message}`,
+    issues: [{ _tag: "Type", path: [path], message }]
+  })
+
+const agents = HttpApiBuilder.group(Api, "agents", (handlers) =>
+  Effect.gen(function*() {
+    const corral = yield* Corral
+    return handlers
+      .handle("publishAgent", ({ payload }) =>
+        Effect.flatMap(CurrentPrincipal, (by) => orUnavailable(corral.publishAgent(by, payload))))
+      .handle("listAgents", () =>
+        Effect.flatMap(CurrentPrincipal, (by) =>
+          orUnavailable(Effect.map(corral.listAgents(by), (list) => ({ agents: list })))))
+      .handle("getAgent", ({ path, urlParams }) =>
+        Effect.flatMap(CurrentPrincipal, (by) =>
+          orUnavailable(corral.getAgent(by, path.id, urlParams.version))))
+  }))
+
+const sessions = (options: Options) =>
+  HttpApiBuilder.group(Api, "sessions", (handlers) =>
+    Effect.gen(function*() {
+      const corral = yield* Corral
+      const store = yield* SessionStore
+      const shutdown = yield* Shutdown
+      const provide = <A, E>(self: Effect.Effect<A, E, Corral | SessionStore>) =>
+        Effect.provideService(Effect.provideService(self, Corral, corral), SessionStore, store)
+      return handlers
+        .handle("startSession", ({ payload, urlParams }) =>
+          Effect.gen(function*() {
+            const by = yield* CurrentPrincipal
+            const request: StartRequest = {
+              agentId: payload.agentId,
+              scope: payload.scope,
+              prompt: payload.prompt,
+              ...(payload.version === undefined ? {} : { version: payload.version }),
+              ...(payload.inheritedArtifacts === undefined ? {} : { inheritedArtifacts: payload.inheritedArtifacts })
+            }
+            if (urlParams.wait === true) return yield* orUnavailable(corral.run(by, request))
+            return accepted(yield* orUnavailable(corral.start(by, request)))
+          }))
+        .handle("listSessions", ({ urlParams }) =>
+          Effect.gen(function*() {
+            const by = yield* CurrentPrincipal
+            if (urlParams.cursor !== undefined && decodeCursor(urlParams.cursor) === undefined) {
+              return yield* decodeError("cursor", "not a cursor this server returned (use nextCursor verbatim)")
+            }
+            const page = yield* orUnavailable(store.listSessions(by.orgId, {
+              limit: urlParams.limit ?? 20,
+              ...(urlParams.scope === undefined ? {} : { scope: urlParams.scope }),
+              ...(urlParams.status === undefined ? {} : { status: urlParams.status }),
+              ...(urlParams.cursor === undefined ? {} : { cursor: urlParams.cursor })
+            }))
+            return {
+              sessions: page.sessions.map(view),
+              ...(page.nextCursor === undefined ? {} : { nextCursor: page.nextCursor })
+            }
+          }))
+        .handle(
+          "getSession",
+          ({ path }) => Effect.flatMap(CurrentPrincipal, (by) => orUnavailable(provide(current(by, path.id))))
+        )
+        .handle("sendMessage", ({ path, payload, urlParams }) =>
+          Effect.gen(function*() {
+            const by = yield* CurrentPrincipal
+            if (urlParams.wait === true) return yield* orUnavailable(corral.continue(by, path.id, payload.text))
+            const session = yield* orUnavailable(provide(notAwaiting(by, path.id)))
+            yield* detach(corral.continue(by, path.id, payload.text))
+            return accepted({ ...session, status: "running" })
+          }))
+        .handle("decide", ({ path, payload, urlParams }) =>
+          Effect.gen(function*() {
+            const by = yield* CurrentPrincipal
+            if (urlParams.wait === true) {
+              return yield* orUnavailable(corral.approve(by, path.id, payload.token, payload.decision))
+            }
+            const session = yield* orUnavailable(provide(current(by, path.id)))
+            if (!session.pending.some((p) => p.token === payload.token)) {
+              return yield* new InvalidSessionState({
+                sessionId: path.id,
+                message: "no pending write has this token (unknown, already decided, or for another session)"
+              })
+            }
+            yield* detach(corral.approve(by, path.id, payload.token, payload.decision))
+            return accepted(session)
+          }))
+        .handle("cancel", ({ path }) =>
+          Effect.flatMap(CurrentPrincipal, (by) => orUnavailable(corral.cancel(by, path.id))))
+        .handle("turns", ({ path, urlParams }) =>
+          Effect.flatMap(CurrentPrincipal, (by) =>
+            orUnavailable(Effect.map(corral.turns(by, path.id, urlParams.after ?? 0), (turns) => ({ turns })))))
+        .handle("trajectory", ({ path }) =>
+          Effect.flatMap(CurrentPrincipal, (by) =>
+            orUnavailable(Effect.map(corral.trajectories(by, path.id), (trajectories) => ({ trajectories })))))
+        .handle("report", ({ path }) =>
+          Effect.gen(function*() {
+            const by = yield* CurrentPrincipal
+            const session = yield* orUnavailable(provide(current(by, path.id)))
+            if (session.report === undefined) {
+              return yield* new InvalidSessionState({ sessionId: path.id, message: "no report has landed yet" })
+            }
+            return session.report
+          }))
+        .handle("events", ({ headers, path, urlParams }) =>
+          Effect.gen(function*() {
+            const by = yield* CurrentPrincipal
+            // Resolve the session first: a missing one is a 404, not an empty stream.
+            yield* orUnavailable(provide(current(by, path.id)))
+            const body = Sse.stream({
+              corral,
+              principal: by,
+              sessionId: path.id,
+              current: provide(current(by, path.id)),
+              after: urlParams.after ?? headers["last-event-id"] ?? 0,
+              keepAliveMs: options.keepAliveMs,
+              until: shutdown.signal
+            })
+            return HttpServerResponse.stream(body, {
+              contentType: "text/event-stream",
+              headers: { "cache-control": "no-cache, no-transform", "x-accel-buffering": "no" }
+            })
+          }))
+    }))
+
+const system = HttpApiBuilder.group(Api, "system", (handlers) =>
+  Effect.gen(function*() {
+    const readiness = yield* Readiness
+    const shutdown = yield* Shutdown
+    return handlers
+      .handle("healthz", () => Effect.succeed({ status: "ok" as const }))
+      .handle("readyz", () =>
+        shutdown.draining()
+          ? Effect.fail(new NotReady({ message: "shutting down", checks: { shutdown: "draining" } }))
+          : readiness.check.pipe(
+            Effect.mapError((checks) => new NotReady({ message: "not ready", checks })),
+            Effect.map((checks) => ({ status: "ready" as const, checks }))
+          ))
+  }))
+
+/** Every group's handlers. Needs the Corral service, the store (session listing), readiness and shutdown state. */
+export const layer = (options: Options) => Layer.mergeAll(agents, sessions(options), system)

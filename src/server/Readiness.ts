@@ -1,0 +1,49 @@
+/**
+ * Readiness — what `/readyz` asks before a load balancer sends traffic: is the database reachable, and is its
+ * schema the one this code expects. A process whose database is down must fail the probe (and be taken out of
+ * rotation) rather than accept sessions it cannot persist.
+ */
+import { SqlClient } from "@effect/sql"
+import { Context, Effect, Layer, Schema } from "effect"
+import * as Migrations from "../store/Migrations.js"
+
+/** The probe: the checks that passed, or the one that failed and why. */
+export class Readiness extends Context.Tag("corral/server/Readiness")<Readiness, {
+  /** Succeeds with a check → outcome record; fails with the same record, the failed check saying why. Never dies. */
+  readonly check: Effect.Effect<Record<string, string>, Record<string, string>>
+}>() {}
+
+/** The memory store is always ready. */
+export const layerMemory: Layer.Layer<Readiness> = Layer.succeed(Readiness, {
+  check: Effect.succeed({ store: "memory" })
+})
+
+// `count(*)` is a bigint: node-postgres hands it over as a string.
+const Count = Schema.Array(Schema.Struct({ n: Schema.Union(Schema.Number, Schema.NumberFromString) }))
+
+/**
+ * The SQL probe: `SELECT 1` within 2 s, then every migration in `Migrations.all` recorded in the bookkeeping
+ * table. Never fails to build.
+ */
+export const layerSql: Layer.Layer<Readiness, never, SqlClient.SqlClient> = Layer.effect(
+  Readiness,
+  Effect.map(SqlClient.SqlClient, (sql) => {
+    const expected = Object.keys(Migrations.all).length
+    const check: Effect.Effect<Record<string, string>, Record<string, string>> = Effect.gen(function*() {
+      yield* sql`SELECT 1`.pipe(
+        Effect.timeoutFail({ duration: "2 seconds", onTimeout: () => "timed out after 2 s" }),
+        Effect.mapError((error) => ({ database: `unreachable: ${typeof error === "string" ? error : "query failed"}` }))
+      )
+      const rows = yield* sql`SELECT count(*) AS n FROM ${sql(Migrations.table)}`.pipe(
+        Effect.flatMap(Schema.decodeUnknown(Count)),
+        Effect.mapError(() => ({ database: "reachable", migrations: "not applied (run `corral migrate`)" }))
+      )
+      const applied = rows[0]?.n ?? 0
+      if (applied < expected) {
+        return yield* Effect.fail({ database: "reachable", migrations: `${applied}/${expected} applied` })
+      }
+      return { database: "reachable", migrations: `${applied}/${expected} applied` }
+    })
+    return { check: Effect.catchAllDefect(check, () => Effect.fail({ database: "probe failed" })) }
+  })
+)

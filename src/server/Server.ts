@@ -1,0 +1,127 @@
+/**
+ * Server — the bundled Node HTTP server: the `Api` handlers, `/openapi.json`, the docs page at `/docs`, the viewer
+ * at `/ui`, the body guard, authentication, and the graceful shutdown, over the runtime `Wiring` builds.
+ *
+ * Without API keys the server is a local tool: it binds 127.0.0.1 whatever `server.host` says and warns at start,
+ * so forgetting keys can never expose an unauthenticated API to a network.
+ *
+ * Shutdown ordering rides on layer ordering: the drain finalizer is acquired after the HTTP server, so it runs
+ * before the server's own close (which would otherwise wait forever on open event streams), and everything below —
+ * actors, store, database — closes after it (see `Shutdown`).
+ */
+import { HttpApiBuilder, HttpApiScalar, HttpServer } from "@effect/platform"
+import { NodeHttpServer } from "@effect/platform-node"
+import { Context, Effect, Layer } from "effect"
+import { createServer } from "node:http"
+import type { Server as NodeServer } from "node:http"
+import type { Settings } from "../config/Config.js"
+import { Api } from "./Api.js"
+import * as Authentication from "./Authentication.js"
+import * as BodyGuard from "./BodyGuard.js"
+import * as Handlers from "./Handlers.js"
+import * as Shutdown from "./Shutdown.js"
+import * as Viewer from "./Viewer.js"
+import * as Wiring from "./Wiring.js"
+
+/** The Node server under the HttpServer (for the drain: stop accepting, close connections). */
+class NodeHttp extends Context.Tag("corral/server/NodeHttp")<NodeHttp, NodeServer>() {}
+
+/** The interface the server binds: the configured host only when API keys protect it. */
+export const bindHost = (settings: Settings): string =>
+  settings.apiKeys.length === 0 ? "127.0.0.1" : settings.server.host
+
+const describeStore = (settings: Settings): string => {
+  switch (settings.database._tag) {
+    case "Memory":
+      return "memory (nothing survives a restart)"
+    case "Embedded":
+      return `embedded PGlite in ${settings.database.dataDir}`
+    case "Postgres":
+      return "Postgres (DATABASE_URL)"
+  }
+}
+
+/** The start banner: where to go, and the warnings a newcomer or an operator must see. */
+const announce = (settings: Settings) =>
+  Layer.effectDiscard(Effect.gen(function*() {
+    const server = yield* HttpServer.HttpServer
+    const address = server.address
+    const url = address._tag === "TcpAddress" ? `http://${address.hostname}:${address.port}` : `unix:${address.path}`
+    yield* Effect.logInfo(`Corral listening on ${url} — viewer ${url}/ui · API docs ${url}/docs`)
+    yield* Effect.logInfo(
+      `config: ${settings.file ?? "defaults (no ./corral.json)"} · store: ${describeStore(settings)}`
+    )
+    if (Object.keys(settings.models.providers ?? {}).length === 0) {
+      yield* Effect.logWarning(
+        "No model providers configured: only the scripted `demo` agent runs. Add `providers` and `tiers` to " +
+          "corral.json (or CORRAL_PROVIDERS / CORRAL_TIERS) to run real agents — see docs/server.md#configuration."
+      )
+    }
+    if (settings.apiKeys.length === 0) {
+      yield* Effect.logWarning(
+        `No API keys configured: listening on 127.0.0.1 only${
+          settings.server.host === "127.0.0.1" ? "" : ` (server.host "${settings.server.host}" ignored)`
+        }, every request acts as the local principal. Add \`apiKeys\` to serve other machines.`
+      )
+    }
+  }))
+
+/** The drain, as a finalizer that runs before the HTTP server closes (see the module header). */
+const drain = (settings: Settings) =>
+  Layer.scopedDiscard(Effect.gen(function*() {
+    const shutdown = yield* Shutdown.Shutdown
+    const node = yield* NodeHttp
+    const context = yield* Effect.context<Wiring.Services>()
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function*() {
+        yield* Effect.logInfo("shutting down: draining requests, cancelling running bursts")
+        yield* shutdown.begin
+        node.close()
+        node.closeIdleConnections()
+        const left = yield* Effect.provide(Shutdown.cancelRunning(settings.server.shutdownTimeoutMs), context)
+        if (left > 0) yield* Effect.logWarning(`${left} burst(s) had not landed at the shutdown deadline`)
+        // Let the answers of awaited requests (their bursts just landed) reach their clients, briefly.
+        for (let i = 0; i < 40 && (yield* connections(node)) > 0; i++) yield* Effect.sleep("25 millis")
+        node.closeAllConnections()
+        yield* Effect.logInfo("shutdown: requests drained; closing the store")
+      }).pipe(Effect.catchAllCause((cause) => Effect.logError("shutdown: drain failed", cause)))
+    )
+  }))
+
+const connections = (node: NodeServer) =>
+  Effect.async<number>((resume) => {
+    node.getConnections((error, count) => resume(Effect.succeed(error ? 0 : count)))
+  })
+
+/**
+ * The server for `settings`, listening once built: the HttpServer (its address tells the bound port, useful with
+ * port 0) and the runtime's services. Fails to build when the runtime cannot be wired (see `Wiring.WiringError`)
+ * or the port cannot be bound (`ServeError`).
+ */
+export const layer = (settings: Settings) => {
+  const node = createServer()
+  const listen = NodeHttpServer.layer(() => node, { host: bindHost(settings), port: settings.server.port })
+  const api = HttpApiBuilder.api(Api).pipe(
+    Layer.provide(Handlers.layer({ keepAliveMs: settings.server.keepAliveMs })),
+    Layer.provide(Authentication.layer(settings.apiKeys))
+  )
+  const serve = Layer.unwrapEffect(
+    Effect.map(Shutdown.Shutdown, (shutdown) =>
+      HttpApiBuilder.serve(BodyGuard.middleware({
+        limitBytes: settings.server.bodyLimitBytes,
+        draining: shutdown.draining
+      })))
+  ).pipe(
+    Layer.provide(Viewer.layer),
+    Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
+    Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
+    Layer.provide(api)
+  )
+  return Layer.mergeAll(drain(settings), announce(settings)).pipe(
+    Layer.provideMerge(serve),
+    Layer.provideMerge(listen),
+    Layer.provideMerge(Layer.succeed(NodeHttp, node)),
+    Layer.provideMerge(Shutdown.layer),
+    Layer.provideMerge(Wiring.layer(settings, Authentication.orgs(settings.apiKeys)))
+  )
+}

@@ -1,0 +1,122 @@
+/**
+ * Wiring — the ONE place where configuration becomes a running Corral: which store (memory, embedded PGlite or
+ * Postgres), which model routes (the configured providers plus the scripted `demo` tier), which tools (MCP servers
+ * plus the demo tools), which ceilings. `corral serve`, `corral run`, `replay` and `agents publish` all build
+ * their runtime here, so a new adapter is wired once.
+ *
+ * Fallbacks are deliberate: no providers configured still gives a working server (the demo agent only); no MCP
+ * servers gives the built-in demo tools; `database.store: "memory"` skips SQL entirely.
+ */
+import type { SqlClient } from "@effect/sql"
+import { Effect, Layer, Option } from "effect"
+import type { ConfigError } from "effect"
+import type { Settings } from "../config/Config.js"
+import { Corral } from "../Corral.js"
+import type { InvalidRequest, PersistenceFailed } from "../domain/Errors.js"
+import type { Principal } from "../domain/Principal.js"
+import * as LiveEvents from "../events/LiveEvents.js"
+import { Providers } from "../model/ModelProvider.js"
+import * as ProviderConfig from "../model/ProviderConfig.js"
+import * as Limits from "../rails/Limits.js"
+import type * as Supervisor from "../session/Supervisor.js"
+import * as Database from "../store/Database.js"
+import * as Embedded from "../store/Embedded.js"
+import * as MemoryStore from "../store/MemoryStore.js"
+import * as Migrations from "../store/Migrations.js"
+import type { SessionStore } from "../store/SessionStore.js"
+import * as SqlStore from "../store/SqlStore.js"
+import * as McpRegistry from "../tools/McpRegistry.js"
+import { ToolExecutor } from "../tools/ToolExecutor.js"
+import * as ToolRegistry from "../tools/ToolRegistry.js"
+import * as DemoAgent from "./DemoAgent.js"
+import * as Readiness from "./Readiness.js"
+
+/** Why the runtime could not be built. */
+export type WiringError =
+  | PersistenceFailed
+  | ConfigError.ConfigError
+  | McpRegistry.McpStartError
+  | InvalidRequest
+
+/** What the runtime provides to the server and the CLI. */
+export type Services = Corral | Supervisor.Supervisor | SessionStore | Readiness.Readiness
+
+/** The SQL client of the configured database (Postgres or embedded PGlite). */
+export const database = (
+  settings: Settings
+): Layer.Layer<SqlClient.SqlClient, PersistenceFailed> =>
+  settings.database._tag === "Postgres"
+    ? Database.layerPostgres(settings.database.url, { maxConnections: settings.database.maxConnections })
+    : Embedded.layerEmbedded({
+      dataDir: settings.database._tag === "Embedded" ? settings.database.dataDir : "memory://"
+    })
+
+/** The store and its readiness probe. SQL stores migrate on start (idempotent). */
+export const store = (settings: Settings): Layer.Layer<SessionStore | Readiness.Readiness, PersistenceFailed> =>
+  settings.database._tag === "Memory"
+    ? Layer.merge(MemoryStore.layerMemory, Readiness.layerMemory)
+    : Layer.merge(SqlStore.layer(), Readiness.layerSql).pipe(Layer.provide(database(settings)))
+
+/** Applies pending migrations; `None` for the memory store, which has none. */
+export const migrate = (
+  settings: Settings
+): Effect.Effect<Option.Option<ReadonlyArray<readonly [number, string]>>, PersistenceFailed> =>
+  settings.database._tag === "Memory"
+    ? Effect.succeed(Option.none())
+    : Effect.map(Effect.provide(Migrations.run, database(settings)), Option.some)
+
+/**
+ * The model routes: the configured tiers, plus the `demo` tier (the scripted demo model) when the demo is on. The
+ * demo tier wins over a configured tier of the same name, so the demo agent always runs offline.
+ */
+export const providers = (settings: Settings, options: { readonly demoEverywhere?: boolean } = {}) => {
+  const configured: Layer.Layer<Providers, ConfigError.ConfigError> =
+    Object.keys(settings.models.providers ?? {}).length === 0
+      ? Layer.succeed(Providers, Providers.fromRoutes({}))
+      : ProviderConfig.layerNode(settings.models)
+  if (!settings.demo.enabled) return configured
+  const demo = [DemoAgent.provider(settings.demo.delayMs)]
+  return Layer.effect(
+    Providers,
+    Effect.map(Providers, (base) => ({
+      tiers: [...new Set([...base.tiers, DemoAgent.tier])].sort(),
+      // `demoEverywhere` (corral run --demo): every tier is the demo model.
+      route: (tier: string) =>
+        tier === DemoAgent.tier || options.demoEverywhere === true ? Option.some(demo) : base.route(tier)
+    }))
+  ).pipe(Layer.provide(configured))
+}
+
+/** The tools: MCP servers' tools over the demo tools (when the demo is on). */
+export const tools = (settings: Settings): Layer.Layer<ToolExecutor, McpRegistry.McpStartError> => {
+  const builtIn = ToolRegistry.make(settings.demo.enabled ? DemoAgent.tools : [])
+  if (Object.keys(settings.mcpServers).length === 0) return Layer.succeed(ToolExecutor, builtIn)
+  return Layer.scoped(
+    ToolExecutor,
+    Effect.map(McpRegistry.make(settings.mcpServers), (mcp) => ToolRegistry.layered(mcp, builtIn))
+  )
+}
+
+/** Publishes the demo agent into each org (idempotent: the same version replaces itself). */
+export const publishDemo = (orgs: ReadonlyArray<Principal>) =>
+  Layer.effectDiscard(
+    Effect.flatMap(Corral, (corral) =>
+      Effect.forEach(orgs, (principal) => corral.publishAgent(principal, DemoAgent.spec), { discard: true }))
+  )
+
+/**
+ * The whole runtime for `settings`: Corral (with its local supervisor) over the configured store, live events,
+ * tools, model routes and ceilings, with the demo agent published into `orgs` when the demo is on.
+ */
+export const layer = (
+  settings: Settings,
+  orgs: ReadonlyArray<Principal>,
+  options: { readonly demoEverywhere?: boolean } = {}
+): Layer.Layer<Services, WiringError> => {
+  const ports = Layer.mergeAll(tools(settings), providers(settings, options), LiveEvents.layer).pipe(
+    Layer.provideMerge(store(settings))
+  )
+  const corral = Corral.layer().pipe(Layer.provideMerge(ports))
+  const withDemo = settings.demo.enabled ? Layer.provideMerge(publishDemo(orgs), corral) : corral
+  return withDemo.pipe(Layer.provide(settings.limits === undefined ? Layer.empty : Limits.layer(settings.limits)))
+}
