@@ -16,6 +16,7 @@ import type { HttpClient } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
 import { Array as Arr, Config, ConfigError, Effect, Either, Layer, Option, ParseResult, Redacted, Schema } from "effect"
 import { FieldIssue } from "../domain/Errors.js"
+import { HttpUrl } from "../domain/HttpUrl.js"
 import * as Anthropic from "./Anthropic.js"
 import type { ModelProvider } from "./ModelProvider.js"
 import { Providers } from "./ModelProvider.js"
@@ -26,17 +27,6 @@ const Name = Schema.String.pipe(
   Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9_.-]*$/, {
     message: () => "a name: letters, digits, '_', '.', '-', starting with a letter or digit"
   })
-)
-
-const HttpUrl = Schema.String.pipe(
-  Schema.filter((s) => {
-    try {
-      const url = new URL(s)
-      return url.protocol === "http:" || url.protocol === "https:"
-    } catch {
-      return false
-    }
-  }, { message: () => "an absolute http:// or https:// URL" })
 )
 
 const EnvName = Schema.String.pipe(

@@ -9,6 +9,7 @@
  */
 import { Array as Arr, Either, ParseResult, Schema } from "effect"
 import { FieldIssue } from "../domain/Errors.js"
+import { HttpUrl } from "../domain/HttpUrl.js"
 
 /** A tool's declared effect, as an operator overrides it. */
 export const EffectOverride = Schema.Literal("read", "write")
@@ -42,17 +43,6 @@ export const StdioServer = Schema.Struct({
   ...common
 })
 export type StdioServer = typeof StdioServer.Type
-
-const HttpUrl = Schema.String.pipe(
-  Schema.filter((s) => {
-    try {
-      const url = new URL(s)
-      return url.protocol === "http:" || url.protocol === "https:"
-    } catch {
-      return false
-    }
-  }, { message: () => "an absolute http:// or https:// URL" })
-)
 
 /** A server reached over MCP Streamable HTTP. */
 export const HttpServer = Schema.Struct({

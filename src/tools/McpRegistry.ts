@@ -234,8 +234,7 @@ const dispatch = (
   if (entry === undefined) return Effect.succeed(Texts.unknownTool(name, available))
   const checked = Arguments.check(name, argumentsJson, entry.validate, entry.expected)
   if (!checked.ok) return Effect.succeed(checked.outcome)
-  const args = checked.args
-  const valid = args
+  const valid = checked.args
   return Effect.flatMap(Limits, (limits) => {
     const own = entry.handle.config.timeoutMs
     const ms = own === undefined ? limits.toolTimeoutMs : Math.min(own, limits.toolTimeoutMs)
