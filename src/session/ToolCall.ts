@@ -7,7 +7,7 @@
  * repeat guard, and persisted together as ONE `tool_results` turn — also when the burst is interrupted midway, so
  * every call of the assistant turn always has exactly one result (the pairing invariant).
  */
-import { Clock, Effect, Option } from "effect"
+import { Cause, Clock, Effect, Exit, Fiber, Option, Runtime } from "effect"
 import type { PersistenceFailed } from "../domain/Errors.js"
 import type { ExitReason } from "../domain/ExitReason.js"
 import type { ToolCall, ToolResult } from "../domain/Message.js"
@@ -161,28 +161,55 @@ export const runTurn = (
     })
 
     const toolCtx = { sessionId: ctx.session.id, principal: ctx.session.principal, scope: ctx.session.scope }
-    const dispatchAll = Effect.forEach(dispatch, (i) => {
-      const call = run[i]!
-      return Effect.gen(function*() {
-        started[i] = yield* Clock.currentTimeMillis
-        yield* ctx.ports.events.publish({
+    const runtime = yield* Effect.runtime<never>()
+    const runSync = Runtime.runSyncExit(runtime)
+    const inFlight: Array<readonly [number, Fiber.RuntimeFiber<ToolOutcome, never>]> = []
+
+    // Sync-first dispatch: every call starts in order, right away; a call that finishes without suspending costs no
+    // fiber, and the ones that suspend keep running concurrently and are joined below.
+    const startAll = Effect.flatMap(Clock.currentTimeMillis, (now) => {
+      for (const i of dispatch) {
+        const call = run[i]!
+        started[i] = now
+        runSync(ctx.ports.events.publish({
           _tag: "tool_start",
           sessionId: ctx.session.id,
           seq: burst.lastSeq,
           callId: call.id,
           name: call.name
-        })
-        const outcome = yield* ctx.executor.call(call.name, call.arguments, {
-          ...toolCtx,
-          runId: ctx.runId,
-          callId: call.id
-        })
+        }))
+        const exit = runSync(
+          ctx.executor.call(call.name, call.arguments, { ...toolCtx, runId: ctx.runId, callId: call.id })
+        )
+        if (Exit.isSuccess(exit)) {
+          slots[i] = { outcome: exit.value, status: exit.value.isError ? "error" : "ok" }
+          continue
+        }
+        const defect = Cause.dieOption(exit.cause)
+        if (Option.isSome(defect) && Runtime.isAsyncFiberException(defect.value)) {
+          // The suspended fiber runs `executor.call`, which never fails.
+          inFlight.push([i, defect.value.fiber as Fiber.RuntimeFiber<ToolOutcome, never>])
+          continue
+        }
+        // The executor broke its never-fail contract: a defect of the burst (`crashed`), not a tool result.
+        return exit
+      }
+      return Effect.void
+    })
+    const joinAll = Effect.forEach(inFlight, ([i, fiber]) =>
+      Effect.map(Fiber.join(fiber), (outcome) => {
         slots[i] = { outcome, status: outcome.isError ? "error" : "ok" }
-      })
-    }, { concurrency: "unbounded", discard: true })
+      }), { concurrency: "unbounded", discard: true })
 
-    // If the burst is interrupted mid-dispatch, the finished results and an "interrupted" result for each unfinished
-    // call are still persisted: the transcript stays paired and resumable.
-    yield* dispatchAll.pipe(Effect.onInterrupt(() => Effect.ignore(persist)))
+    // If the burst is interrupted mid-dispatch, the calls still running are stopped, and the finished results plus an
+    // "interrupted" result for each unfinished call are still persisted: the transcript stays paired and resumable.
+    yield* Effect.zipRight(startAll, joinAll).pipe(
+      Effect.onInterrupt(() =>
+        Effect.zipRight(
+          Effect.forEach(inFlight, ([, fiber]) => Fiber.interrupt(fiber), { discard: true }),
+          Effect.ignore(persist)
+        )
+      )
+    )
     return yield* persist
   })
