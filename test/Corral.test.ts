@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Effect, Fiber, Layer, Stream, TestClock } from "effect"
+import { Chunk, Effect, Fiber, Stream, TestClock } from "effect"
 import { Corral } from "../src/Corral.js"
 import { Principal } from "../src/domain/Principal.js"
 import { Usage } from "../src/domain/Usage.js"
@@ -291,5 +291,3 @@ describe("Corral sessions", () => {
       expect(v.modelCalls).toBe(2)
     }))
 })
-
-void Layer

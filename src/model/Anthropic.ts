@@ -17,7 +17,6 @@
  */
 import type { HttpClientResponse } from "@effect/platform"
 import { HttpClient } from "@effect/platform"
-import type { Redacted } from "effect"
 import { Effect, Either, Redacted as R, Stream } from "effect"
 import type { FinishReason, ModelReply, ToolCall } from "../domain/Message.js"
 import type { Usage } from "../domain/Usage.js"
@@ -32,30 +31,11 @@ import { classifyErrorType } from "./ProviderError.js"
 import * as Render from "./Render.js"
 
 /** How to reach one Claude model. */
-export interface Options {
-  /** The provider's name in logs, trajectories and errors. */
-  readonly name: string
-  readonly model: string
+export interface Options extends Http.CommonOptions {
   /** The API root, e.g. `https://api.anthropic.com` (a trailing `/v1` is tolerated). */
   readonly baseUrl?: string | undefined
-  /** Sent as `x-api-key`; omit for a gateway that authenticates otherwise. */
-  readonly apiKey?: Redacted.Redacted<string> | undefined
-  /** Extra headers on every request (`anthropic-beta`, a gateway's routing header…). */
-  readonly headers?: Readonly<Record<string, string>> | undefined
-  /** Per-attempt timeout applied by the chain (default 120 s). */
-  readonly timeoutMs?: number | undefined
-  /** Attempts before failing over (default 3). */
-  readonly maxAttempts?: number | undefined
-  /** Response headers must arrive within this (default: `timeoutMs`). */
-  readonly firstByteTimeoutMs?: number | undefined
-  /** A stream or body silent for longer fails `timeout` (default: `timeoutMs`). */
-  readonly idleTimeoutMs?: number | undefined
-  /** Replies larger than this fail `server` (default 8 MiB). */
-  readonly maxResponseBytes?: number | undefined
   /** `max_tokens`, required by the API (default 8192). */
   readonly maxOutputTokens?: number | undefined
-  /** Extra body fields on every request (`temperature`, `metadata`…). */
-  readonly extraBody?: Readonly<Record<string, unknown>> | undefined
 }
 
 /** The API version this adapter speaks. */

@@ -19,7 +19,6 @@
  */
 import type { HttpClientResponse } from "@effect/platform"
 import { HttpClient } from "@effect/platform"
-import type { Redacted } from "effect"
 import { Effect, Either, Redacted as R, Stream } from "effect"
 import type { ErrorKind } from "../domain/ErrorKind.js"
 import type { FinishReason, ModelReply, ToolCall, TurnEntry } from "../domain/Message.js"
@@ -35,30 +34,11 @@ import { classifyErrorType } from "./ProviderError.js"
 import * as Render from "./Render.js"
 
 /** How to reach one model on one OpenAI-compatible server. */
-export interface Options {
-  /** The provider's name in logs, trajectories and errors. */
-  readonly name: string
-  readonly model: string
+export interface Options extends Http.CommonOptions {
   /** The API root including its version segment, e.g. `https://api.openai.com/v1`, `http://localhost:11434/v1`. */
   readonly baseUrl: string
-  /** Sent as `Authorization: Bearer …`; omit for local servers that need none. */
-  readonly apiKey?: Redacted.Redacted<string> | undefined
-  /** Extra headers on every request (OpenRouter's `HTTP-Referer`, a gateway's routing header…). */
-  readonly headers?: Readonly<Record<string, string>> | undefined
-  /** Per-attempt timeout applied by the chain (default 120 s). */
-  readonly timeoutMs?: number | undefined
-  /** Attempts before failing over (default 3). */
-  readonly maxAttempts?: number | undefined
-  /** Response headers must arrive within this (default: `timeoutMs`). */
-  readonly firstByteTimeoutMs?: number | undefined
-  /** A stream or body silent for longer fails `timeout` (default: `timeoutMs`). */
-  readonly idleTimeoutMs?: number | undefined
-  /** Replies larger than this fail `server` (default 8 MiB). */
-  readonly maxResponseBytes?: number | undefined
   /** How the finalize call asks for JSON (default `json_schema`; see the module comment). */
   readonly responseFormat?: "json_schema" | "json_object" | "none" | undefined
-  /** Extra body fields on every request (`temperature`, `max_tokens`, a server's own knobs). */
-  readonly extraBody?: Readonly<Record<string, unknown>> | undefined
 }
 
 // ---------------------------------------------------------------------------------------------------------------

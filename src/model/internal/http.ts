@@ -9,12 +9,36 @@
 import type { HttpClient, HttpClientError, HttpClientResponse } from "@effect/platform"
 import { HttpClientRequest } from "@effect/platform"
 import { Chunk, Clock, Effect, Either, ParseResult, Schema, Stream } from "effect"
+import type { Redacted } from "effect"
 import type { ErrorKind } from "../../domain/ErrorKind.js"
 import type { Usage } from "../../domain/Usage.js"
 import { classifyStatus, parseRetryAfter, ProviderError } from "../ProviderError.js"
 import * as WireUsage from "./usage.js"
 
 /** What the edge needs to know about one provider. */
+/** What every HTTP adapter takes; each adds its own fields (base URL rules, output limits, JSON mode). */
+export interface CommonOptions {
+  /** The provider's name in logs, trajectories and errors. */
+  readonly name: string
+  readonly model: string
+  /** The API key; omit for servers (or gateways) that authenticate otherwise. */
+  readonly apiKey?: Redacted.Redacted<string> | undefined
+  /** Extra headers on every request (a gateway's routing header, `anthropic-beta`, OpenRouter's `HTTP-Referer`…). */
+  readonly headers?: Readonly<Record<string, string>> | undefined
+  /** Per-attempt timeout applied by the chain (default 120 s). */
+  readonly timeoutMs?: number | undefined
+  /** Attempts before failing over (default 3). */
+  readonly maxAttempts?: number | undefined
+  /** Response headers must arrive within this (default: `timeoutMs`). */
+  readonly firstByteTimeoutMs?: number | undefined
+  /** A stream or body silent for longer fails `timeout` (default: `timeoutMs`). */
+  readonly idleTimeoutMs?: number | undefined
+  /** Replies larger than this fail `server` (default 8 MiB). */
+  readonly maxResponseBytes?: number | undefined
+  /** Extra body fields on every request (`temperature`, `metadata`, a server's own knobs…). */
+  readonly extraBody?: Readonly<Record<string, unknown>> | undefined
+}
+
 export interface Transport {
   readonly provider: string
   readonly client: HttpClient.HttpClient
