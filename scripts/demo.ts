@@ -114,10 +114,11 @@ const scenarios: ReadonlyArray<Scenario> = [
     prompt: "Checkout is wedged. Fix it.",
     then: (c, sessionId) =>
       Effect.gen(function*() {
-        const view = yield* c.get(me, sessionId)
+        // The session was started in the background: its tokens were never shown, so ask for fresh ones.
+        const view = yield* c.renewApprovals(me, sessionId)
         for (const pending of view.pending) {
           yield* Console.log(`\n  >> a person approves ${pending.tool}(${pending.arguments})\n`)
-          yield* c.approve(me, sessionId, pending.token, "approve")
+          yield* c.approve(me, sessionId, pending.token ?? "", "approve")
         }
       })
   },

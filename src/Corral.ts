@@ -80,13 +80,23 @@ export interface Service {
     text: string,
     options?: { readonly scope?: string }
   ) => Effect.Effect<SessionView, InvalidRequest | SessionError>
-  /** Decides a pending write; when it was the last one, the session resumes and this awaits its landing. */
+  /**
+   * Decides a pending write with its approval token; when it was the last one, the session resumes and this awaits
+   * its landing. Only the session's own user decides, with an unspent, unexpired token issued for exactly the write
+   * that waits; anything else fails with `InvalidSessionState` saying why, and the refusal is recorded in the
+   * transcript. Deciding twice with the same token answers the session as it stands.
+   */
   readonly approve: (
     by: Principal,
     sessionId: string,
     token: string,
     decision?: "approve" | "reject"
   ) => Effect.Effect<SessionView, SessionError>
+  /**
+   * Issues fresh approval tokens for the writes still waiting and revokes their old ones (tokens are shown once and
+   * expire). The session's own user only; the view carries the new tokens.
+   */
+  readonly renewApprovals: (by: Principal, sessionId: string) => Effect.Effect<SessionView, SessionError>
   /** Cancels the running burst (if any) and returns the session as it stands. */
   readonly cancel: (by: Principal, sessionId: string) => Effect.Effect<SessionView, SessionError>
   /** The session as it stands. */
@@ -320,7 +330,9 @@ export const make: Effect.Effect<
     })
 
   const send = (by: Principal, sessionId: string, message: Parameters<Supervisor.Service["send"]>[2]) =>
-    Effect.map(supervisor.send(by.orgId, sessionId, message), view)
+    Effect.map(supervisor.send(by.orgId, sessionId, message), ({ session, tokens }) =>
+      // Approval tokens are shown only to the session's own user: they are bound to that user anyway.
+      view(session, by.orgId === session.principal.orgId && by.userId === session.principal.userId ? tokens : []))
 
   const service: Service = {
     publishAgent,
@@ -351,13 +363,15 @@ export const make: Effect.Effect<
         }
         return yield* send(by, sessionId, { _tag: "Continue", text })
       }),
-    approve: (by, sessionId, token, decision = "approve") => send(by, sessionId, { _tag: "Approve", token, decision }),
+    approve: (by, sessionId, token, decision = "approve") =>
+      send(by, sessionId, { _tag: "Approve", by, token, decision }),
+    renewApprovals: (by, sessionId) => send(by, sessionId, { _tag: "Renew", by }),
     cancel: (by, sessionId) =>
       Effect.zipRight(
         Effect.flatMap(load(by, sessionId), () => supervisor.cancel(by.orgId, sessionId)),
-        Effect.map(load(by, sessionId), view)
+        Effect.map(load(by, sessionId), (session) => view(session))
       ),
-    get: (by, sessionId) => Effect.map(load(by, sessionId), view),
+    get: (by, sessionId) => Effect.map(load(by, sessionId), (session) => view(session)),
     turns: (by, sessionId, afterSeq = 0) =>
       Effect.zipRight(load(by, sessionId), store.turns(by.orgId, sessionId, afterSeq)),
     trajectories: (by, sessionId) => Effect.zipRight(load(by, sessionId), store.trajectories(by.orgId, sessionId)),

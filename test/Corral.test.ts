@@ -182,19 +182,26 @@ describe("Corral sessions", () => {
           const v = yield* c.run(alice, { agentId: "triage", scope: "incident:1", prompt: "fix it" })
           expect(v.exitReason).toBe("confirmation_pending")
           expect(v.status).toBe("awaiting_confirmation")
-          expect(v.pending).toEqual([{ tool: "restart", arguments: "{\"service\":\"db\"}", token: expect.any(String) }])
+          expect(v.pending).toEqual([{
+            callId: expect.any(String),
+            tool: "restart",
+            arguments: "{\"service\":\"db\"}",
+            token: expect.any(String),
+            expiresAt: expect.any(Number)
+          }])
+          const token = v.pending[0]?.token ?? ""
           expect(ran).toEqual([])
           const refused = yield* Effect.flip(c.continue(alice, v.id, "hurry"))
           expect(refused._tag).toBe("InvalidSessionState")
           const forged = yield* Effect.flip(c.approve(alice, v.id, "forged-token"))
           expect(forged._tag).toBe("InvalidSessionState")
-          const done = yield* c.approve(alice, v.id, v.pending[0]!.token)
+          const done = yield* c.approve(alice, v.id, token)
           expect(ran).toEqual([{ service: "db" }])
           expect(done.exitReason).toBe("completed")
           const opening = (yield* c.turns(alice, v.id)).find((t, i) => i > 0 && t.entry.kind === "user")?.entry
           expect(opening?.kind === "user" && opening.context).toContain("restarted db")
           // Approving twice is not an error and does not run the write again.
-          yield* c.approve(alice, v.id, v.pending[0]!.token)
+          yield* c.approve(alice, v.id, token)
           expect(ran).toHaveLength(1)
         }), { tools: [...Tools.all.filter((t) => t.name !== "restart"), restart] })
     }))
@@ -210,7 +217,7 @@ describe("Corral sessions", () => {
       yield* withCorral([model], (c) =>
         Effect.gen(function*() {
           const v = yield* c.run(alice, { agentId: "triage", scope: "incident:1", prompt: "fix it" })
-          const done = yield* c.approve(alice, v.id, v.pending[0]!.token, "reject")
+          const done = yield* c.approve(alice, v.id, v.pending[0]?.token ?? "", "reject")
           expect(done.exitReason).toBe("completed")
           const last = model.requests.at(-2)?.messages.at(-1)
           expect(last?.kind === "user" && last.context).toContain("DECLINED")

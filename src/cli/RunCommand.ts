@@ -62,7 +62,9 @@ const session = (by: Principal, spec: unknown, scope: string, prompt: string) =>
         })
       )
     )
-    const view = yield* corral.get(by, started.id)
+    const landed = yield* corral.get(by, started.id)
+    // Tokens are shown once, to whoever asks for them: a waiting write gets its token issued here.
+    const view = landed.pending.length > 0 ? yield* corral.renewApprovals(by, started.id) : landed
     for (const pending of view.pending) {
       yield* Output.line(`    pending    ${pending.tool}(${pending.arguments}) — approve with token ${pending.token}`)
     }

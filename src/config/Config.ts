@@ -20,6 +20,7 @@ import { FieldIssue } from "../domain/Errors.js"
 import { LimitsOverride } from "../domain/Limits.js"
 import * as ProviderConfig from "../model/ProviderConfig.js"
 import * as Limits from "../rails/Limits.js"
+import type * as Approvals from "../tools/Approvals.js"
 import * as McpConfig from "../tools/McpConfig.js"
 import * as EnvVars from "./EnvVars.js"
 
@@ -70,6 +71,11 @@ export const DatabaseSection = Schema.Struct({
   maxConnections: Schema.optional(Positive)
 })
 
+/** The `approvals` section: how long an approval token approves. */
+export const ApprovalsSection = Schema.Struct({
+  ttlMs: Schema.optional(Positive)
+})
+
 /** The `demo` section: the built-in scripted agent. */
 export const DemoSection = Schema.Struct({
   enabled: Schema.optional(Schema.Boolean),
@@ -82,6 +88,7 @@ const sections = {
   database: DatabaseSection,
   server: ServerSection,
   limits: LimitsOverride,
+  approvals: ApprovalsSection,
   demo: DemoSection
 } as const
 
@@ -94,6 +101,7 @@ interface FileShape {
   readonly database?: typeof DatabaseSection.Type
   readonly server?: typeof ServerSection.Type
   readonly limits?: LimitsOverride
+  readonly approvals?: typeof ApprovalsSection.Type
   readonly demo?: typeof DemoSection.Type
 }
 
@@ -128,6 +136,7 @@ export interface Settings {
   readonly database: DatabaseSettings
   readonly server: ServerSettings
   readonly limits: LimitsOverride | undefined
+  readonly approvals: Approvals.Settings
   readonly demo: DemoSettings
 }
 
@@ -140,6 +149,7 @@ export const defaults: Settings = {
   database: { _tag: "Embedded", dataDir: "./.corral" },
   server: { host: "127.0.0.1", port: 8787, bodyLimitBytes: 1_048_576, shutdownTimeoutMs: 10_000, keepAliveMs: 15_000 },
   limits: undefined,
+  approvals: { ttlMs: 3_600_000 },
   demo: { enabled: true, delayMs: 700 }
 }
 
@@ -185,12 +195,14 @@ const decodeSections = (raw: Record<string, unknown>): { shape: FileShape; issue
   const database = section("database", sections.database).value
   const server = section("server", sections.server).value
   const limits = section("limits", sections.limits).value
+  const approvals = section("approvals", sections.approvals).value
   const demo = section("demo", sections.demo).value
   const shape: FileShape = {
     ...(apiKeys === undefined ? {} : { apiKeys }),
     ...(database === undefined ? {} : { database }),
     ...(server === undefined ? {} : { server }),
     ...(limits === undefined ? {} : { limits }),
+    ...(approvals === undefined ? {} : { approvals }),
     ...(demo === undefined ? {} : { demo })
   }
   return { shape, issues }
@@ -335,6 +347,7 @@ export const load: Effect.Effect<Settings, ConfigInvalid> = Effect.gen(function*
       keepAliveMs: env.keepAliveMs
     },
     limits: shape.limits,
+    approvals: { ttlMs: env.approvalTtlMs },
     demo: { enabled: env.demoEnabled, delayMs: env.demoDelayMs }
   }
 })
@@ -384,6 +397,7 @@ const environment = (file: FileShape) =>
       file.server?.shutdownTimeoutMs ?? defaults.server.shutdownTimeoutMs
     ),
     keepAliveMs: positive("CORRAL_KEEPALIVE_MS", file.server?.keepAliveMs ?? defaults.server.keepAliveMs),
+    approvalTtlMs: positive("CORRAL_APPROVAL_TTL_MS", file.approvals?.ttlMs ?? defaults.approvals.ttlMs),
     demoEnabled: described(
       "CORRAL_DEMO",
       EffectConfig.boolean("CORRAL_DEMO").pipe(EffectConfig.withDefault(file.demo?.enabled ?? defaults.demo.enabled))

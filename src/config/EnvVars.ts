@@ -106,6 +106,12 @@ export const all: ReadonlyArray<EnvVar> = [
     default: "true"
   },
   {
+    name: "CORRAL_APPROVAL_TTL_MS",
+    key: "approvals.ttlMs",
+    description: "How long an approval token of a pending write approves, in milliseconds",
+    default: "3600000"
+  },
+  {
     name: "CORRAL_DEMO_DELAY_MS",
     key: "demo.delayMs",
     description: "Think time of the demo model per reply, so a viewer can watch the turns arrive",

@@ -2,8 +2,10 @@
  * A session's durable state: what the actor rebuilds from the store after passivation or a crash.
  */
 import { Schema } from "effect"
+import type { IssuedToken } from "./Approval.js"
 import { ExitReason } from "./ExitReason.js"
 import { AgentId, SessionId } from "./Ids.js"
+import { ToolResultStatus } from "./Message.js"
 import { Principal } from "./Principal.js"
 import { Report } from "./Report.js"
 import { Scope } from "./Scope.js"
@@ -17,19 +19,37 @@ export type SessionStatus = typeof SessionStatus.Type
 export const Resolution = Schema.Struct({
   decision: Schema.Literal("approve", "reject"),
   content: Schema.String,
-  isError: Schema.Boolean
+  isError: Schema.Boolean,
+  /** How the call ended: `ok`/`error` when it ran, `not_executed` when it did not, `unknown_outcome` after a crash. */
+  status: Schema.optional(ToolResultStatus),
+  /** The user who decided. */
+  decidedBy: Schema.optional(Schema.String),
+  /** How long the approved call ran, in milliseconds. */
+  durationMs: Schema.optional(Schema.Number)
 })
 export type Resolution = typeof Resolution.Type
 
-/** A write that waits for a person: the call exactly as shown, and the token that approves it. */
+/**
+ * A write that waits for a person: the call exactly as shown. Its approval token is not here: only its hash is
+ * stored (`ApprovalRecord`), and the token itself is shown once, in the response that landed the burst.
+ */
 export const PendingConfirmation = Schema.Struct({
   callId: Schema.String,
   tool: Schema.String,
   arguments: Schema.String,
-  token: Schema.String,
+  /** The assistant turn that asked for the call; the writes of one turn are decided together. */
+  turnSeq: Schema.optionalWith(Schema.NonNegativeInt, { default: () => 0 }),
+  /** Where the tool comes from (`ToolDef.source`). */
+  source: Schema.optional(Schema.String),
+  /** Set (and persisted) just before an approved call is dispatched: a crash after it means an unknown outcome. */
+  dispatchedAt: Schema.optional(Schema.Number),
   resolution: Schema.optional(Resolution)
 })
 export type PendingConfirmation = typeof PendingConfirmation.Type
+
+/** The writes still waiting for a decision. */
+export const undecided = (state: { readonly pending: ReadonlyArray<PendingConfirmation> }) =>
+  state.pending.filter((p) => p.resolution === undefined)
 
 /** Counters, sticky provider state and the last landing. Both model-call counters move together (DESIGN §5). */
 export const SessionState = Schema.Struct({
@@ -90,15 +110,25 @@ export const SessionView = Schema.Struct({
   toolCalls: Schema.Int,
   activeMs: Schema.Number,
   bursts: Schema.Int,
-  /** Writes awaiting a decision: tool, arguments exactly as they will run, and the approval token. */
-  pending: Schema.Array(Schema.Struct({ tool: Schema.String, arguments: Schema.String, token: Schema.String })),
+  /**
+   * Writes awaiting a decision: tool and arguments exactly as they will run. `token` and `expiresAt` appear only in
+   * the response that issued the token, to the session's own user (tokens are stored hashed and shown once; lost
+   * tokens are re-issued with `renewApprovals`).
+   */
+  pending: Schema.Array(Schema.Struct({
+    callId: Schema.String,
+    tool: Schema.String,
+    arguments: Schema.String,
+    token: Schema.optional(Schema.String),
+    expiresAt: Schema.optional(Schema.Number)
+  })),
   createdAt: Schema.Number,
   updatedAt: Schema.Number
 })
 export type SessionView = typeof SessionView.Type
 
-/** The view of a session row. */
-export const view = (session: Session): SessionView => ({
+/** The view of a session row; `tokens` are the ones issued by the response being answered (see `pending`). */
+export const view = (session: Session, tokens: ReadonlyArray<IssuedToken> = []): SessionView => ({
   id: session.id,
   agentId: session.agentId,
   agentVersion: session.agentVersion,
@@ -111,11 +141,15 @@ export const view = (session: Session): SessionView => ({
   toolCalls: session.state.toolCalls,
   activeMs: session.state.activeMs,
   bursts: session.state.bursts,
-  pending: session.state.pending.filter((p) => p.resolution === undefined).map(({ arguments: args, token, tool }) => ({
-    tool,
-    arguments: args,
-    token
-  })),
+  pending: undecided(session.state).map((p) => {
+    const issued = tokens.find((t) => t.callId === p.callId)
+    return {
+      callId: p.callId,
+      tool: p.tool,
+      arguments: p.arguments,
+      ...(issued === undefined ? {} : { token: issued.token, expiresAt: issued.expiresAt })
+    }
+  }),
   createdAt: session.createdAt,
   updatedAt: session.updatedAt
 })

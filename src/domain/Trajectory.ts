@@ -26,14 +26,25 @@ export const ModelAttempt = Schema.Struct({
 })
 export type ModelAttempt = typeof ModelAttempt.Type
 
-/** One tool dispatch, with its declared effect and where the tool came from. */
+/**
+ * One tool call: who initiated it, its declared effect, where the tool came from, its arguments, and its result or
+ * error. `origin` is `model` for a call the model made in a turn, `handler` for a write a person approved or
+ * rejected (run, or not, by the approval handler). Records written before `origin` existed read as `model`.
+ */
 export const ToolCallRecord = Schema.Struct({
   callId: Schema.String,
   name: Schema.String,
+  origin: Schema.optionalWith(Schema.Literal("model", "handler"), { default: () => "model" }),
   effect: Schema.Literal("read", "write", "unknown"),
+  /** Where the tool comes from (`ToolDef.source`, e.g. `builtin` or `mcp:<server>`); `none` for an unknown tool. */
   source: Schema.String,
   status: ToolResultStatus,
-  durationMs: Schema.Number
+  durationMs: Schema.Number,
+  /** The arguments exactly as the model sent them (and, for a write, as the person was shown them). */
+  arguments: Schema.optionalWith(Schema.String, { default: () => "" }),
+  /** What the call returned, or the error text, as recorded in the transcript (truncated like it). */
+  result: Schema.optionalWith(Schema.String, { default: () => "" }),
+  isError: Schema.optionalWith(Schema.Boolean, { default: () => false })
 })
 export type ToolCallRecord = typeof ToolCallRecord.Type
 

@@ -1,4 +1,5 @@
 export * from "./AgentSpec.js"
+export * from "./Approval.js"
 export * from "./ErrorKind.js"
 export * from "./Errors.js"
 export * from "./ExitReason.js"

@@ -197,6 +197,18 @@ export class SessionsGroup extends HttpApiGroup.make("sessions")
       .annotate(OpenApi.Summary, "Approve or reject a pending write by its token")
   )
   .add(
+    HttpApiEndpoint.post("renewApprovals", "/v1/sessions/:id/approvals/tokens")
+      .setPath(IdPath)
+      .addSuccess(SessionView)
+      .addError(ScopeMismatch, { status: 422 })
+      .addError(SessionNotFound, { status: 404 })
+      .addError(InvalidSessionState, { status: 409 })
+      .annotate(
+        OpenApi.Summary,
+        "Issue fresh approval tokens for the writes that wait (the session's own user; old tokens are revoked)"
+      )
+  )
+  .add(
     HttpApiEndpoint.post("cancel", "/v1/sessions/:id/cancel")
       .setPath(IdPath)
       .addSuccess(SessionView)

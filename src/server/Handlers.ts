@@ -5,21 +5,23 @@
  * Starting, continuing and approving answer 202 at once by default (a burst may run for minutes) and run the burst
  * on the session's actor; `?wait=true` answers with the landed view instead. Before answering 202 a handler checks
  * what it can synchronously (the agent and request are validated by `Corral.start`; a follow-up to a session that
- * waits for approval, or an unknown approval token, is refused with 409), so a 202 means the message was taken.
+ * waits for approval is refused with 409; a decision whose token would be refused is answered at once, 409 with the
+ * reason, and recorded), so a 202 means the message was taken.
  *
  * Store failures are logged in full and answered 503 `Unavailable`: a driver's error text is not the client's
  * business.
  */
 import { HttpApiBuilder, HttpApiError, HttpServerResponse } from "@effect/platform"
-import { Effect, Layer, Option } from "effect"
+import { Clock, Effect, Layer, Option } from "effect"
 import type { StartRequest } from "../Corral.js"
 import { Corral } from "../Corral.js"
-import { InvalidSessionState } from "../domain/Errors.js"
+import { InvalidSessionState, SessionNotFound } from "../domain/Errors.js"
 import type { PersistenceFailed } from "../domain/Errors.js"
 import type { Principal } from "../domain/Principal.js"
 import type { SessionView } from "../domain/Session.js"
 import { view } from "../domain/Session.js"
 import { decodeCursor, SessionStore } from "../store/SessionStore.js"
+import * as Approvals from "../tools/Approvals.js"
 import type { Accepted } from "./Api.js"
 import { Api } from "./Api.js"
 import { CurrentPrincipal } from "./Authentication.js"
@@ -85,6 +87,16 @@ const notAwaiting = (by: Principal, sessionId: string) =>
       )
       : Effect.succeed(session))
 
+/** What deciding with `token` would do, judged from the store without spending the token. */
+const precheck = (by: Principal, sessionId: string, token: string) =>
+  Effect.gen(function*() {
+    const store = yield* SessionStore
+    const found = yield* store.getSession(by.orgId, sessionId)
+    if (Option.isNone(found)) return yield* new SessionNotFound({ sessionId })
+    const record = yield* store.findApproval(by.orgId, sessionId, Approvals.hashToken(token))
+    return Approvals.check({ record, by, session: found.value, now: yield* Clock.currentTimeMillis })
+  })
+
 const decodeError = (path: string, message: string) =>
   new HttpApiError.HttpApiDecodeError({
     message: `${path}: ${message}`,
@@ -140,7 +152,7 @@ const sessions = (options: Options) =>
               ...(urlParams.cursor === undefined ? {} : { cursor: urlParams.cursor })
             }))
             return {
-              sessions: page.sessions.map(view),
+              sessions: page.sessions.map((session) => view(session)),
               ...(page.nextCursor === undefined ? {} : { nextCursor: page.nextCursor })
             }
           }))
@@ -163,23 +175,39 @@ const sessions = (options: Options) =>
               return yield* orUnavailable(corral.approve(by, path.id, payload.token, payload.decision))
             }
             const session = yield* orUnavailable(provide(current(by, path.id)))
-            if (!session.pending.some((p) => p.token === payload.token)) {
-              return yield* new InvalidSessionState({
-                sessionId: path.id,
-                message: "no pending write has this token (unknown, already decided, or for another session)"
-              })
+            // A token that would be refused (or that already decided) is answered now, by the actor, which records
+            // the refusal; only a decision that will run is taken in the background.
+            const verdict = yield* orUnavailable(provide(precheck(by, path.id, payload.token)))
+            if (verdict._tag !== "Decide") {
+              return yield* orUnavailable(corral.approve(by, path.id, payload.token, payload.decision))
             }
             yield* detach(corral.approve(by, path.id, payload.token, payload.decision))
             return accepted(session)
           }))
-        .handle("cancel", ({ path }) =>
-          Effect.flatMap(CurrentPrincipal, (by) => orUnavailable(corral.cancel(by, path.id))))
-        .handle("turns", ({ path, urlParams }) =>
-          Effect.flatMap(CurrentPrincipal, (by) =>
-            orUnavailable(Effect.map(corral.turns(by, path.id, urlParams.after ?? 0), (turns) => ({ turns })))))
-        .handle("trajectory", ({ path }) =>
-          Effect.flatMap(CurrentPrincipal, (by) =>
-            orUnavailable(Effect.map(corral.trajectories(by, path.id), (trajectories) => ({ trajectories })))))
+        .handle(
+          "renewApprovals",
+          ({ path }) => Effect.flatMap(CurrentPrincipal, (by) => orUnavailable(corral.renewApprovals(by, path.id)))
+        )
+        .handle(
+          "cancel",
+          ({ path }) => Effect.flatMap(CurrentPrincipal, (by) => orUnavailable(corral.cancel(by, path.id)))
+        )
+        .handle(
+          "turns",
+          ({ path, urlParams }) =>
+            Effect.flatMap(
+              CurrentPrincipal,
+              (by) => orUnavailable(Effect.map(corral.turns(by, path.id, urlParams.after ?? 0), (turns) => ({ turns })))
+            )
+        )
+        .handle(
+          "trajectory",
+          ({ path }) =>
+            Effect.flatMap(
+              CurrentPrincipal,
+              (by) => orUnavailable(Effect.map(corral.trajectories(by, path.id), (trajectories) => ({ trajectories })))
+            )
+        )
         .handle("report", ({ path }) =>
           Effect.gen(function*() {
             const by = yield* CurrentPrincipal

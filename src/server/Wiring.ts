@@ -25,6 +25,7 @@ import * as MemoryStore from "../store/MemoryStore.js"
 import * as Migrations from "../store/Migrations.js"
 import type { SessionStore } from "../store/SessionStore.js"
 import * as SqlStore from "../store/SqlStore.js"
+import * as Approvals from "../tools/Approvals.js"
 import * as McpRegistry from "../tools/McpRegistry.js"
 import { ToolExecutor } from "../tools/ToolExecutor.js"
 import * as ToolRegistry from "../tools/ToolRegistry.js"
@@ -118,5 +119,8 @@ export const layer = (
   )
   const corral = Corral.layer().pipe(Layer.provideMerge(ports))
   const withDemo = settings.demo.enabled ? Layer.provideMerge(publishDemo(orgs), corral) : corral
-  return withDemo.pipe(Layer.provide(settings.limits === undefined ? Layer.empty : Limits.layer(settings.limits)))
+  return withDemo.pipe(
+    Layer.provide(settings.limits === undefined ? Layer.empty : Limits.layer(settings.limits)),
+    Layer.provide(Layer.succeed(Approvals.ApprovalSettings, settings.approvals))
+  )
 }

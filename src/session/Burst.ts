@@ -117,8 +117,12 @@ export const toState = (
     activeMs: burst.activeBefore + Math.max(0, now - burst.startedAt),
     bursts: before.bursts + 1,
     lastExitReason: reason,
-    // Decided writes are remembered a while so that deciding the same token twice is answered, not refused.
-    pending: [...before.pending.filter((p) => p.resolution !== undefined).slice(-keepDecided), ...burst.pending]
+    // Decided writes are remembered a while so that deciding the same token twice is answered, not refused. New
+    // pending writes wait only when the burst stopped for them; a halt that outranked them leaves them undecided.
+    pending: [
+      ...before.pending.filter((p) => p.resolution !== undefined).slice(-keepDecided),
+      ...(reason === "confirmation_pending" ? burst.pending : [])
+    ]
   }))
 
 /** How many decided writes a session remembers. */

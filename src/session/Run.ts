@@ -9,17 +9,19 @@
  */
 import { Cause, Clock, Deferred, Effect, Either, Option } from "effect"
 import type { AgentSpec } from "../domain/AgentSpec.js"
+import type { IssuedToken } from "../domain/Approval.js"
 import type { PersistenceFailed } from "../domain/Errors.js"
 import type { ExitReason } from "../domain/ExitReason.js"
 import type { TurnEntry } from "../domain/Message.js"
 import type { Report } from "../domain/Report.js"
 import type { Session, SessionState } from "../domain/Session.js"
-import type { Trajectory } from "../domain/Trajectory.js"
+import type { ToolCallRecord, Trajectory } from "../domain/Trajectory.js"
 import { SessionEvents } from "../events/SessionEvents.js"
 import { Providers } from "../model/ModelProvider.js"
 import type { ToolSpec } from "../model/ModelProvider.js"
 import * as Limits from "../rails/Limits.js"
 import { SessionStore } from "../store/SessionStore.js"
+import * as Approvals from "../tools/Approvals.js"
 import type { ToolDef } from "../tools/ToolExecutor.js"
 import { ToolExecutor } from "../tools/ToolExecutor.js"
 import * as Burst from "./Burst.js"
@@ -39,6 +41,8 @@ export interface Request {
   readonly cancel?: Deferred.Deferred<void>
   /** Problems met before the burst (e.g. a failed retrieval), recorded in its trajectory. */
   readonly notes?: ReadonlyArray<{ readonly code: string; readonly message: string }>
+  /** Calls made before the burst by the approval handler (decided writes), recorded first in its trajectory. */
+  readonly handled?: ReadonlyArray<ToolCallRecord>
   /** Receives the burst record as soon as it exists (the actor's handle on a running burst). */
   readonly onStart?: (burst: Burst.Burst) => void
 }
@@ -51,6 +55,8 @@ export interface Landed {
   readonly trajectory: Trajectory
   /** The conversation after the burst (history + this burst's entries). */
   readonly messages: ReadonlyArray<TurnEntry>
+  /** The approval tokens of the writes the burst left pending: shown once, in the response to this burst. */
+  readonly tokens: ReadonlyArray<IssuedToken>
 }
 
 /** The tools an agent may call: its allowlist ∩ what the executor offers, sorted by name. */
@@ -103,6 +109,7 @@ export const burst = (
     yield* store.saveState(session.id, { ...before, status: "running", pending: [] }, startedAt)
     const b = Burst.start(before, request.history, startedAt)
     if (request.notes !== undefined) b.errors.push(...request.notes)
+    if (request.handled !== undefined) b.toolCalls.push(...request.handled)
     request.onStart?.(b)
 
     const loop = Loop.runBurst(ctx, b, request.opening)
@@ -122,11 +129,20 @@ export const burst = (
     const endedAt = yield* Clock.currentTimeMillis
     const state: SessionState = { ...(yield* Burst.toState(b, before, reason, endedAt)), report }
     const trajectory = Burst.trajectory(ctx, b, reason, endedAt)
+    // The pending writes' tokens are stored (hashed) before the state that makes the session wait for them.
+    const { issued, records } = Approvals.issue({
+      session,
+      pending: state.status === "awaiting_confirmation" ? b.pending : [],
+      now: endedAt,
+      settings: yield* Approvals.ApprovalSettings,
+      mint: ids.token
+    })
+    if (records.length > 0) yield* store.issueApprovals(session.id, records)
     yield* store.saveTrajectory(trajectory).pipe(
       Effect.catchAll((error) => Effect.sync(() => b.errors.push({ code: "trajectory.save", message: error.message })))
     )
     yield* store.saveState(session.id, state, endedAt)
     yield* events.publish({ _tag: "exit", sessionId: session.id, seq: b.lastSeq, reason })
     yield* events.publish({ _tag: "report", sessionId: session.id, seq: b.lastSeq, report })
-    return { reason, report, state, trajectory, messages: b.messages }
+    return { reason, report, state, trajectory, messages: b.messages, tokens: issued }
   })

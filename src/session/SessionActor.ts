@@ -8,17 +8,24 @@
  */
 import { Cause, Clock, Deferred, Duration, Effect, Exit, FiberId, Option, Queue } from "effect"
 import type { AgentSpec } from "../domain/AgentSpec.js"
+import type { IssuedToken } from "../domain/Approval.js"
 import { InvalidSessionState, PersistenceFailed } from "../domain/Errors.js"
 import type { Turn, TurnEntry } from "../domain/Message.js"
-import type { PendingConfirmation, Resolution, Session } from "../domain/Session.js"
-import type { SessionEvents } from "../events/SessionEvents.js"
+import type { Principal } from "../domain/Principal.js"
+import type { PendingConfirmation, Resolution, Session, SessionState } from "../domain/Session.js"
+import { undecided } from "../domain/Session.js"
+import type { ToolCallRecord } from "../domain/Trajectory.js"
+import { SessionEvents } from "../events/SessionEvents.js"
 import type { Providers } from "../model/ModelProvider.js"
 import * as Budget from "../rails/Budget.js"
 import * as Limits from "../rails/Limits.js"
 import * as Truncate from "../rails/Truncate.js"
 import { SessionStore } from "../store/SessionStore.js"
+import * as Approvals from "../tools/Approvals.js"
 import { ToolExecutor } from "../tools/ToolExecutor.js"
+import { Ids } from "./Ids.js"
 import * as Run from "./Run.js"
+import * as Transcript from "./Transcript.js"
 
 /** The messages an actor's mailbox takes. */
 export type Message =
@@ -29,14 +36,27 @@ export type Message =
     readonly notes?: ReadonlyArray<{ readonly code: string; readonly message: string }>
   }
   | { readonly _tag: "Continue"; readonly text: string }
-  | { readonly _tag: "Approve"; readonly token: string; readonly decision: "approve" | "reject" }
+  | {
+    readonly _tag: "Approve"
+    readonly by: Principal
+    readonly token: string
+    readonly decision: "approve" | "reject"
+  }
+  /** Issues fresh approval tokens for the writes still waiting (revoking their old ones); the session's user only. */
+  | { readonly _tag: "Renew"; readonly by: Principal }
+
+/** What processing a message answers: the session as it stands, and the approval tokens it issued (shown once). */
+export interface Reply {
+  readonly session: Session
+  readonly tokens: ReadonlyArray<IssuedToken>
+}
 
 /** Why a message could not be processed. */
 export type Failure = PersistenceFailed | InvalidSessionState
 
 interface Envelope {
   readonly message: Message
-  readonly reply: Deferred.Deferred<Session, Failure>
+  readonly reply: Deferred.Deferred<Reply, Failure>
 }
 
 /** The ports an actor works with. */
@@ -51,7 +71,7 @@ export interface Actor {
   /** Whether the actor has passivated or stopped; a closed actor takes no messages. */
   readonly closed: () => boolean
   /** Enqueues a message; `None` when the actor has closed (start a new one). */
-  readonly offer: (message: Message) => Option.Option<Deferred.Deferred<Session, Failure>>
+  readonly offer: (message: Message) => Option.Option<Deferred.Deferred<Reply, Failure>>
   /** Signals the running burst to stop. `true` when a burst was running. */
   readonly cancel: Effect.Effect<boolean>
   /** The actor's fiber body: processes messages until idle for `idleTimeout`, then closes. */
@@ -81,14 +101,84 @@ export const repairTail = (entries: ReadonlyArray<TurnEntry>): Option.Option<Tur
   })
 }
 
-const resolutionText = (pending: ReadonlyArray<PendingConfirmation>): string =>
-  pending.map((p) =>
-    p.resolution?.decision === "approve"
-      ? `The person APPROVED "${p.tool}" with arguments ${p.arguments}. It ran${
-        p.resolution.isError ? " and FAILED" : ""
-      }. Its result:\n${p.resolution.content}`
-      : `The person DECLINED "${p.tool}" with arguments ${p.arguments}. It did not run.`
-  ).join("\n\n")
+/** The writes of the latest round: the pending calls of the last turn that asked for any. */
+export const currentRound = (pending: ReadonlyArray<PendingConfirmation>): ReadonlyArray<PendingConfirmation> => {
+  const last = pending.reduce((max, p) => Math.max(max, p.turnSeq), -1)
+  return pending.filter((p) => p.turnSeq === last)
+}
+
+const resolutionText = (round: ReadonlyArray<PendingConfirmation>): string =>
+  round.map((p) => {
+    const r = p.resolution
+    if (r?.decision !== "approve") {
+      return `The person DECLINED "${p.tool}" with arguments ${p.arguments}. It did not run.`
+    }
+    if (r.status === "not_executed") {
+      return `The person APPROVED "${p.tool}" with arguments ${p.arguments}, but it did NOT run: ${r.content}`
+    }
+    if (r.status === "unknown_outcome") {
+      return `The person APPROVED "${p.tool}" with arguments ${p.arguments}. ${r.content}`
+    }
+    return `The person APPROVED "${p.tool}" with arguments ${p.arguments}. It ran${
+      r.isError ? " and FAILED" : ""
+    }. Its result:\n${r.content}`
+  }).join("\n\n")
+
+const statusOf = (r: Resolution) =>
+  r.status ?? (r.decision === "reject" ? "not_executed" as const : r.isError ? "error" as const : "ok" as const)
+
+/** The trajectory records of a round's decided writes: calls of the approval handler, not of the model. */
+const handledRecords = (round: ReadonlyArray<PendingConfirmation>): ReadonlyArray<ToolCallRecord> =>
+  round.flatMap((p) =>
+    p.resolution === undefined ? [] : [{
+      callId: p.callId,
+      name: p.tool,
+      origin: "handler" as const,
+      effect: "write" as const,
+      source: p.source ?? "none",
+      status: statusOf(p.resolution),
+      durationMs: p.resolution.durationMs ?? 0,
+      arguments: p.arguments,
+      result: p.resolution.content,
+      isError: p.resolution.isError
+    }]
+  )
+
+const unknownOutcome = (p: PendingConfirmation): Resolution => ({
+  decision: "approve",
+  content: `the process stopped while "${p.tool}" was running; its outcome is unknown and it was NOT run again. ` +
+    "Check its effect before asking for it again.",
+  isError: true,
+  status: "unknown_outcome"
+})
+
+/**
+ * The repair of an approved write that was dispatched but whose outcome was never saved (the process died while it
+ * ran): it is resolved `unknown_outcome`, never re-run, and a notice tells the model and the person. When other
+ * writes still wait, the session waits for them; otherwise it is `interrupted` (resume with Continue) and the notice
+ * carries the whole round's outcome, since the burst that would have reported it never ran.
+ * `None` when nothing needs repair.
+ */
+export const repairPending = (
+  state: SessionState
+): Option.Option<{ readonly state: SessionState; readonly notice: TurnEntry }> => {
+  if (!state.pending.some((p) => p.dispatchedAt !== undefined && p.resolution === undefined)) return Option.none()
+  const pending = state.pending.map((p) =>
+    p.dispatchedAt !== undefined && p.resolution === undefined ? { ...p, resolution: unknownOutcome(p) } : p
+  )
+  const waiting = undecided({ pending }).length > 0
+  const repaired = state.pending.filter((p) => p.dispatchedAt !== undefined && p.resolution === undefined)
+  const text = waiting
+    ? repaired.map((p) => `Approved "${p.tool}" with arguments ${p.arguments}: ${unknownOutcome(p).content}`)
+      .join("\n")
+    : `The approved write(s) were decided, but the process stopped before they were reported:\n\n${
+      resolutionText(currentRound(pending))
+    }`
+  return Option.some({
+    state: { ...state, pending, status: waiting ? "awaiting_confirmation" : "interrupted" },
+    notice: { kind: "notice", rail: "Approvals", text }
+  })
+}
 
 /** Builds an actor over a session already in the store, its agent spec and its conversation. */
 export const make = (options: {
@@ -113,7 +203,12 @@ export const make = (options: {
     options.onClose()
   }
 
-  const burst = (opening: TurnEntry, notes: ReadonlyArray<{ readonly code: string; readonly message: string }> = []) =>
+  const reply = (tokens: ReadonlyArray<IssuedToken> = []): Reply => ({ session, tokens })
+
+  const burst = (
+    opening: TurnEntry,
+    extra: Pick<Run.Request, "notes" | "handled"> = {}
+  ): Effect.Effect<Reply, PersistenceFailed, Requirements> =>
     Effect.gen(function*() {
       const cancel = yield* Deferred.make<void>()
       running = cancel
@@ -126,58 +221,99 @@ export const make = (options: {
         history: conversation,
         opening,
         cancel,
-        notes
+        ...extra
       })
         .pipe(
           Effect.ensuring(Effect.sync(() => (running = undefined)))
         )
       session = { ...session, state: landed.state, updatedAt: landed.trajectory.endedAt }
       conversation = landed.messages
-      return session
+      return reply(landed.tokens)
     })
 
-  const approve = (token: string, decision: "approve" | "reject") =>
+  /** Saves `state` as the session's state now. */
+  const save = (state: SessionState) =>
     Effect.gen(function*() {
-      const pending = session.state.pending
-      const target = pending.find((p) => p.token === token)
-      if (target === undefined) {
-        return yield* new InvalidSessionState({
-          sessionId: session.id,
-          message: "no pending write has this token (unknown, expired, or for another session)"
-        })
-      }
-      // Deciding twice is not an error: the first decision stands.
-      if (target.resolution !== undefined) return session
-      const resolution = yield* resolve(target, decision)
-      const next = pending.map((p) => p === target ? { ...p, resolution } : p)
       const now = yield* Clock.currentTimeMillis
-      const claimed = decision === "approve" ? 1 : 0
-      session = {
-        ...session,
-        state: { ...session.state, pending: next, toolCalls: session.state.toolCalls + claimed },
-        updatedAt: now
-      }
-      yield* (yield* SessionStore).saveState(session.id, session.state, now)
-      if (next.some((p) => p.resolution === undefined)) return session
+      yield* (yield* SessionStore).saveState(session.id, state, now)
+      session = { ...session, state, updatedAt: now }
+    })
+
+  // A refused decision is recorded in the transcript (the person and the model see it), then answered with the
+  // reason; the session keeps waiting for a valid decision.
+  const refuse = (refusal: Approvals.Refusal) =>
+    Effect.gen(function*() {
+      const limits = yield* Limits.Limits
+      const text = Approvals.refusalText(refusal)
+      const entry: TurnEntry = { kind: "notice", rail: "Approvals", text: `A decision was refused: ${text}.` }
+      const ports = { store: yield* SessionStore, events: yield* SessionEvents }
+      yield* Transcript.append(ports, session.id, entry, yield* Clock.currentTimeMillis, limits.persistTimeoutMs)
+      conversation = [...conversation, entry]
+      return yield* new InvalidSessionState({ sessionId: session.id, message: text })
+    })
+
+  const approve = (by: Principal, token: string, decision: "approve" | "reject") =>
+    Effect.gen(function*() {
+      const store = yield* SessionStore
+      const now = yield* Clock.currentTimeMillis
+      const tokenHash = Approvals.hashToken(token)
+      const record = yield* store.findApproval(session.principal.orgId, session.id, tokenHash)
+      const verdict = Approvals.check({ record, by, session, now })
+      // Deciding twice is not an error: the first decision stands.
+      if (verdict._tag === "AlreadyDecided") return reply()
+      if (verdict._tag === "Refused") return yield* refuse(verdict.refusal)
+      if (!(yield* store.spendApproval(tokenHash, now))) return yield* refuse("spent")
+      const resolution = yield* resolve(verdict.target, decision, by)
+      const pending = session.state.pending.map((p) =>
+        p.callId === verdict.target.callId && p.turnSeq === verdict.target.turnSeq ? { ...p, resolution } : p
+      )
+      const claimed = resolution.status === "ok" || resolution.status === "error" ? 1 : 0
+      yield* save({
+        ...session.state,
+        status: "awaiting_confirmation",
+        pending,
+        toolCalls: session.state.toolCalls + claimed
+      })
+      if (undecided(session.state).length > 0) return reply()
       // Every pending write is decided: the model hears the outcome as data and carries on.
+      const round = currentRound(session.state.pending)
       return yield* burst({
         kind: "user",
         text: "The pending write(s) were decided by a person (see the context). Report the outcome and continue.",
-        context: resolutionText(next)
-      })
+        context: resolutionText(round)
+      }, { handled: handledRecords(round) })
     })
 
   // The approved call runs FIRST, from exactly what the person was shown; the model only reports it afterwards.
-  const resolve = (target: PendingConfirmation, decision: "approve" | "reject") =>
+  const resolve = (target: PendingConfirmation, decision: "approve" | "reject", by: Principal) =>
     Effect.gen(function*() {
+      const decidedBy = by.userId
       if (decision === "reject") {
-        return { decision, content: "declined by a person; it did not run", isError: false } satisfies Resolution
+        return {
+          decision,
+          content: "declined by a person; it did not run",
+          isError: false,
+          status: "not_executed",
+          decidedBy
+        } satisfies Resolution
       }
       const limits = yield* Limits.Limits
       const budget = { toolCalls: session.state.toolCalls, tokens: session.state.usage.total }
       if (Option.isNone(Budget.claimTool(budget, limits))) {
-        return { decision, content: Budget.budgetNotice(target.tool, limits.toolCalls), isError: true } as Resolution
+        const content = Budget.budgetNotice(target.tool, limits.toolCalls)
+        return { decision, content, isError: true, status: "not_executed", decidedBy } satisfies Resolution
       }
+      // The dispatch marker is saved first: if the process dies while the call runs, the write is `unknown_outcome`
+      // after the restart (repairPending) instead of being run a second time.
+      const startedAt = yield* Clock.currentTimeMillis
+      // The session is `running` meanwhile, so recovery at start finds it if the process dies.
+      yield* save({
+        ...session.state,
+        status: "running",
+        pending: session.state.pending.map((p) =>
+          p.callId === target.callId && p.turnSeq === target.turnSeq ? { ...p, dispatchedAt: startedAt } : p
+        )
+      })
       const executor = yield* ToolExecutor
       const outcome = yield* executor.call(target.tool, target.arguments, {
         sessionId: session.id,
@@ -186,18 +322,44 @@ export const make = (options: {
         runId: "approval",
         callId: target.callId
       })
+      const durationMs = Math.max(0, (yield* Clock.currentTimeMillis) - startedAt)
       const content = Truncate.truncate(outcome.content, limits.toolResultMaxBytes).text
-      return { decision, content, isError: outcome.isError } satisfies Resolution
+      const status = outcome.isError ? "error" as const : "ok" as const
+      return { decision, content, isError: outcome.isError, status, decidedBy, durationMs } satisfies Resolution
     })
 
-  const handle = (message: Message) => {
+  const renew = (by: Principal) =>
+    Effect.gen(function*() {
+      if (by.orgId !== session.principal.orgId || by.userId !== session.principal.userId) {
+        return yield* new InvalidSessionState({
+          sessionId: session.id,
+          message: Approvals.refusalText("other_principal")
+        })
+      }
+      // A write already dispatched is never offered again: its outcome is known or unknown, not pending.
+      const waiting = undecided(session.state).filter((p) => p.dispatchedAt === undefined)
+      if (waiting.length === 0) {
+        return yield* new InvalidSessionState({ sessionId: session.id, message: "no write waits for a decision" })
+      }
+      const { issued, records } = Approvals.issue({
+        session,
+        pending: waiting,
+        now: yield* Clock.currentTimeMillis,
+        settings: yield* Approvals.ApprovalSettings,
+        mint: (yield* Ids).token
+      })
+      yield* (yield* SessionStore).issueApprovals(session.id, records)
+      return reply(issued)
+    })
+
+  const handle = (message: Message): Effect.Effect<Reply, Failure, Requirements> => {
     switch (message._tag) {
       case "Run":
         return burst({
           kind: "user",
           text: message.text,
           ...(message.context === undefined ? {} : { context: message.context })
-        }, message.notes)
+        }, message.notes === undefined ? {} : { notes: message.notes })
       case "Continue":
         if (session.state.status === "awaiting_confirmation") {
           return Effect.fail(
@@ -209,7 +371,9 @@ export const make = (options: {
         }
         return burst({ kind: "user", text: message.text })
       case "Approve":
-        return approve(message.token, message.decision)
+        return approve(message.by, message.token, message.decision)
+      case "Renew":
+        return renew(message.by)
     }
   }
 
@@ -247,7 +411,7 @@ export const make = (options: {
     closed: () => closed,
     offer: (message) => {
       if (closed) return Option.none()
-      const reply = Deferred.unsafeMake<Session, Failure>(FiberId.none)
+      const reply = Deferred.unsafeMake<Reply, Failure>(FiberId.none)
       mailbox.unsafeOffer({ message, reply })
       return Option.some(reply)
     },
@@ -256,7 +420,7 @@ export const make = (options: {
   }
 }
 
-const isPersistence = (exit: Exit.Exit<Session, Failure>): boolean =>
+const isPersistence = (exit: Exit.Exit<Reply, Failure>): boolean =>
   Exit.isFailure(exit) &&
   Option.exists(Cause.failureOption(exit.cause), (error) => error._tag === "PersistenceFailed")
 

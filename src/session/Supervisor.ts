@@ -16,7 +16,7 @@ import type { AgentSpec } from "../domain/AgentSpec.js"
 import type { InvalidSessionState } from "../domain/Errors.js"
 import { PersistenceFailed, SessionNotFound } from "../domain/Errors.js"
 import type { TurnEntry } from "../domain/Message.js"
-import type { Session } from "../domain/Session.js"
+import type { Session, SessionState } from "../domain/Session.js"
 import { SessionEvents } from "../events/SessionEvents.js"
 import { SessionStore } from "../store/SessionStore.js"
 import * as SessionActor from "./SessionActor.js"
@@ -34,7 +34,7 @@ export interface Service {
     orgId: string,
     sessionId: string,
     message: SessionActor.Message
-  ) => Effect.Effect<Session, SendError>
+  ) => Effect.Effect<SessionActor.Reply, SendError>
   /** Cancels the session's running burst; `false` when none was running (or no actor is live). */
   readonly cancel: (orgId: string, sessionId: string) => Effect.Effect<boolean>
   /** The session as its live actor holds it, if one is live. */
@@ -65,10 +65,26 @@ export const make = (
     const actors = new Map<string, SessionActor.Actor>()
     const starting = new Map<string, Deferred.Deferred<SessionActor.Actor, SessionNotFound | PersistenceFailed>>()
 
-    // Recovery: a session still `running` in the store has no live burst anywhere in this fresh process.
-    for (const session of yield* store.listRunning()) {
-      yield* store.saveState(session.id, { ...session.state, status: "interrupted" }, yield* Clock.currentTimeMillis)
-    }
+    /**
+     * Recovery of a session left `running` by a process that is gone: it is `interrupted` (resume with Continue), and
+     * an approved write that was dispatched but never resolved is closed as unknown_outcome (never re-run), with a
+     * notice in the transcript for the model and the person. Returns the recovered session and the notice, if any.
+     */
+    const recover = (session: Session, now: number) =>
+      Effect.gen(function*() {
+        if (session.state.status !== "running") return { session, notice: Option.none<TurnEntry>() }
+        let state: SessionState = { ...session.state, status: "interrupted" }
+        const repaired = SessionActor.repairPending(state)
+        if (Option.isSome(repaired)) {
+          yield* Transcript.append({ store, events }, session.id, repaired.value.notice, now, 10_000)
+          state = repaired.value.state
+        }
+        yield* store.saveState(session.id, state, now)
+        return { session: { ...session, state, updatedAt: now }, notice: Option.map(repaired, (r) => r.notice) }
+      })
+
+    // At start: a session still `running` in the store has no live burst anywhere in this fresh process.
+    for (const session of yield* store.listRunning()) yield* recover(session, yield* Clock.currentTimeMillis)
 
     const spawn = (session: Session, spec: AgentSpec, history: ReadonlyArray<TurnEntry>) =>
       Effect.gen(function*() {
@@ -90,12 +106,12 @@ export const make = (
       Effect.gen(function*() {
         const found = yield* store.getSession(orgId, sessionId)
         if (Option.isNone(found)) return yield* new SessionNotFound({ sessionId })
-        let session = found.value
-        const spec = yield* store.getAgent(orgId, session.agentId, session.agentVersion)
+        const { agentId, agentVersion } = found.value
+        const spec = yield* store.getAgent(orgId, agentId, agentVersion)
         if (Option.isNone(spec)) {
           return yield* new PersistenceFailed({
             operation: "loadSession",
-            message: `agent ${session.agentId} v${session.agentVersion} of session ${sessionId} is missing`
+            message: `agent ${agentId} v${agentVersion} of session ${sessionId} is missing`
           })
         }
         const entries = SessionActor.history(yield* store.turns(orgId, sessionId))
@@ -106,10 +122,9 @@ export const make = (
           yield* Transcript.append({ store, events }, sessionId, repair.value, now, 10_000)
           entries.push(repair.value)
         }
-        if (session.state.status === "running") {
-          session = { ...session, state: { ...session.state, status: "interrupted" } }
-          yield* store.saveState(sessionId, session.state, now)
-        }
+        // Still `running` with no live actor: the actor that ran it stopped (an infrastructure failure).
+        const { notice, session } = yield* recover(found.value, now)
+        if (Option.isSome(notice)) entries.push(notice.value)
         return yield* spawn(session, spec.value, entries)
       })
 

@@ -18,7 +18,6 @@ import * as Truncate from "../rails/Truncate.js"
 import * as TurnCap from "../rails/TurnCap.js"
 import type { ToolFailure, ToolOutcome } from "../tools/ToolExecutor.js"
 import * as Burst from "./Burst.js"
-import { Ids } from "./Ids.js"
 import * as Transcript from "./Transcript.js"
 
 /** Strikes of bad tool use: the model named a tool that does not exist or sent arguments that cannot be used. */
@@ -66,7 +65,6 @@ export const runTurn = (
   calls: ReadonlyArray<ToolCall>
 ): Effect.Effect<Option.Option<ExitReason>, PersistenceFailed> =>
   Effect.gen(function*() {
-    const ids = yield* Ids
     const { run, surplus } = TurnCap.split(calls, ctx.limits)
     const slots: Array<Slot | undefined> = new Array(run.length)
     const started: Array<number> = new Array(run.length).fill(0)
@@ -91,8 +89,14 @@ export const runTurn = (
             }
           }
         } else {
-          const token = ids.token()
-          burst.pending.push({ callId: call.id, tool: call.name, arguments: call.arguments, token })
+          // Its approval token is issued at landing, with the other writes of the turn (session/Run).
+          burst.pending.push({
+            callId: call.id,
+            tool: call.name,
+            arguments: call.arguments,
+            turnSeq: burst.lastSeq,
+            source: def.source
+          })
           slots[i] = {
             status: "pending_confirmation",
             outcome: {
@@ -141,10 +145,14 @@ export const runTurn = (
         burst.toolCalls.push({
           callId: call.id,
           name: call.name,
+          origin: "model",
           effect: def?.effect ?? "unknown",
           source: def?.source ?? "none",
           status: slot.status,
-          durationMs: started[i] === 0 ? 0 : Math.max(0, now - started[i]!)
+          durationMs: started[i] === 0 ? 0 : Math.max(0, now - started[i]!),
+          arguments: call.arguments,
+          result: content,
+          isError: slot.outcome.isError
         })
       }
       for (const call of surplus) results.push(TurnCap.surplusResult(call, ctx.limits.toolCallsPerTurn))

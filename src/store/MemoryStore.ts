@@ -10,6 +10,7 @@
 import { Effect, Layer, Option } from "effect"
 import type { Context } from "effect"
 import type { AgentSpec } from "../domain/AgentSpec.js"
+import type { ApprovalRecord } from "../domain/Approval.js"
 import { PersistenceFailed } from "../domain/Errors.js"
 import type { ScopeMismatch } from "../domain/Errors.js"
 import type { Turn } from "../domain/Message.js"
@@ -41,6 +42,8 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
   /** org → agent id → version → spec. */
   const agents = new Map<string, Map<string, Map<number, AgentSpec>>>()
   const sessions = new Map<string, SessionRecord>()
+  /** token hash → approval. */
+  const approvals = new Map<string, ApprovalRecord>()
 
   /** The session's record when it belongs to `orgId`: every read goes through here, so no read crosses orgs. */
   const owned = (orgId: string, id: string): SessionRecord | undefined => {
@@ -173,6 +176,38 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
       Effect.sync(() => {
         const inherits = owned(orgId, sessionId)?.inherits
         return inherits === undefined ? [] : Array.from(inherits).sort()
+      }),
+
+    issueApprovals: (sessionId, records) =>
+      Effect.suspend(() => {
+        if (!sessions.has(sessionId)) return missing("issueApprovals", sessionId)
+        const calls = new Set(records.map((r) => `${r.turnSeq}:${r.callId}`))
+        for (const [hash, record] of approvals) {
+          if (
+            record.sessionId === sessionId && record.usedAt === undefined &&
+            calls.has(`${record.turnSeq}:${record.callId}`)
+          ) {
+            approvals.delete(hash)
+          }
+        }
+        for (const record of records) approvals.set(record.tokenHash, { ...record, sessionId })
+        return Effect.void
+      }),
+
+    findApproval: (orgId, sessionId, tokenHash) =>
+      Effect.sync(() => {
+        const record = approvals.get(tokenHash)
+        return record !== undefined && record.orgId === orgId && record.sessionId === sessionId
+          ? Option.some(record)
+          : Option.none()
+      }),
+
+    spendApproval: (tokenHash, at) =>
+      Effect.sync(() => {
+        const record = approvals.get(tokenHash)
+        if (record === undefined || record.usedAt !== undefined || record.expiresAt <= at) return false
+        approvals.set(tokenHash, { ...record, usedAt: at })
+        return true
       }),
 
     saveTrajectory: (trajectory) =>

@@ -12,13 +12,15 @@ import { Effect } from "effect"
 import type { PersistenceFailed } from "../domain/Errors.js"
 import { persist, sqlState } from "./internal/failure.js"
 import init from "./migrations/0001_init.js"
+import approvals from "./migrations/0002_approvals.js"
 
 /** The bookkeeping table of applied migrations. */
 export const table = "corral_migrations"
 
 /** Every migration, keyed `<number>_<name>`; append new ones, never edit applied ones. */
 export const all: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
-  "0001_init": init
+  "0001_init": init,
+  "0002_approvals": approvals
 }
 
 const migrate = Migrator.make({})

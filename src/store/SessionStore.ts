@@ -5,6 +5,7 @@
 import { Context } from "effect"
 import type { Effect, Option } from "effect"
 import type { AgentSpec } from "../domain/AgentSpec.js"
+import type { ApprovalRecord } from "../domain/Approval.js"
 import type { PersistenceFailed, ScopeMismatch } from "../domain/Errors.js"
 import type { Turn, TurnEntry } from "../domain/Message.js"
 import type { Session, SessionState, SessionStatus } from "../domain/Session.js"
@@ -106,6 +107,26 @@ export class SessionStore extends Context.Tag("corral/store/SessionStore")<Sessi
   ) => Effect.Effect<void, PersistenceFailed | ScopeMismatch>
   /** The ids of the sessions `sessionId` inherits from, sorted; empty for another org's session. */
   readonly inherited: (orgId: string, sessionId: string) => Effect.Effect<ReadonlyArray<string>, PersistenceFailed>
+
+  /**
+   * Stores freshly issued approval tokens (hashed) of session `sessionId` and, in the same transaction, revokes
+   * every unspent token of the same calls (a renewal leaves exactly one live token per call).
+   */
+  readonly issueApprovals: (
+    sessionId: string,
+    records: ReadonlyArray<ApprovalRecord>
+  ) => Effect.Effect<void, PersistenceFailed>
+  /** The approval with this token hash when it belongs to session `sessionId` of `orgId`. */
+  readonly findApproval: (
+    orgId: string,
+    sessionId: string,
+    tokenHash: string
+  ) => Effect.Effect<Option.Option<ApprovalRecord>, PersistenceFailed>
+  /**
+   * Spends the token at `at`: `true` when this call spent it, `false` when it was already spent or had expired by
+   * `at`. Atomic, so two concurrent decisions with one token cannot both win.
+   */
+  readonly spendApproval: (tokenHash: string, at: number) => Effect.Effect<boolean, PersistenceFailed>
 
   /** Saves a burst's trajectory. */
   readonly saveTrajectory: (trajectory: Trajectory) => Effect.Effect<void, PersistenceFailed>

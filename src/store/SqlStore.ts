@@ -34,6 +34,7 @@ import * as Embedded from "./Embedded.js"
 import { persist, sqlState } from "./internal/failure.js"
 import * as GroupCommit from "./internal/groupCommit.js"
 import * as Refusals from "./internal/refusals.js"
+import * as SqlApprovals from "./internal/sqlApprovals.js"
 import * as Migrations from "./Migrations.js"
 import { decodeCursor, encodeCursor, SessionStore } from "./SessionStore.js"
 
@@ -194,6 +195,7 @@ export const make = (
     const sessionColumns = sql`id, org_id, user_id, scope, agent_id, agent_version, state, created_at, updated_at`
 
     const service: Context.Tag.Service<SessionStore> = {
+      ...SqlApprovals.make(sql),
       putAgent: (orgId, spec) =>
         Effect.gen(function*() {
           const encoded = JSON.stringify(yield* encodeSpec(spec))

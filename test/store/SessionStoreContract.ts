@@ -8,6 +8,7 @@ import { Effect, Option } from "effect"
 import type { Layer } from "effect"
 import { randomUUID } from "node:crypto"
 import { AgentSpec } from "../../src/domain/AgentSpec.js"
+import type { ApprovalRecord } from "../../src/domain/Approval.js"
 import { AgentId, SessionId } from "../../src/domain/Ids.js"
 import type { TurnEntry } from "../../src/domain/Message.js"
 import { Principal } from "../../src/domain/Principal.js"
@@ -48,7 +49,32 @@ const trajectory = (session: Session, n: number): Trajectory => ({
   endedAt: 1_000 * n + 500,
   turns: { from: 2 * n - 1, to: 2 * n },
   modelCalls: [],
-  toolCalls: [{ callId: "c1", name: "search", effect: "read", source: "core", status: "ok", durationMs: 12 }],
+  toolCalls: [
+    {
+      callId: "c1",
+      name: "search",
+      origin: "model",
+      effect: "read",
+      source: "core",
+      status: "ok",
+      durationMs: 12,
+      arguments: `{"q":"oom"}`,
+      result: "3 hits",
+      isError: false
+    },
+    {
+      callId: "c2",
+      name: "restart_pod",
+      origin: "handler",
+      effect: "write",
+      source: "mcp:k8s",
+      status: "error",
+      durationMs: 40,
+      arguments: `{"pod":"api-1"}`,
+      result: "pod not found",
+      isError: true
+    }
+  ],
   errors: [{ code: "tool_error", message: "search failed once" }],
   budgets: [{ at: 1_000 * n, modelCallsBurst: 1, modelCallsSession: n, toolCalls: 1, tokens: 100, activeMs: 500 }],
   usage: new Usage({ inputTokens: 100, outputTokens: 20, cacheReadTokens: 0, cacheWriteTokens: 0 }),
@@ -217,11 +243,74 @@ export const sessionStoreContract = (name: string, storeLayer: Layer.Layer<Sessi
             data: { summary: "waiting", findings: [], confidence: "low", nextSteps: ["approve"] },
             fallbackReason: "no report from the model"
           },
-          pending: [{ callId: "c9", tool: "restart_pod", arguments: `{"pod":"api-1"}`, token: "tok_1" }]
+          pending: [
+            {
+              callId: "c8",
+              tool: "scale",
+              arguments: `{"n":2}`,
+              turnSeq: 3,
+              source: "mcp:k8s",
+              dispatchedAt: 4_000,
+              resolution: {
+                decision: "approve",
+                content: "scaled",
+                isError: false,
+                status: "ok",
+                decidedBy: "u1",
+                durationMs: 12
+              }
+            },
+            { callId: "c9", tool: "restart_pod", arguments: `{"pod":"api-1"}`, turnSeq: 5 }
+          ]
         }
         yield* store.saveState(session.id, state, 5_000)
         const read = yield* store.getSession(session.principal.orgId, session.id)
         expect(read).toEqual(Option.some({ ...session, state, updatedAt: 5_000 }))
+      }))
+
+    it.effect("keeps approval tokens by hash, within their org and session, spent once and only before expiry", () =>
+      Effect.gen(function*() {
+        const store = yield* SessionStore
+        const session = newSession(newOrg())
+        const other = newSession(newOrg())
+        yield* Effect.forEach([session, other], store.createSession, { discard: true })
+        const record = (tokenHash: string, callId: string, expiresAt = 10_000): ApprovalRecord => ({
+          tokenHash,
+          orgId: session.principal.orgId,
+          userId: session.principal.userId,
+          sessionId: session.id,
+          callId,
+          turnSeq: 4,
+          tool: "restart_pod",
+          argsHash: "a".repeat(64),
+          createdAt: 1_000,
+          expiresAt
+        })
+        const h = (n: number) => `${uid()}${n}`
+        const [first, second, lapsed] = [h(1), h(2), h(3)]
+        yield* store.issueApprovals(session.id, [record(first, "c1"), record(lapsed, "c2", 2_000)])
+        expect(yield* store.findApproval(session.principal.orgId, session.id, first)).toEqual(
+          Option.some(record(first, "c1"))
+        )
+        // Another org, another session, an unknown hash: nothing.
+        expect(yield* store.findApproval(other.principal.orgId, session.id, first)).toEqual(Option.none())
+        expect(yield* store.findApproval(session.principal.orgId, other.id, first)).toEqual(Option.none())
+        expect(yield* store.findApproval(session.principal.orgId, session.id, h(9))).toEqual(Option.none())
+        // Spent once; the second spend (a replay, or a racing decision) loses.
+        const spends = yield* Effect.all([store.spendApproval(first, 3_000), store.spendApproval(first, 3_001)], {
+          concurrency: "unbounded"
+        })
+        expect(spends.filter(Boolean)).toHaveLength(1)
+        const spent = yield* store.findApproval(session.principal.orgId, session.id, first)
+        expect(Option.map(spent, (r) => r.usedAt !== undefined)).toEqual(Option.some(true))
+        // Expired tokens cannot be spent.
+        expect(yield* store.spendApproval(lapsed, 2_000)).toBe(false)
+        // A renewal revokes the unspent token of the same call and keeps the spent one.
+        yield* store.issueApprovals(session.id, [record(second, "c2")])
+        expect(yield* store.findApproval(session.principal.orgId, session.id, lapsed)).toEqual(Option.none())
+        expect(Option.isSome(yield* store.findApproval(session.principal.orgId, session.id, second))).toBe(true)
+        yield* store.issueApprovals(session.id, [record(h(4), "c1")])
+        expect(Option.isSome(yield* store.findApproval(session.principal.orgId, session.id, first))).toBe(true)
       }))
 
     it.effect("lists the running sessions of every org, and only those", () =>

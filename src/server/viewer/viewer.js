@@ -192,7 +192,14 @@
       $("pending").replaceChildren(...pending.map((p) => {
         const decide = (decision) => async () => {
           try {
-            await api("POST", `${base}/approvals`, { token: p.token, decision })
+            // Tokens are shown once (to the response that issued them): ask for a fresh one when this page has none.
+            let token = p.token
+            if (!token) {
+              const renewed = await api("POST", `${base}/approvals/tokens`)
+              token = (renewed.pending || []).find((q) => q.callId === p.callId)?.token
+              if (!token) throw new Error("this write no longer waits for a decision")
+            }
+            await api("POST", `${base}/approvals`, { token, decision })
             refresh()
           } catch (error) {
             $("error").textContent = error.message
