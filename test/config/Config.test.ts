@@ -52,6 +52,7 @@ describe("Config.load", () => {
         keepAliveMs: 15_000
       })
       expect(settings.limits).toEqual({ modelCallsPerBurst: 12, toolCalls: 40 })
+      expect(settings.approvals).toEqual({ ttlMs: 3_600_000 })
       expect(settings.database).toEqual({ _tag: "Embedded", dataDir: "./.corral" })
     }))
 
@@ -68,6 +69,7 @@ describe("Config.load", () => {
         CORRAL_API_KEYS: "[]",
         CORRAL_MCP_SERVERS: "{}",
         CORRAL_LIMITS: JSON.stringify({ toolCalls: 5 }),
+        CORRAL_APPROVAL_TTL_MS: "600000",
         DATABASE_URL: "postgres://corral:secret@db/corral"
       })
       expect(settings.server.port).toBe(9000)
@@ -78,6 +80,7 @@ describe("Config.load", () => {
       expect(settings.apiKeys).toEqual([])
       expect(settings.mcpServers).toEqual({})
       expect(settings.limits).toEqual({ toolCalls: 5 })
+      expect(settings.approvals).toEqual({ ttlMs: 600_000 })
       if (settings.database._tag !== "Postgres") throw new Error("expected Postgres")
       expect(Redacted.value(settings.database.url)).toBe("postgres://corral:secret@db/corral")
       expect(String(settings.database.url)).not.toContain("secret")
@@ -91,6 +94,7 @@ describe("Config.load", () => {
       providers: { openai: { api: "openai", model: "gpt", apiKeyEnv: "sk-123" } },
       mcpServers: { files: { command: "x", url: "http://y" } },
       demo: { enabled: "yes" },
+      approvals: { ttlMs: -1 },
       colour: "blue"
     }, (path) =>
       Effect.gen(function*() {
@@ -108,6 +112,7 @@ describe("Config.load", () => {
           "server.bodyLimtBytes",
           "colour",
           "demo.enabled",
+          "approvals.ttlMs",
           "providers.openai.apiKeyEnv",
           "mcpServers.files",
           "limits.toolCalls (from CORRAL_LIMITS)",

@@ -73,5 +73,37 @@ layer(Server.layer(settings({ demo: { enabled: true, delayMs: 250 } })), { exclu
         yield* Effect.promise(() => page.waitForSelector("#sessions tr"))
         expect(yield* Effect.promise(() => page.textContent("#sessions"))).toContain("completed")
       }), { timeout: 120_000 })
+
+    // Tokens are shown once, to the response that issued them; a viewer that started the session in the background
+    // never saw one, so its Approve button asks for a fresh token first.
+    it.scoped(
+      "approves a pending write from the session page, and the session carries on",
+      () =>
+        Effect.gen(function*() {
+          const url = yield* baseUrl
+          const instance = yield* browser
+          const page = yield* Effect.promise(() => instance.newPage())
+          const errors: Array<string> = []
+          page.on("pageerror", (error) => errors.push(error.message))
+
+          yield* Effect.promise(() => page.goto(`${url}/ui`))
+          yield* Effect.promise(() => page.waitForSelector("#agent option[value=demo]", { state: "attached" }))
+          yield* Effect.promise(() => page.fill("#prompt", "Please fix checkout"))
+          yield* Effect.promise(() => Promise.all([page.waitForURL(/\/ui\/sessions\/ses_/), page.click("#start")]))
+          yield* Effect.promise(() =>
+            page.locator("#exit").filter({ hasText: /^confirmation_pending$/ }).waitFor({ timeout: 30_000 })
+          )
+          yield* Effect.promise(() => page.waitForSelector("#pending-section:not([hidden]) .pending"))
+          expect(yield* Effect.promise(() => page.textContent("#pending"))).toContain("demo_restart")
+          yield* Effect.promise(() => page.click("#pending .pending button:has-text('Approve')"))
+          yield* Effect.promise(() =>
+            page.locator("#exit").filter({ hasText: /^completed$/ }).waitFor({ timeout: 30_000 })
+          )
+          expect(yield* Effect.promise(() => page.textContent("#error"))).toBe("")
+          expect(yield* Effect.promise(() => page.textContent("#report-data"))).toContain("restart")
+          expect(errors).toEqual([])
+        }),
+      { timeout: 120_000 }
+    )
   }
 )
