@@ -1,5 +1,6 @@
 /**
- * A session as an actor: its state, its conversation, and a mailbox that serialises `Run`, `Continue` and `Approve`.
+ * A session as an actor: its state, its conversation, and a mailbox that serialises `Run`, `Continue`, `Approve` and
+ * `Renew` (fresh approval tokens).
  *
  * One message is processed at a time, so one burst runs at a time per session and a follow-up sent during a burst
  * waits its turn. `Cancel` does not queue: it signals the running burst, which exits `cancelled` with its transcript
