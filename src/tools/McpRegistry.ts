@@ -7,6 +7,13 @@
  * with source `mcp:<server>` and effect `read` only when the server promises `readOnlyHint: true` (an unannotated
  * tool may change things, so it waits for a person), unless the config overrides it.
  *
+ * The list follows the servers: when one sends `notifications/tools/list_changed`, or comes back from a restart, its
+ * tools are listed again and the registry rebuilt from every server's last list, then swapped in whole, so a call
+ * sees either the old list or the new one. Refreshes run one batch at a time (changes that arrive meanwhile are
+ * coalesced into the next batch), so two rebuilds never interleave. A refresh never fails the registry: a name
+ * another server already serves stays with that server (the newcomer is not advertised, and an error is logged),
+ * and a listing that fails keeps the server's last list (with a warning) until its next change or restart.
+ *
  * `call` never fails, and speaks like the in-process registry (same texts): the arguments must be a JSON object
  * (never repaired) that passes the tool's input schema (ajv, compiled once per tool) before anything is sent. Every
  * call has a deadline — the server's `timeoutMs`, capped by `Limits.toolTimeoutMs` — enforced by Corral, not only by
@@ -15,18 +22,15 @@
  * connections all become error-flagged outcomes saying what happened; crashed servers are restarted (see
  * `internal/mcpConnection`).
  */
-import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
 import type { Tool } from "@modelcontextprotocol/sdk/types.js"
 import { Ajv } from "ajv"
 import type { ValidateFunction } from "ajv"
 import { Ajv2020 } from "ajv/dist/2020.js"
-import { Effect, Either, Layer, Schedule, Schema } from "effect"
+import { Chunk, Deferred, Effect, Layer, Queue, Schedule, Schema } from "effect"
 import type { Context, Scope } from "effect"
-import { Limits } from "../rails/Limits.js"
-import * as Arguments from "./internal/arguments.js"
+import * as McpCall from "./internal/mcpCall.js"
+import type { Entry } from "./internal/mcpCall.js"
 import * as Connection from "./internal/mcpConnection.js"
-import * as Content from "./internal/mcpContent.js"
 import * as Texts from "./internal/texts.js"
 import type * as McpConfig from "./McpConfig.js"
 import { ToolExecutor } from "./ToolExecutor.js"
@@ -60,8 +64,13 @@ export type McpStartError = McpServerFailedToStart | McpToolNameCollision
 
 /** The registry: the `ToolExecutor` service plus the advertised tools. */
 export interface McpRegistry extends Context.Tag.Service<ToolExecutor> {
-  /** Every advertised tool, sorted by name. */
+  /** Every tool advertised now (what `list` returns), sorted by name; it changes as the servers' lists change. */
   readonly tools: ReadonlyArray<ToolDef>
+  /**
+   * Completes once every tool-list change noticed so far (a notification, a restart) has been applied, or given up
+   * on when the listing failed. Never completes after the registry's scope closed.
+   */
+  readonly refreshed: Effect.Effect<void>
 }
 
 /** Tuning of `make`; the defaults suit production. */
@@ -77,14 +86,6 @@ export const defaultRestartSchedule: Schedule.Schedule<unknown, unknown> = Sched
   Schedule.jittered,
   Schedule.union(Schedule.spaced("30 seconds"))
 )
-
-interface Entry {
-  readonly def: ToolDef
-  readonly handle: Connection.Handle
-  /** `undefined` when ajv cannot compile the server's schema: the server validates alone. */
-  readonly validate: ValidateFunction | undefined
-  readonly expected: string
-}
 
 /** `strict: false`: MCP servers use keywords and formats ajv does not know; they must not break validation. */
 const ajv = new Ajv({ allErrors: true, strict: false, logger: false })
@@ -102,6 +103,63 @@ const compile = (schema: Tool["inputSchema"]): ValidateFunction => {
 }
 
 const byName = (a: ToolDef, b: ToolDef): number => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)
+
+/** What calls dispatch against: replaced whole on every rebuild, never mutated. */
+interface Snapshot {
+  readonly entries: ReadonlyMap<string, Entry>
+  readonly tools: ReadonlyArray<ToolDef>
+  /** The names, for the unknown-tool text. */
+  readonly available: string
+}
+
+const snapshotOf = (entries: ReadonlyMap<string, Entry>): Snapshot => {
+  const tools = Array.from(entries.values(), (e) => e.def).sort(byName)
+  return { entries, tools, available: tools.map((t) => t.name).join(", ") }
+}
+
+/**
+ * Merges every server's entries, in server order. A name a server served in `previous` stays with it, so a refresh
+ * can add names but never take one from its owner; any other name goes to the first server listing it. Every name
+ * that went to another server (or the same server, listed twice) is refused.
+ */
+const merge = (
+  handles: ReadonlyArray<Connection.Handle>,
+  listed: ReadonlyMap<Connection.Handle, ReadonlyArray<Entry>>,
+  previous: ReadonlyMap<string, Entry>
+): { readonly entries: ReadonlyMap<string, Entry>; readonly refused: ReadonlyArray<McpToolNameCollision> } => {
+  const entries = new Map<string, Entry>()
+  for (const handle of handles) {
+    for (const entry of listed.get(handle) ?? []) {
+      if (previous.get(entry.def.name)?.handle === handle) entries.set(entry.def.name, entry)
+    }
+  }
+  const refused: Array<McpToolNameCollision> = []
+  for (const handle of handles) {
+    for (const entry of listed.get(handle) ?? []) {
+      const owner = entries.get(entry.def.name)
+      if (owner === undefined) entries.set(entry.def.name, entry)
+      else if (owner !== entry) {
+        refused.push(new McpToolNameCollision({ tool: entry.def.name, servers: [owner.handle.name, handle.name] }))
+      }
+    }
+  }
+  return { entries, refused }
+}
+
+/** The log line of a name refused by a refresh. */
+const refusal = (collision: McpToolNameCollision): string => {
+  const [owner, newcomer] = collision.servers
+  return owner === newcomer
+    ? `${collision.message}; only one of them is advertised`
+    : `${collision.message}; "${owner}" keeps serving it and "${newcomer}"'s is not advertised`
+}
+
+/** A server's listed tools as entries: `exclude` dropped, `effects` overrides applied. */
+const entriesOf = (handle: Connection.Handle, tools: ReadonlyArray<Tool>): Effect.Effect<ReadonlyArray<Entry>> => {
+  const excluded = new Set(handle.config.exclude ?? [])
+  const overrides = handle.config.effects ?? {}
+  return Effect.forEach(tools.filter((t) => !excluded.has(t.name)), (tool) => toEntry(tool, handle, overrides))
+}
 
 const toEntry = (
   tool: Tool,
@@ -128,147 +186,34 @@ const toEntry = (
     return { def, handle, validate, expected: Texts.summarize(tool.inputSchema) }
   })
 
-type Sent =
-  | { readonly _tag: "Result"; readonly result: Content.CallResult }
-  | { readonly _tag: "Failed"; readonly error: unknown }
-  | { readonly _tag: "Lost" }
-const Lost: Sent = { _tag: "Lost" }
-
-/** What one call has got to, for the text of its timeout: whether it was sent, and its last progress. */
-interface Track {
-  sent: boolean
-  progress: string | undefined
+const dispatch = (snapshot: Snapshot, name: string, argumentsJson: string): Effect.Effect<ToolOutcome> => {
+  const entry = snapshot.entries.get(name)
+  return entry === undefined
+    ? Effect.succeed(Texts.unknownTool(name, snapshot.available))
+    : McpCall.call(entry, argumentsJson)
 }
 
-/** The outcome of a call whose connection was lost mid-flight. */
-const lostOutcome = (server: string, name: string, loss: Connection.Loss): ToolOutcome => {
-  switch (loss._tag) {
-    case "Exited":
-      return Texts.serverExited(server, name)
-    case "TooLarge":
-      return Texts.outputTooLarge(server, name, Connection.STDIO_MAX_MESSAGE)
-    default:
-      return Texts.connectionLost(server, name, Connection.describeLoss(loss))
-  }
-}
-
-/** Sends one call on the live connection; retries once on a fresh client when the HTTP session went stale. */
-const send = (entry: Entry, args: Record<string, unknown>, ms: number, track: Track) => {
-  const { handle } = entry
-  const server = handle.name
-  const name = entry.def.name
-  const attempt = (retried: boolean): Effect.Effect<ToolOutcome> =>
-    Effect.flatMap(
-      Connection.acquire(handle),
-      Either.match({
-        onLeft: (detail) => Effect.succeed(Texts.serverUnavailable(server, name, detail)),
-        onRight: (conn) => {
-          track.sent = true
-          const onprogress = (p: { readonly progress: number; readonly total?: number | undefined }) => {
-            track.progress = p.total === undefined ? String(p.progress) : `${p.progress} of ${p.total}`
-          }
-          const request = Effect.tryPromise({
-            // The signal is aborted when this fiber is interrupted: the SDK then sends `notifications/cancelled`.
-            try: (signal) =>
-              conn.client.callTool({ name, arguments: args }, undefined, { signal, timeout: ms, onprogress }),
-            catch: (error) => error
-          }).pipe(
-            Effect.match({
-              onSuccess: (result): Sent => ({ _tag: "Result", result }),
-              onFailure: (error): Sent => ({ _tag: "Failed", error })
-            })
-          )
-          // A loss ends the call at once: an oversized answer is reported before the transport finishes closing.
-          const lost = Effect.as(Connection.awaitLoss(conn), Lost)
-          return Effect.flatMap(Effect.race(request, lost), (outcome): Effect.Effect<ToolOutcome> => {
-            if (outcome._tag === "Result") {
-              const { isError, text } = Content.render(outcome.result)
-              return Effect.succeed(isError ? Texts.failed("tool_error", text) : { content: text, isError: false })
-            }
-            if (conn.loss !== undefined) return Effect.succeed(lostOutcome(server, name, conn.loss))
-            const error = outcome._tag === "Failed" ? outcome.error : undefined
-            if (Connection.isSessionExpired(error)) {
-              // The server never saw this request (it rejected the session), so sending it again is safe.
-              Connection.lose(handle, conn, { _tag: "SessionExpired", detail: Connection.describeError(error) })
-              return retried
-                ? Effect.succeed(Texts.connectionLost(server, name, Connection.describeError(error)))
-                : attempt(true)
-            }
-            if (Connection.isNetworkFailure(error)) {
-              const detail = Connection.describeError(error)
-              Connection.lose(handle, conn, { _tag: "Unreachable", detail })
-              // Only a request that never reached the server is known not to have run.
-              return Effect.succeed(
-                Connection.isUnsent(error)
-                  ? Texts.serverUnavailable(server, name, detail)
-                  : Texts.connectionLost(server, name, detail)
-              )
-            }
-            return Effect.succeed(errorOutcome(server, name, ms, error, track))
-          })
-        }
-      })
-    )
-  return attempt(false)
-}
-
-const errorOutcome = (server: string, name: string, ms: number, error: unknown, track: Track): ToolOutcome => {
-  if (error instanceof McpError) {
-    return error.code === ErrorCode.RequestTimeout
-      ? Texts.timedOutAfterProgress(name, ms, track.progress)
-      : Texts.toolError(name, `MCP server "${server}" answered: ${error.message}`)
-  }
-  if (error instanceof StreamableHTTPError) {
-    return Texts.toolError(name, `MCP server "${server}" answered HTTP ${error.code ?? "?"}: ${error.message}`)
-  }
-  return Texts.toolError(name, `MCP server "${server}": ${Connection.describeError(error)}`)
-}
-
-const dispatch = (
-  entries: ReadonlyMap<string, Entry>,
-  available: string,
-  name: string,
-  argumentsJson: string
-): Effect.Effect<ToolOutcome> => {
-  const entry = entries.get(name)
-  if (entry === undefined) return Effect.succeed(Texts.unknownTool(name, available))
-  const checked = Arguments.check(name, argumentsJson, entry.validate, entry.expected)
-  if (!checked.ok) return Effect.succeed(checked.outcome)
-  const valid = checked.args
-  return Effect.flatMap(Limits, (limits) => {
-    const own = entry.handle.config.timeoutMs
-    const ms = own === undefined ? limits.toolTimeoutMs : Math.min(own, limits.toolTimeoutMs)
-    const track: Track = { sent: false, progress: undefined }
-    return send(entry, valid, ms, track).pipe(
-      Effect.timeoutTo({
-        duration: ms,
-        onSuccess: (outcome) => outcome,
-        onTimeout: () =>
-          track.sent
-            ? Texts.timedOutAfterProgress(name, ms, track.progress)
-            : Texts.serverUnavailable(entry.handle.name, name, `it did not come back within ${ms} ms`)
-      }),
-      Effect.withSpan("mcp.tool_call", {
-        attributes: { "mcp.server": entry.handle.name, "gen_ai.tool.name": name, "mcp.timeout_ms": ms }
-      })
-    )
-  })
-}
+/** A server whose tools may have changed, or a caller waiting for every change before it to be applied. */
+type Change =
+  | { readonly _tag: "Changed"; readonly handle: Connection.Handle }
+  | { readonly _tag: "Barrier"; readonly done: Deferred.Deferred<void> }
 
 /**
  * Connects to every server (concurrently), lists their tools and builds the registry; the connections live as long
- * as the scope (closing it stops restarts and ends stdio children). Fails with `McpServerFailedToStart` naming the
- * first server that could not start, or `McpToolNameCollision` naming the tool and both servers. Tools listed in a
- * server's `exclude` are neither advertised nor callable; `effects` overrides win over `readOnlyHint`.
+ * as the scope (closing it stops restarts, refreshes and stdio children). Fails with `McpServerFailedToStart` naming
+ * the first server that could not start, or `McpToolNameCollision` naming the tool and both servers. Tools listed in
+ * a server's `exclude` are neither advertised nor callable; `effects` overrides win over `readOnlyHint`.
  */
 export const make = (
   servers: McpConfig.McpServers,
   options?: MakeOptions
 ): Effect.Effect<McpRegistry, McpStartError, Scope.Scope> =>
   Effect.gen(function*() {
+    const changes = yield* Queue.unbounded<Change>()
     const connection: Connection.Options = {
       connectTimeoutMs: options?.connectTimeoutMs ?? 30_000,
-      restart: options?.restartSchedule ?? defaultRestartSchedule
+      restart: options?.restartSchedule ?? defaultRestartSchedule,
+      onToolsChanged: (handle) => Queue.unsafeOffer(changes, { _tag: "Changed", handle })
     }
     // Sorted, so a collision always names the servers in the same order.
     const handles = Object.keys(servers).sort().map((name) => Connection.makeHandle(name, servers[name]!))
@@ -276,38 +221,87 @@ export const make = (
     yield* Effect.addFinalizer(() =>
       Effect.forEach(handles, Connection.shutdown, { concurrency: "unbounded", discard: true })
     )
-    const listed = yield* Effect.forEach(handles, (handle) =>
+    const started = yield* Effect.forEach(handles, (handle) =>
       Connection.start(handle, connection).pipe(
         Effect.mapError((reason) => new McpServerFailedToStart({ server: handle.name, reason }))
       ), { concurrency: "unbounded" })
 
-    const entries = new Map<string, Entry>()
+    // Each server's last successful listing, as entries; the registry is always merged from these.
+    const listed = new Map<Connection.Handle, ReadonlyArray<Entry>>()
     for (const [i, handle] of handles.entries()) {
-      const tools = listed[i] ?? []
-      const excluded = new Set(handle.config.exclude ?? [])
-      const overrides = handle.config.effects ?? {}
-      for (const name of Object.keys(overrides)) {
+      const tools = started[i] ?? []
+      for (const name of Object.keys(handle.config.effects ?? {})) {
         if (!tools.some((t) => t.name === name)) {
           yield* Effect.logWarning(`MCP server "${handle.name}" has no tool "${name}"; its effect override is unused`)
         }
       }
-      for (const tool of tools) {
-        if (excluded.has(tool.name)) continue
-        const other = entries.get(tool.name)
-        if (other !== undefined) {
-          return yield* new McpToolNameCollision({ tool: tool.name, servers: [other.handle.name, handle.name] })
-        }
-        entries.set(tool.name, yield* toEntry(tool, handle, overrides))
-      }
+      listed.set(handle, yield* entriesOf(handle, tools))
     }
+    const initial = merge(handles, listed, new Map())
+    if (initial.refused[0] !== undefined) return yield* initial.refused[0]
+    // A plain variable swapped in one assignment: every call and listing reads one consistent snapshot.
+    let current = snapshotOf(initial.entries)
+    // Refusals already logged, so a collision that persists across refreshes is reported once.
+    let reported = new Set<string>()
 
-    const tools = Array.from(entries.values(), (e) => e.def).sort(byName)
-    const available = tools.map((t) => t.name).join(", ")
-    const all = Effect.succeed(tools)
+    const relist = (handle: Connection.Handle) =>
+      Effect.matchEffect(Connection.listTools(handle, connection.connectTimeoutMs), {
+        onFailure: (reason) =>
+          Effect.logWarning(
+            `MCP server "${handle.name}": listing its tools again failed (${reason}); keeping the ` +
+              `${listed.get(handle)?.length ?? 0} tools it listed last until its next change or restart`
+          ),
+        onSuccess: (tools) =>
+          Effect.flatMap(entriesOf(handle, tools), (entries) =>
+            Effect.suspend(() => {
+              const before = new Set((listed.get(handle) ?? []).map((e) => e.def.name))
+              const after = new Set(entries.map((e) => e.def.name))
+              listed.set(handle, entries)
+              const added = [...after].filter((n) => !before.has(n))
+              const removed = [...before].filter((n) => !after.has(n))
+              return added.length + removed.length === 0 ? Effect.void : Effect.logInfo(
+                `MCP server "${handle.name}" changed its tools: added [${added.join(", ")}], ` +
+                  `removed [${removed.join(", ")}]`
+              )
+            }))
+      })
+
+    const apply = (due: ReadonlySet<Connection.Handle>) =>
+      Effect.gen(function*() {
+        // Concurrently: one slow server must not hold back the others' lists for its whole timeout.
+        yield* Effect.forEach(due, relist, { concurrency: "unbounded", discard: true })
+        const { entries, refused } = merge(handles, listed, current.entries)
+        current = snapshotOf(entries)
+        const keys = new Set<string>()
+        for (const collision of refused) {
+          const key = JSON.stringify([collision.tool, ...collision.servers])
+          keys.add(key)
+          if (!reported.has(key)) yield* Effect.logError(refusal(collision))
+        }
+        reported = keys
+      })
+
+    // The one refresher: a batch is everything queued when it starts, so a burst of notifications costs one listing
+    // per server, and a rebuild never overlaps another.
+    yield* Effect.forkScoped(Effect.forever(Effect.gen(function*() {
+      const batch = Chunk.toReadonlyArray(yield* Queue.takeBetween(changes, 1, Number.MAX_SAFE_INTEGER))
+      const due = new Set<Connection.Handle>()
+      for (const change of batch) if (change._tag === "Changed") due.add(change.handle)
+      if (due.size > 0) yield* apply(due)
+      for (const change of batch) if (change._tag === "Barrier") yield* Deferred.succeed(change.done, undefined)
+    })))
+
+    const refreshed = Effect.flatMap(
+      Deferred.make<void>(),
+      (done) => Effect.zipRight(Queue.offer(changes, { _tag: "Barrier", done }), Deferred.await(done))
+    )
     return {
-      tools,
-      list: () => all,
-      call: (name, argumentsJson) => Effect.suspend(() => dispatch(entries, available, name, argumentsJson))
+      get tools() {
+        return current.tools
+      },
+      refreshed,
+      list: () => Effect.sync(() => current.tools),
+      call: (name, argumentsJson) => Effect.suspend(() => dispatch(current, name, argumentsJson))
     }
   })
 

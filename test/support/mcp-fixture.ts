@@ -1,11 +1,18 @@
 /**
- * A misbehaving MCP server over stdio, for the McpRegistry tests: it hangs, crashes, floods and writes junk on
- * purpose, so the registry's timeout, restart, size and parsing paths run against a real child process.
+ * A misbehaving MCP server over stdio, for the McpRegistry tests: it hangs, crashes, floods, writes junk and changes
+ * its tools on purpose, so the registry's timeout, restart, size, parsing and refresh paths run against a real child
+ * process.
  *
- * Run with `node --import tsx test/support/mcp-fixture.ts [--junk] [--prefix P] [--only a,b]`:
+ * Run with `node --import tsx test/support/mcp-fixture.ts [--junk] [--prefix P] [--only a,b] [--mutable]
+ * [--tools-file F]`:
  * - `--junk` writes a line that is not JSON-RPC to stdout before every answer (the client must skip it);
  * - `--prefix P` prefixes every tool name (so two fixtures can run side by side without colliding);
- * - `--only a,b` exports only the named tools (before prefixing).
+ * - `--only a,b` exports only the named tools (before prefixing);
+ * - `--mutable` also exports `add_tool` (adds or redefines a tool that answers with its name and arguments),
+ *   `remove_tool` and `fail_listing` (makes `tools/list` fail, or work again); each changes the list, then sends
+ *   `notifications/tools/list_changed` before it answers, so the client has the notification when the call returns;
+ * - `--tools-file F` reads `{ "add"?: [{ name, inputSchema?, readOnly? }], "remove"?: [name] }` from F at start, if
+ *   it exists (names as exported, after prefixing): a restarted fixture can list other tools than before.
  * Tools are listed in pages of 3, so every client of the fixture exercises `nextCursor` pagination.
  *
  * Built on the SDK's low-level `Server` with plain JSON Schemas: the project does not depend on zod directly, and
@@ -15,6 +22,7 @@ import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js"
 import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js"
+import * as fs from "node:fs"
 
 const argv = process.argv.slice(2)
 const option = (flag: string): string | undefined => {
@@ -24,6 +32,8 @@ const option = (flag: string): string | undefined => {
 const junk = argv.includes("--junk")
 const prefix = option("--prefix") ?? ""
 const only = option("--only")?.split(",")
+const mutable = argv.includes("--mutable")
+const toolsFile = option("--tools-file")
 
 const PAGE_SIZE = 3
 
@@ -87,17 +97,73 @@ const all: ReadonlyArray<Tool> = [
   }
 ]
 
-const tools = all
-  .filter((t) => only === undefined || only.includes(t.name))
+const changers: ReadonlyArray<Tool> = [
+  {
+    name: "add_tool",
+    description: "Adds tool `name` (or redefines it), then notifies that the tool list changed.",
+    inputSchema: object({ name: { type: "string" }, inputSchema: { type: "object" }, readOnly: { type: "boolean" } }, [
+      "name"
+    ])
+  },
+  {
+    name: "remove_tool",
+    description: "Removes tool `name`, then notifies that the tool list changed.",
+    inputSchema: object({ name: { type: "string" } }, ["name"])
+  },
+  {
+    name: "fail_listing",
+    description: "Makes tools/list fail (or work again), then notifies that the tool list changed.",
+    inputSchema: object({ fail: { type: "boolean" } }, ["fail"])
+  }
+]
+
+interface Added {
+  readonly name: string
+  readonly inputSchema?: Tool["inputSchema"]
+  readonly readOnly?: boolean
+}
+
+const added = (spec: Added): Tool => ({
+  name: spec.name,
+  description: "Added at run time; answers with its name and arguments.",
+  inputSchema: spec.inputSchema ?? object({}),
+  ...(spec.readOnly === true ? { annotations: { readOnlyHint: true } } : {})
+})
+
+let tools: Array<Tool> = [...all, ...(mutable ? changers : [])]
+  .filter((t) => only === undefined || only.includes(t.name) || changers.includes(t))
   .map((t) => ({ ...t, name: `${prefix}${t.name}` }))
+/** Names of the tools added at run time (they answer generically). */
+const dynamic = new Set<string>()
+
+const addTool = (spec: Added) => {
+  tools = [...tools.filter((t) => t.name !== spec.name), added(spec)]
+  dynamic.add(spec.name)
+}
+const removeTool = (name: string) => {
+  tools = tools.filter((t) => t.name !== name)
+}
+
+if (toolsFile !== undefined && fs.existsSync(toolsFile)) {
+  const changes = JSON.parse(fs.readFileSync(toolsFile, "utf8")) as {
+    readonly add?: ReadonlyArray<Added>
+    readonly remove?: ReadonlyArray<string>
+  }
+  changes.add?.forEach(addTool)
+  changes.remove?.forEach(removeTool)
+}
+let failListing = false
 
 const stats = { hangStarted: 0, hangCancelled: 0 }
 
 const text = (s: string): CallToolResult => ({ content: [{ type: "text", text: s }] })
 
-const server = new Server({ name: "corral-fixture", version: "1.0.0" }, { capabilities: { tools: {} } })
+const server = new Server({ name: "corral-fixture", version: "1.0.0" }, {
+  capabilities: { tools: { listChanged: true } }
+})
 
 server.setRequestHandler(ListToolsRequestSchema, (request) => {
+  if (failListing) throw new Error("tools/list fails on purpose")
   const start = Number(request.params?.cursor ?? "0")
   const page = tools.slice(start, start + PAGE_SIZE)
   const next = start + PAGE_SIZE
@@ -107,7 +173,12 @@ server.setRequestHandler(ListToolsRequestSchema, (request) => {
 server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
   if (junk) process.stdout.write("this line is not JSON-RPC\n")
   const args = request.params.arguments ?? {}
-  switch (request.params.name.slice(prefix.length)) {
+  const name = request.params.name
+  if (!tools.some((t) => t.name === name)) {
+    return { content: [{ type: "text", text: `unknown tool ${name}` }], isError: true }
+  }
+  if (dynamic.has(name)) return text(`${name}: ${JSON.stringify(args)}`)
+  switch (name.slice(prefix.length)) {
     case "echo":
       return text(`echo: ${String(args["message"])}`)
     case "hang":
@@ -146,6 +217,18 @@ server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<
       return text(String(process.pid))
     case "structured_only":
       return { content: [], structuredContent: { ok: true, items: [1, 2] } }
+    case "add_tool":
+      addTool(args as unknown as Added)
+      await server.sendToolListChanged()
+      return text(`added ${String(args["name"])}`)
+    case "remove_tool":
+      removeTool(String(args["name"]))
+      await server.sendToolListChanged()
+      return text(`removed ${String(args["name"])}`)
+    case "fail_listing":
+      failListing = args["fail"] === true
+      await server.sendToolListChanged()
+      return text(failListing ? "tools/list now fails" : "tools/list works")
   }
   return { content: [{ type: "text", text: `unknown tool ${request.params.name}` }], isError: true }
 })

@@ -16,11 +16,16 @@
  * for the restart, cutting the backoff short (someone needs the server now), but only until one attempt made after
  * it arrived has failed: then it fails fast instead of spending its whole timeout on a server that is not coming
  * back soon.
+ *
+ * A server's tools can change while it runs (it sends `notifications/tools/list_changed`) and across a restart (a
+ * new version, a different config). Both are reported to the handle's owner through `Options.onToolsChanged`, which
+ * re-lists with `listTools` on the live connection.
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import type { StdioServerParameters } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js"
 import type { Tool } from "@modelcontextprotocol/sdk/types.js"
 import { Clock, Deferred, Duration, Effect, Either, Exit, FiberId, Schedule } from "effect"
 import type { Scope } from "effect"
@@ -77,6 +82,11 @@ export interface Options {
   readonly connectTimeoutMs: number
   /** Delays between failed restart attempts. */
   readonly restart: Schedule.Schedule<unknown, unknown>
+  /**
+   * The handle's tools may have changed: the server said so, or it was restarted. Called synchronously (from SDK
+   * callbacks too), so it must only take note; listing again is the owner's job (`listTools`).
+   */
+  readonly onToolsChanged: (handle: Handle) => void
 }
 
 /** What the SDK's stdio transport allows per message: larger answers close the connection. */
@@ -218,8 +228,9 @@ export const close = (conn: Conn, force = false): Effect.Effect<void> =>
  * stdio server's stderr) when any step fails or `timeoutMs` passes; whatever was opened is closed on failure and on
  * interruption.
  */
-const open = (handle: Handle, timeoutMs: number): Effect.Effect<{ conn: Conn; tools: ReadonlyArray<Tool> }, string> =>
+const open = (handle: Handle, options: Options): Effect.Effect<{ conn: Conn; tools: ReadonlyArray<Tool> }, string> =>
   Effect.suspend(() => {
+    const timeoutMs = options.connectTimeoutMs
     const client = new Client(CLIENT_INFO, { capabilities: {} })
     const conn: Conn = {
       client,
@@ -241,6 +252,10 @@ const open = (handle: Handle, timeoutMs: number): Effect.Effect<{ conn: Conn; to
     }
     // Junk lines and SSE hiccups are errors too, but only a close means the connection is gone.
     client.onclose = () => lose(handle, conn, { _tag: "Exited" })
+    // Handled even when the server did not declare `tools.listChanged`: a stale list is worse than a spare listing.
+    client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+      if (conn.loss === undefined && !conn.closing) options.onToolsChanged(handle)
+    })
     return Effect.tryPromise({
       try: async (signal) => {
         await client.connect(conn.transport, { signal, timeout: timeoutMs })
@@ -290,7 +305,7 @@ const reconnect = (
       }
       wait = true
       const failed = attemptStarts(handle)
-      const opened = yield* Effect.either(open(handle, options.connectTimeoutMs))
+      const opened = yield* Effect.either(open(handle, options))
       if (Either.isRight(opened)) return opened.right
       yield* Effect.logWarning(`MCP server "${handle.name}" restart failed: ${opened.left}`)
       if (failed !== undefined) yield* Deferred.succeed(failed, opened.left)
@@ -319,6 +334,10 @@ const supervise = (handle: Handle, first: Conn, options: Options): Effect.Effect
         Effect.flatMap(restore(reconnect(handle, options, driver, !stable)), ({ conn }) =>
           Effect.suspend(() => {
             handle.state = { _tag: "Up", conn }
+            // The restarted server may list other tools. Noted before the waiting calls resume, so whoever waited
+            // for the restart can wait for the re-list too. Re-listed on the live connection, not taken from the
+            // listing `open` made: a change notified in between would be applied first, then overwritten by it.
+            options.onToolsChanged(handle)
             return Effect.as(Deferred.succeed(down.ready, conn), conn)
           }))
       )
@@ -343,7 +362,7 @@ export const makeHandle = (name: string, config: McpConfig.McpServer): Handle =>
 export const start = (handle: Handle, options: Options): Effect.Effect<ReadonlyArray<Tool>, string, Scope.Scope> =>
   Effect.gen(function*() {
     const opened = yield* Effect.uninterruptibleMask((restore) =>
-      Effect.tap(restore(open(handle, options.connectTimeoutMs)), ({ conn }) =>
+      Effect.tap(restore(open(handle, options)), ({ conn }) =>
         Effect.sync(() => {
           handle.state = { _tag: "Up", conn }
         }))
@@ -383,6 +402,32 @@ export const acquire = (handle: Handle): Effect.Effect<Either.Either<Conn, strin
       case "Starting":
         return Effect.succeed(Either.left("it has not started yet"))
     }
+  })
+
+/**
+ * Lists every page of the handle's tools on its live connection, within `timeoutMs`. Fails with a message when the
+ * server is not up (its restart reports a change, so it is listed then) or the listing fails; a stale HTTP session
+ * or an unreachable server also marks the connection lost, so that the supervisor reconnects.
+ */
+export const listTools = (handle: Handle, timeoutMs: number): Effect.Effect<ReadonlyArray<Tool>, string> =>
+  Effect.suspend(() => {
+    const s = handle.state
+    if (s._tag !== "Up" || s.conn.loss !== undefined) return Effect.fail("it is not connected")
+    const conn = s.conn
+    return Effect.tryPromise({ try: (signal) => listAll(conn.client, signal, timeoutMs), catch: (error) => error })
+      .pipe(
+        Effect.tapError((error) =>
+          Effect.sync(() => {
+            if (isSessionExpired(error)) lose(handle, conn, { _tag: "SessionExpired", detail: describeError(error) })
+            else if (isNetworkFailure(error)) lose(handle, conn, { _tag: "Unreachable", detail: describeError(error) })
+          })
+        ),
+        Effect.mapError(describeError),
+        Effect.timeoutFail({
+          duration: Duration.millis(timeoutMs),
+          onTimeout: () => `no answer to tools/list within ${timeoutMs} ms`
+        })
+      )
   })
 
 /** Completes when `conn` is noticed lost. */

@@ -1,0 +1,148 @@
+/**
+ * One call of one MCP tool: argument check, send on the live connection, deadline, and every way it can end turned
+ * into an outcome that says what happened (tool error, protocol error, timeout with the last progress, lost or stale
+ * connection). Interrupting the call aborts the MCP request, so the server is sent a cancellation.
+ */
+import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
+import type { ValidateFunction } from "ajv"
+import { Effect, Either } from "effect"
+import { Limits } from "../../rails/Limits.js"
+import type { ToolDef, ToolOutcome } from "../ToolExecutor.js"
+import * as Arguments from "./arguments.js"
+import * as Connection from "./mcpConnection.js"
+import * as Content from "./mcpContent.js"
+import * as Texts from "./texts.js"
+
+/** A tool as the registry holds it: its definition, its server, and its compiled input schema. */
+export interface Entry {
+  readonly def: ToolDef
+  readonly handle: Connection.Handle
+  /** `undefined` when ajv cannot compile the server's schema: the server validates alone. */
+  readonly validate: ValidateFunction | undefined
+  readonly expected: string
+}
+
+type Sent =
+  | { readonly _tag: "Result"; readonly result: Content.CallResult }
+  | { readonly _tag: "Failed"; readonly error: unknown }
+  | { readonly _tag: "Lost" }
+const Lost: Sent = { _tag: "Lost" }
+
+/** What one call has got to, for the text of its timeout: whether it was sent, and its last progress. */
+interface Track {
+  sent: boolean
+  progress: string | undefined
+}
+
+/** The outcome of a call whose connection was lost mid-flight. */
+const lostOutcome = (server: string, name: string, loss: Connection.Loss): ToolOutcome => {
+  switch (loss._tag) {
+    case "Exited":
+      return Texts.serverExited(server, name)
+    case "TooLarge":
+      return Texts.outputTooLarge(server, name, Connection.STDIO_MAX_MESSAGE)
+    default:
+      return Texts.connectionLost(server, name, Connection.describeLoss(loss))
+  }
+}
+
+/** Sends one call on the live connection; retries once on a fresh client when the HTTP session went stale. */
+const send = (entry: Entry, args: Record<string, unknown>, ms: number, track: Track) => {
+  const { handle } = entry
+  const server = handle.name
+  const name = entry.def.name
+  const attempt = (retried: boolean): Effect.Effect<ToolOutcome> =>
+    Effect.flatMap(
+      Connection.acquire(handle),
+      Either.match({
+        onLeft: (detail) => Effect.succeed(Texts.serverUnavailable(server, name, detail)),
+        onRight: (conn) => {
+          track.sent = true
+          const onprogress = (p: { readonly progress: number; readonly total?: number | undefined }) => {
+            track.progress = p.total === undefined ? String(p.progress) : `${p.progress} of ${p.total}`
+          }
+          const request = Effect.tryPromise({
+            // The signal is aborted when this fiber is interrupted: the SDK then sends `notifications/cancelled`.
+            try: (signal) =>
+              conn.client.callTool({ name, arguments: args }, undefined, { signal, timeout: ms, onprogress }),
+            catch: (error) => error
+          }).pipe(
+            Effect.match({
+              onSuccess: (result): Sent => ({ _tag: "Result", result }),
+              onFailure: (error): Sent => ({ _tag: "Failed", error })
+            })
+          )
+          // A loss ends the call at once: an oversized answer is reported before the transport finishes closing.
+          const lost = Effect.as(Connection.awaitLoss(conn), Lost)
+          return Effect.flatMap(Effect.race(request, lost), (outcome): Effect.Effect<ToolOutcome> => {
+            if (outcome._tag === "Result") {
+              const { isError, text } = Content.render(outcome.result)
+              return Effect.succeed(isError ? Texts.failed("tool_error", text) : { content: text, isError: false })
+            }
+            if (conn.loss !== undefined) return Effect.succeed(lostOutcome(server, name, conn.loss))
+            const error = outcome._tag === "Failed" ? outcome.error : undefined
+            if (Connection.isSessionExpired(error)) {
+              // The server never saw this request (it rejected the session), so sending it again is safe.
+              Connection.lose(handle, conn, { _tag: "SessionExpired", detail: Connection.describeError(error) })
+              return retried
+                ? Effect.succeed(Texts.connectionLost(server, name, Connection.describeError(error)))
+                : attempt(true)
+            }
+            if (Connection.isNetworkFailure(error)) {
+              const detail = Connection.describeError(error)
+              Connection.lose(handle, conn, { _tag: "Unreachable", detail })
+              // Only a request that never reached the server is known not to have run.
+              return Effect.succeed(
+                Connection.isUnsent(error)
+                  ? Texts.serverUnavailable(server, name, detail)
+                  : Texts.connectionLost(server, name, detail)
+              )
+            }
+            return Effect.succeed(errorOutcome(server, name, ms, error, track))
+          })
+        }
+      })
+    )
+  return attempt(false)
+}
+
+const errorOutcome = (server: string, name: string, ms: number, error: unknown, track: Track): ToolOutcome => {
+  if (error instanceof McpError) {
+    return error.code === ErrorCode.RequestTimeout
+      ? Texts.timedOutAfterProgress(name, ms, track.progress)
+      : Texts.toolError(name, `MCP server "${server}" answered: ${error.message}`)
+  }
+  if (error instanceof StreamableHTTPError) {
+    return Texts.toolError(name, `MCP server "${server}" answered HTTP ${error.code ?? "?"}: ${error.message}`)
+  }
+  return Texts.toolError(name, `MCP server "${server}": ${Connection.describeError(error)}`)
+}
+/**
+ * Calls `entry`'s tool with `argumentsJson`: checked against its input schema first, then sent with a deadline (the
+ * server's `timeoutMs`, capped by `Limits.toolTimeoutMs`) enforced here, not only by the SDK. Never fails.
+ */
+export const call = (entry: Entry, argumentsJson: string): Effect.Effect<ToolOutcome> => {
+  const name = entry.def.name
+  const checked = Arguments.check(name, argumentsJson, entry.validate, entry.expected)
+  if (!checked.ok) return Effect.succeed(checked.outcome)
+  const valid = checked.args
+  return Effect.flatMap(Limits, (limits) => {
+    const own = entry.handle.config.timeoutMs
+    const ms = own === undefined ? limits.toolTimeoutMs : Math.min(own, limits.toolTimeoutMs)
+    const track: Track = { sent: false, progress: undefined }
+    return send(entry, valid, ms, track).pipe(
+      Effect.timeoutTo({
+        duration: ms,
+        onSuccess: (outcome) => outcome,
+        onTimeout: () =>
+          track.sent
+            ? Texts.timedOutAfterProgress(name, ms, track.progress)
+            : Texts.serverUnavailable(entry.handle.name, name, `it did not come back within ${ms} ms`)
+      }),
+      Effect.withSpan("mcp.tool_call", {
+        attributes: { "mcp.server": entry.handle.name, "gen_ai.tool.name": name, "mcp.timeout_ms": ms }
+      })
+    )
+  })
+}
