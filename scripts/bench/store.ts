@@ -12,14 +12,16 @@
  * tool_results of two 1 KiB results), ~1.2 KB of JSON on average. Sessions are created, and warmed up with one
  * turn each, before any clock starts; sampled sessions are checked for gap-free numbering afterwards. Postgres runs in a fresh database (created, then dropped) on the server at
  * `CORRAL_BENCH_DATABASE_URL` (default postgres://postgres@127.0.0.1:5432/postgres) and is skipped when unreachable;
- * the embedded store runs in memory. Prints a table and one `RESULT {json}` line per database.
+ * the embedded store runs in memory. `--db none` runs the same sessions against a store whose append does nothing
+ * (it only numbers the turn): the harness's own cost and latency floor on this machine, to read the others against.
+ * Prints a table and one `RESULT {json}` line per database.
  *
- *   npm run bench:store -- --db both|postgres|embedded --sessions 1000 --turns 20 --rate 10000 --lanes 1
+ *   npm run bench:store -- --db both|postgres|embedded|none --sessions 1000 --turns 20 --rate 10000 --lanes 1
  *     [--phases closed,paced] [--window-ms 0] [--max-batch 1000]
  */
 import { SqlClient } from "@effect/sql"
 import type { PgClient } from "@effect/sql-pg"
-import { Clock, Config, Context, Duration, Effect, Layer, Option, Redacted } from "effect"
+import { Clock, Config, Context, Deferred, Duration, Effect, Layer, Option, Redacted } from "effect"
 import { randomUUID } from "node:crypto"
 import { existsSync, readFileSync } from "node:fs"
 import { cpus, loadavg } from "node:os"
@@ -31,6 +33,7 @@ import { Scope } from "../../src/domain/Scope.js"
 import { initialState } from "../../src/domain/Session.js"
 import * as Database from "../../src/store/Database.js"
 import * as Embedded from "../../src/store/Embedded.js"
+import * as MemoryStore from "../../src/store/MemoryStore.js"
 import { SessionStore } from "../../src/store/SessionStore.js"
 import * as SqlStore from "../../src/store/SqlStore.js"
 
@@ -134,10 +137,19 @@ const prepare = Effect.gen(function*() {
 })
 
 /**
+ * How long after the last session is forked the paced schedule starts. Started before forking, the first turns fell
+ * due while a thousand fibers were still being forked; released at once with a 10 ms lead, while they were still
+ * being resumed. Either way the first 100 ms of turns woke up to 40-50 ms late, a harness artifact that alone set the
+ * paced p99 (14-40 ms against a store that does nothing); with 100 ms it is 2-4 ms (measured with `--db none`).
+ */
+const scheduleLead = 100
+
+/**
  * Every session appends `turnsPerSession` turns. `period` undefined: back to back (closed loop, the store's
  * ceiling). Otherwise session i appends its k-th turn at start + (i / sessions + k) * period (open loop, an
  * offered rate of sessions / period), and latency is measured from that due time when the append starts late,
- * so a store that falls behind shows it in its percentiles.
+ * so a store that falls behind shows it in its percentiles. The schedule starts `scheduleLead` after every session's
+ * fiber is forked and waiting for it (see there).
  */
 const drive = (ids: ReadonlyArray<SessionId>, period: number | undefined, serverCpu: ServerCpu) =>
   Effect.gen(function*() {
@@ -146,9 +158,16 @@ const drive = (ids: ReadonlyArray<SessionId>, period: number | undefined, server
     let k = 0
     const serverBefore = yield* serverCpu
     const clientBefore = process.cpuUsage()
-    const start = Number(yield* Clock.currentTimeNanos) / 1e6
+    const forked = Number(yield* Clock.currentTimeNanos) / 1e6
+    const scheduled = yield* Deferred.make<number>()
+    let waiting = 0
     yield* Effect.forEach(ids, (id, i) =>
       Effect.gen(function*() {
+        // The last session to be forked sets the schedule's start, far enough ahead for all of them to resume.
+        if (period !== undefined && ++waiting === ids.length) {
+          yield* Deferred.succeed(scheduled, Number(yield* Clock.currentTimeNanos) / 1e6 + scheduleLead)
+        }
+        const start = period === undefined ? forked : yield* Deferred.await(scheduled)
         for (let n = 2; n <= turnsPerSession + 1; n++) {
           let from = Number(yield* Clock.currentTimeNanos) / 1e6
           if (period !== undefined) {
@@ -160,6 +179,7 @@ const drive = (ids: ReadonlyArray<SessionId>, period: number | undefined, server
           latencies[k++] = Number(yield* Clock.currentTimeNanos) / 1e6 - from
         }
       }), { concurrency: "unbounded", discard: true })
+    const start = period === undefined ? forked : yield* Deferred.await(scheduled)
     const seconds = (Number(yield* Clock.currentTimeNanos) / 1e6 - start) / 1e3
     const client = process.cpuUsage(clientBefore)
     const serverAfter = yield* serverCpu
@@ -178,25 +198,25 @@ const drive = (ids: ReadonlyArray<SessionId>, period: number | undefined, server
  * separates client from server cost on a shared machine. `undefined` for the embedded store (it runs inside this
  * process, so its cost is in the client figure) or where /proc is not readable.
  */
-type ServerCpu = Effect.Effect<{ readonly total: number } | undefined, never, SqlClient.SqlClient>
+type ServerCpu = Effect.Effect<{ readonly total: number } | undefined>
 
-const postgresCpu: ServerCpu = Effect.gen(function*() {
-  const sql = yield* SqlClient.SqlClient
-  const rows = yield* sql<{ pid: number }>`SELECT pid FROM pg_stat_activity WHERE datname = current_database()`.pipe(
-    Effect.orElseSucceed(() => [])
-  )
-  if (rows.length === 0 || !existsSync("/proc/self/stat")) return undefined
-  let ticks = 0
-  for (const { pid } of rows) {
-    try {
-      const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? []
-      ticks += Number(fields[11]) + Number(fields[12])
-    } catch {
-      return undefined
+const postgresCpu = (sql: SqlClient.SqlClient): ServerCpu =>
+  Effect.gen(function*() {
+    const rows = yield* sql<{ pid: number }>`SELECT pid FROM pg_stat_activity WHERE datname = current_database()`.pipe(
+      Effect.orElseSucceed(() => [])
+    )
+    if (rows.length === 0 || !existsSync("/proc/self/stat")) return undefined
+    let ticks = 0
+    for (const { pid } of rows) {
+      try {
+        const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? []
+        ticks += Number(fields[11]) + Number(fields[12])
+      } catch {
+        return undefined
+      }
     }
-  }
-  return { total: ticks * 10 }
-})
+    return { total: ticks * 10 }
+  })
 
 /** Checks, after the clocks stopped, that sampled sessions hold their turns numbered 1..n without gaps. */
 const check = (ids: ReadonlyArray<SessionId>, expected: number) =>
@@ -211,7 +231,27 @@ const check = (ids: ReadonlyArray<SessionId>, expected: number) =>
   })
 
 /** Both phases on one database: the closed-loop ceiling, then the offered rate. */
-const measure = (db: "postgres" | "embedded", lanes: number) =>
+/**
+ * The harness's floor: the memory store for sessions, but an append that only numbers the turn (nothing is kept, so
+ * the store adds neither work nor garbage); the gap-free check is skipped for it.
+ */
+const noStore = Layer.effect(
+  SessionStore,
+  Effect.map(MemoryStore.makeMemory, (store) => {
+    const last = new Map<string, number>()
+    return {
+      ...store,
+      appendTurn: (sessionId, entry, at) =>
+        Effect.sync(() => {
+          const seq = (last.get(sessionId) ?? 0) + 1
+          last.set(sessionId, seq)
+          return { sessionId, seq, at, entry }
+        })
+    }
+  })
+)
+
+const measure = (db: "postgres" | "embedded" | "none", lanes: number, serverCpu: ServerCpu) =>
   Effect.gen(function*() {
     const results: Array<Result> = []
     const report = (
@@ -239,16 +279,15 @@ const measure = (db: "postgres" | "embedded", lanes: number) =>
         clientCpuUsPerTurn: Math.round((run.clientCpuMs * 1e3) / run.latencies.length),
         serverCpuUsPerTurn: run.serverCpuMs === null ? null : Math.round((run.serverCpuMs * 1e3) / run.latencies.length)
       })
-    const serverCpu: ServerCpu = db === "postgres" ? postgresCpu : Effect.succeed(undefined)
     if (phases.has("closed")) {
       const closed = yield* prepare
       report("closed", undefined, yield* drive(closed, undefined, serverCpu))
-      yield* check(closed, turnsPerSession + 1)
+      if (db !== "none") yield* check(closed, turnsPerSession + 1)
     }
     if (phases.has("paced") && rate > 0) {
       const paced = yield* prepare
       report("paced", rate, yield* drive(paced, (sessions / rate) * 1000, serverCpu))
-      yield* check(paced, turnsPerSession + 1)
+      if (db !== "none") yield* check(paced, turnsPerSession + 1)
     }
     return results
   })
@@ -285,16 +324,24 @@ const program = Effect.gen(function*() {
   const results: Array<Result> = []
   if (args.db === "postgres" || args.db === "both") {
     const lanes = args.lanes === undefined ? 1 : Number(args.lanes)
-    const outcome = yield* measure("postgres", lanes).pipe(
-      Effect.provide(storeOn(freshPostgres(adminUrl), lanes)),
-      Effect.either
-    )
+    const outcome = yield* Effect.flatMap(SqlClient.SqlClient, (sql) => measure("postgres", lanes, postgresCpu(sql)))
+      .pipe(
+        Effect.provide(storeOn(freshPostgres(adminUrl), lanes)),
+        Effect.either
+      )
     if (outcome._tag === "Right") results.push(...outcome.right)
     else console.log(`postgres: skipped (${String(outcome.left)})`)
   }
   if (args.db === "embedded" || args.db === "both") {
     const lanes = args.lanes === undefined ? 1 : Number(args.lanes)
-    results.push(...yield* measure("embedded", lanes).pipe(Effect.provide(storeOn(Embedded.layerEmbedded(), lanes))))
+    results.push(
+      ...yield* measure("embedded", lanes, Effect.succeed(undefined)).pipe(
+        Effect.provide(storeOn(Embedded.layerEmbedded(), lanes))
+      )
+    )
+  }
+  if (args.db === "none") {
+    results.push(...yield* measure("none", 1, Effect.succeed(undefined)).pipe(Effect.provide(noStore)))
   }
 
   const header = [

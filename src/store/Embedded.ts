@@ -11,7 +11,9 @@
  * docs/storage.md records why this beats a hand-written PGlite SqlClient and the pglite-socket server.
  *
  * Limits that follow from one backend: cancelling a running statement is impossible (an interrupted query runs to
- * its end before the next one starts), and one data directory belongs to one process at a time.
+ * its end before the next one starts), and one data directory belongs to one process at a time: opening a
+ * directory takes its lock file first (internal/dataDirLock.ts), so a second process is refused instead of
+ * corrupting it, and a lock left by a killed process is taken over.
  */
 import type { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
@@ -23,6 +25,7 @@ import { mkdir } from "node:fs/promises"
 import { join } from "node:path"
 import { Pool } from "pg"
 import { PersistenceFailed } from "../domain/Errors.js"
+import * as DataDirLock from "./internal/dataDirLock.js"
 import { describe } from "./internal/failure.js"
 
 /** The data directory value that keeps the database in memory (gone when the layer is released). */
@@ -37,20 +40,29 @@ export interface Options {
   readonly dataDir?: string
 }
 
+const opening = (dataDir: string) => (cause: unknown) =>
+  new SqlError({ cause, message: `could not open the embedded database in ${dataDir}` })
+
+/** Opens the database, in memory or under `dataDir` (created if missing, locked first; see the header). */
 const open = (dataDir: string) =>
-  Effect.tryPromise({
-    try: async () => {
-      if (dataDir === inMemory) return PGlite.create(inMemory)
+  dataDir === inMemory
+    ? Effect.tryPromise({ try: () => PGlite.create(inMemory), catch: opening(dataDir) })
+    : Effect.gen(function*() {
       const path = join(dataDir, "pgdata")
-      await mkdir(path, { recursive: true })
-      return PGlite.create(path)
-    },
-    catch: (cause) => new SqlError({ cause, message: `could not open the embedded database in ${dataDir}` })
-  })
+      yield* Effect.tryPromise({ try: () => mkdir(path, { recursive: true }), catch: opening(dataDir) })
+      // Released after the database is closed (finalizers run in reverse). The refusal keeps its own message.
+      yield* Effect.acquireRelease(
+        DataDirLock.acquire(dataDir).pipe(Effect.mapError((cause) => new SqlError({ cause, message: cause.message }))),
+        (release) => release
+      )
+      return yield* Effect.tryPromise({ try: () => PGlite.create(path), catch: opening(dataDir) })
+    })
 
 /**
  * A `PgClient` (also provided as `SqlClient`) over an embedded PGlite. Fails with `PersistenceFailed` when the
- * data directory cannot be created or opened; closes the pool and then the database when the layer is released.
+ * data directory cannot be created or opened, or is in use by another live process (the message names the
+ * directory and the holder's pid); closes the pool, then the database, then releases the directory's lock when the
+ * layer is released.
  */
 export const layerEmbedded = (
   options: Options = {}

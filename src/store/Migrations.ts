@@ -13,6 +13,7 @@ import type { PersistenceFailed } from "../domain/Errors.js"
 import { persist, sqlState } from "./internal/failure.js"
 import init from "./migrations/0001_init.js"
 import approvals from "./migrations/0002_approvals.js"
+import appendFunction from "./migrations/0003_append_function.js"
 
 /** The bookkeeping table of applied migrations. */
 export const table = "corral_migrations"
@@ -20,7 +21,8 @@ export const table = "corral_migrations"
 /** Every migration, keyed `<number>_<name>`; append new ones, never edit applied ones. */
 export const all: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
   "0001_init": init,
-  "0002_approvals": approvals
+  "0002_approvals": approvals,
+  "0003_append_function": appendFunction
 }
 
 const migrate = Migrator.make({})

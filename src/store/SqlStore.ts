@@ -9,16 +9,18 @@
  * violation under concurrency, and costs an index probe per row; the counter also makes "no such session" fall out
  * of the same statement, and lets one statement number a whole batch of several sessions' turns.)
  *
- * Appends go through group commit (internal/groupCommit.ts): turns from many sessions share one multi-row
- * statement; an append completes only after the statement that carried it committed.
+ * Appends go through group commit (internal/groupCommit.ts): turns from many sessions share one statement, a call
+ * of `corral_append_turns` (migrations/0003_append_function.ts, whose plan stays cached per connection) with the
+ * batch as binary array parameters (internal/appendBatch.ts); an append completes only after the statement that
+ * carried it committed.
  *
  * Isolation: every read filters by org, either on the row's own `org_id` or by joining the session it belongs to.
  * Failures: every SQL error, decode error or defect is wrapped once, here, into `PersistenceFailed` (SqlError never
  * reaches session/); interruption passes through untouched.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, Exit, Layer, Option, Schema } from "effect"
-import type { Array as Arr, ConfigError, Context, Duration, Scope as EffectScope } from "effect"
+import { Context, Effect, Exit, Layer, Option, Schema } from "effect"
+import type { Array as Arr, ConfigError, Duration, Scope as EffectScope } from "effect"
 import { AgentSpec } from "../domain/AgentSpec.js"
 import { PersistenceFailed } from "../domain/Errors.js"
 import { AgentId, SessionId } from "../domain/Ids.js"
@@ -31,6 +33,8 @@ import type { Session } from "../domain/Session.js"
 import { Trajectory } from "../domain/Trajectory.js"
 import * as Database from "./Database.js"
 import * as Embedded from "./Embedded.js"
+import * as AppendBatch from "./internal/appendBatch.js"
+import type { Append } from "./internal/appendBatch.js"
 import { persist, sqlState } from "./internal/failure.js"
 import * as GroupCommit from "./internal/groupCommit.js"
 import * as Refusals from "./internal/refusals.js"
@@ -81,21 +85,12 @@ const TurnRow = Schema.Struct({ seq: Schema.Int, created_at: Schema.Number, payl
 const decodeTurns = Schema.decodeUnknown(Schema.Array(TurnRow))
 const decodeSpecs = Schema.decodeUnknown(Schema.Array(Schema.Struct({ spec: AgentSpec })))
 const decodeTrajectories = Schema.decodeUnknown(Schema.Array(Schema.Struct({ payload: Trajectory })))
-const decodeBases = Schema.decodeUnknown(Schema.Array(Schema.Struct({ id: Schema.String, base: Schema.Int })))
 const decodeIds = Schema.decodeUnknown(Schema.Array(Schema.Struct({ id: Schema.String })))
 const decodeScopes = Schema.decodeUnknown(Schema.Array(Schema.Struct({ id: Schema.String, scope: Schema.String })))
 
 const encodeState = Schema.encode(SessionState)
 const encodeSpec = Schema.encode(AgentSpec)
 const encodeTrajectory = Schema.encode(Trajectory)
-
-/** One queued append: the entry already encoded to its JSON text. */
-interface Append {
-  readonly sessionId: string
-  readonly kind: string
-  readonly payload: string
-  readonly at: number
-}
 
 /** A `turns(afterSeq)` bound as an int4 the database accepts, matching the memory driver's slice semantics. */
 const afterBound = (afterSeq: number | undefined): number =>
@@ -122,48 +117,28 @@ export const make = (
     const sql = yield* SqlClient.SqlClient
 
     /**
-     * Numbers and inserts a batch of turns of any sessions in one statement. The batch travels as four array
-     * parameters (not one JSON document: `json_to_recordset` de-escapes every string of the document and so refuses
-     * `\u0000` inside a payload, while casting each payload text to `json` keeps it verbatim). `input` keeps the
-     * batch order (ordinality); each session's counter is bumped by its count, and its turns take base+1.. in
-     * batch order. Returns each session's base; a session absent from the result does not exist.
+     * Numbers and inserts a batch of turns of any sessions in one statement (internal/appendBatch.ts: binary array
+     * parameters, each session's counter bumped once by its count). Resolves with one Exit per append, in batch
+     * order; an append whose session does not exist fails alone.
      */
     const insertBatch = (batch: ReadonlyArray<Append>) =>
-      sql`WITH input AS (
-          SELECT * FROM unnest(
-            ${batch.map((a) => a.sessionId)}::text[],
-            ${batch.map((a) => a.kind)}::text[],
-            ${batch.map((a) => a.payload)}::text[],
-            ${batch.map((a) => a.at)}::float8[]
-          ) WITH ORDINALITY AS i (session_id, kind, payload, created_at, ord)
-        ),
-        counts AS (SELECT session_id, count(*)::int AS n FROM input GROUP BY session_id),
-        bumped AS (
-          UPDATE session_counters s SET last_seq = s.last_seq + c.n
-          FROM counts c WHERE s.session_id = c.session_id
-          RETURNING s.session_id AS id, s.last_seq - c.n AS base
-        ),
-        inserted AS (
-          INSERT INTO turns (session_id, seq, kind, payload, created_at)
-          SELECT i.session_id, b.base + row_number() OVER (PARTITION BY i.session_id ORDER BY i.ord),
-            i.kind, i.payload::json, i.created_at
-          FROM input i JOIN bumped b ON b.id = i.session_id
-        )
-        SELECT id, base FROM bumped`.pipe(
-        // Two processes' batches can lock shared sessions in different orders; Postgres aborts one of them
-        // whole (nothing was written), so running it again is safe.
-        Effect.retry({ times: 2, while: (error) => sqlState(error) === "40P01" }),
-        Effect.flatMap(decodeBases),
-        Effect.map((rows) => {
-          const next = new Map(rows.map((row) => [row.id, row.base]))
-          return batch.map((append): Exit.Exit<number, PersistenceFailed> => {
-            const base = next.get(append.sessionId)
-            if (base === undefined) return Exit.fail(noSession("appendTurn", append.sessionId))
-            next.set(append.sessionId, base + 1)
-            return Exit.succeed(base + 1)
+      Effect.suspend(() => {
+        const encoded = AppendBatch.encode(batch)
+        return sql.unsafe(AppendBatch.statement, encoded.params).values.pipe(
+          // Two processes' batches can lock shared sessions in different orders; Postgres aborts one of them
+          // whole (nothing was written), so running it again is safe.
+          Effect.retry({ times: 2, while: (error) => sqlState(error) === "40P01" }),
+          Effect.map((rows) => {
+            const seqs = AppendBatch.sequenceNumbers(encoded, rows)
+            return batch.map((append, i): Exit.Exit<Turn, PersistenceFailed> => {
+              const seq = seqs[i]
+              return seq === undefined
+                ? Exit.fail(noSession("appendTurn", append.sessionId))
+                : Exit.succeed({ sessionId: append.sessionId, seq, at: append.at, entry: append.entry })
+            })
           })
-        })
-      )
+        )
+      })
 
     const writeBatch = (batch: Arr.NonEmptyReadonlyArray<Append>) =>
       insertBatch(batch).pipe(
@@ -181,7 +156,7 @@ export const make = (
         persist("appendTurn")
       )
 
-    const submit = yield* GroupCommit.make<Append, number, PersistenceFailed>({
+    const submit = yield* GroupCommit.make<Append, Turn, PersistenceFailed>({
       lanes: options.lanes ?? 1,
       maxItems: options.maxBatch ?? 1_000,
       maxWeight: options.maxBatchBytes ?? 8 * 1024 * 1024,
@@ -297,25 +272,26 @@ export const make = (
         ),
 
       appendTurn: (sessionId, entry, at) =>
-        Effect.gen(function*() {
+        Effect.contextWithEffect((context: Context.Context<never>) => {
           // A TurnEntry's encoded form is the entry itself (no transformations), so JSON.stringify IS its encoding;
           // the static type vouches for the shape, and running the Schema encoder here cost more per append than
           // the append's share of the INSERT (measured). Rows are decoded with the Schema when read.
-          const payload = yield* Effect.try({
-            try: () => JSON.stringify(entry),
-            catch: (error) => new PersistenceFailed({ operation: "appendTurn", message: `not JSON: ${String(error)}` })
-          })
-          const append: Append = { sessionId, kind: entry.kind, payload, at }
+          let payload: string
+          try {
+            payload = JSON.stringify(entry)
+          } catch (error) {
+            return Effect.fail(
+              new PersistenceFailed({ operation: "appendTurn", message: `not JSON: ${String(error)}` })
+            )
+          }
+          const append: Append = { sessionId, entry, payload, at }
           // Inside a caller's transaction the turn must commit (or roll back) with it, and on the embedded
           // database the writer could not even get the one connection the transaction holds: write it here.
-          const ambient = yield* Effect.serviceOption(SqlClient.TransactionConnection)
-          const seq = yield* Option.isSome(ambient)
+          return Option.isSome(Context.getOption(context, SqlClient.TransactionConnection))
             ? writeBatch([append]).pipe(
               Effect.flatMap((exits) => exits[0] ?? Exit.fail(noSession("appendTurn", sessionId)))
             )
             : submit(append)
-          const turn: Turn = { sessionId, seq, at, entry }
-          return turn
         }),
 
       turns: (orgId, sessionId, afterSeq) =>

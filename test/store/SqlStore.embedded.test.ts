@@ -25,7 +25,10 @@ describe("Embedded", () => {
   it.live("migrates a fresh database once, even when two first runs race: 0001 once, then nothing", () =>
     Effect.gen(function*() {
       const [a, b] = yield* Effect.all([Migrations.run, Migrations.run], { concurrency: 2 })
-      expect([a, b].sort((x, y) => x.length - y.length)).toEqual([[], [[1, "init"], [2, "approvals"]]])
+      expect([a, b].sort((x, y) => x.length - y.length)).toEqual([[], [[1, "init"], [2, "approvals"], [
+        3,
+        "append_function"
+      ]]])
       expect(yield* Migrations.run).toEqual([])
     }).pipe(Effect.provide(Embedded.layerEmbedded())))
 

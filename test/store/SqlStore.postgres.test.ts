@@ -27,7 +27,10 @@ describe.skipIf(testDatabaseUrl === undefined)(
       it.effect("applies 0001 once when two first runs race, then nothing", () =>
         Effect.gen(function*() {
           const [a, b] = yield* Effect.all([Migrations.run, Migrations.run], { concurrency: 2 })
-          expect([a, b].sort((x, y) => x.length - y.length)).toEqual([[], [[1, "init"], [2, "approvals"]]])
+          expect([a, b].sort((x, y) => x.length - y.length)).toEqual([[], [[1, "init"], [2, "approvals"], [
+            3,
+            "append_function"
+          ]]])
           expect(yield* Migrations.run).toEqual([])
         }))
     })
