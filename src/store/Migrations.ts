@@ -38,9 +38,10 @@ export const run: Effect.Effect<
   SqlClient.SqlClient
 > = migrate({ loader: Migrator.fromRecord(all), table }).pipe(
   // Two first runs at once (two processes starting on a fresh database) race to create the bookkeeping table
-  // outside the Migrator's transaction; the loser fails with a duplicate. Run again, it finds the table and waits
-  // on its lock, then sees the migrations applied.
-  Effect.retry({ times: 2, while: (error) => ["42P07", "23505"].includes(sqlState(error) ?? "") }),
+  // outside the Migrator's transaction; the loser fails with a duplicate (of the table, 42P07; of its row type,
+  // 42710; or of the catalog row, 23505, depending on where the two collide). Run again, it finds the table and
+  // waits on its lock, then sees the migrations applied.
+  Effect.retry({ times: 2, while: (error) => ["42P07", "42710", "23505"].includes(sqlState(error) ?? "") }),
   // A failing migration reaches us as a defect (the Migrator dies with it): `persist` turns every
   // non-interrupt cause into one typed error so nothing of @effect/sql leaks past the store.
   persist("migrate")
