@@ -47,6 +47,16 @@ export const PendingConfirmation = Schema.Struct({
 })
 export type PendingConfirmation = typeof PendingConfirmation.Type
 
+/** The turn of the latest round of pending writes (each round is the writes of one assistant turn); -1 if none. */
+export const latestRound = (pending: ReadonlyArray<PendingConfirmation>): number =>
+  pending.reduce((max, p) => Math.max(max, p.turnSeq), -1)
+
+/** The writes of the latest round. */
+export const currentRound = (pending: ReadonlyArray<PendingConfirmation>): ReadonlyArray<PendingConfirmation> => {
+  const latest = latestRound(pending)
+  return pending.filter((p) => p.turnSeq === latest)
+}
+
 /** The writes still waiting for a decision. */
 export const undecided = (state: { readonly pending: ReadonlyArray<PendingConfirmation> }) =>
   state.pending.filter((p) => p.resolution === undefined)

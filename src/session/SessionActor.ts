@@ -14,7 +14,7 @@ import { InvalidSessionState, PersistenceFailed } from "../domain/Errors.js"
 import type { Turn, TurnEntry } from "../domain/Message.js"
 import type { Principal } from "../domain/Principal.js"
 import type { PendingConfirmation, Resolution, Session, SessionState } from "../domain/Session.js"
-import { undecided } from "../domain/Session.js"
+import { currentRound, undecided } from "../domain/Session.js"
 import type { ToolCallRecord } from "../domain/Trajectory.js"
 import { SessionEvents } from "../events/SessionEvents.js"
 import type { Providers } from "../model/ModelProvider.js"
@@ -82,6 +82,11 @@ export interface Actor {
 /** The conversation a transcript holds: every entry, with an unpaired tail repaired (see `repairTail`). */
 export const history = (turns: ReadonlyArray<Turn>): Array<TurnEntry> => turns.map((t) => t.entry)
 
+/** What the model and the person are told of a call that was running when the process died. */
+const unknownOutcomeText = (tool: string): string =>
+  `the process stopped while "${tool}" was running; its outcome is unknown and it was NOT run again. Check its ` +
+  "effect before calling it again."
+
 /**
  * The tool_results entry for an assistant turn whose results were never persisted (the process died mid-turn):
  * every call is `unknown_outcome` and is never re-run automatically. `None` when the tail is paired.
@@ -94,18 +99,11 @@ export const repairTail = (entries: ReadonlyArray<TurnEntry>): Option.Option<Tur
     results: last.toolCalls.map((call) => ({
       callId: call.id,
       name: call.name,
-      content: `the process stopped while "${call.name}" was running; its outcome is unknown and it was NOT run ` +
-        "again. Check its effect before calling it again.",
+      content: unknownOutcomeText(call.name),
       isError: true,
       status: "unknown_outcome" as const
     }))
   })
-}
-
-/** The writes of the latest round: the pending calls of the last turn that asked for any. */
-export const currentRound = (pending: ReadonlyArray<PendingConfirmation>): ReadonlyArray<PendingConfirmation> => {
-  const last = pending.reduce((max, p) => Math.max(max, p.turnSeq), -1)
-  return pending.filter((p) => p.turnSeq === last)
 }
 
 const resolutionText = (round: ReadonlyArray<PendingConfirmation>): string =>
@@ -147,8 +145,7 @@ const handledRecords = (round: ReadonlyArray<PendingConfirmation>): ReadonlyArra
 
 const unknownOutcome = (p: PendingConfirmation): Resolution => ({
   decision: "approve",
-  content: `the process stopped while "${p.tool}" was running; its outcome is unknown and it was NOT run again. ` +
-    "Check its effect before asking for it again.",
+  content: unknownOutcomeText(p.tool),
   isError: true,
   status: "unknown_outcome"
 })

@@ -15,6 +15,7 @@ import { createHash } from "node:crypto"
 import type { ApprovalRecord, IssuedToken } from "../domain/Approval.js"
 import type { Principal } from "../domain/Principal.js"
 import type { PendingConfirmation, Session } from "../domain/Session.js"
+import { latestRound } from "../domain/Session.js"
 
 /** How approval tokens are issued. */
 export interface Settings {
@@ -99,8 +100,9 @@ export const check = (options: {
   if (target.resolution !== undefined) {
     if (record.usedAt === undefined) return { _tag: "Refused", refusal: "not_pending" }
     // The same decision again, while its round is the latest, is answered; once the session moved on, it is a replay.
-    const latest = session.state.pending.reduce((max, p) => Math.max(max, p.turnSeq), -1)
-    return target.turnSeq === latest ? { _tag: "AlreadyDecided", target } : { _tag: "Refused", refusal: "spent" }
+    return target.turnSeq === latestRound(session.state.pending)
+      ? { _tag: "AlreadyDecided", target }
+      : { _tag: "Refused", refusal: "spent" }
   }
   if (record.usedAt !== undefined) return { _tag: "Refused", refusal: "spent" }
   if (record.expiresAt <= now) return { _tag: "Refused", refusal: "expired" }

@@ -23,6 +23,21 @@ const browser = Effect.acquireRelease(
   (b) => Effect.promise(() => b.close())
 )
 
+/** Opens /ui in a new page, starts a demo session with `prompt`, and lands on its page; collects page errors. */
+const startFromUi = (prompt: string) =>
+  Effect.gen(function*() {
+    const url = yield* baseUrl
+    const instance = yield* browser
+    const page = yield* Effect.promise(() => instance.newPage())
+    const errors: Array<string> = []
+    page.on("pageerror", (error) => errors.push(error.message))
+    yield* Effect.promise(() => page.goto(`${url}/ui`))
+    yield* Effect.promise(() => page.waitForSelector("#agent option[value=demo]", { state: "attached" }))
+    yield* Effect.promise(() => page.fill("#prompt", prompt))
+    yield* Effect.promise(() => Promise.all([page.waitForURL(/\/ui\/sessions\/ses_/), page.click("#start")]))
+    return { url, page, errors }
+  })
+
 layer(Server.layer(settings({ demo: { enabled: true, delayMs: 250 } })), { excludeTestServices: true })(
   "Viewer",
   (it) => {
@@ -34,16 +49,7 @@ layer(Server.layer(settings({ demo: { enabled: true, delayMs: 250 } })), { exclu
     }
     it.scoped(title, () =>
       Effect.gen(function*() {
-        const url = yield* baseUrl
-        const instance = yield* browser
-        const page = yield* Effect.promise(() => instance.newPage())
-        const errors: Array<string> = []
-        page.on("pageerror", (error) => errors.push(error.message))
-
-        yield* Effect.promise(() => page.goto(`${url}/ui`))
-        yield* Effect.promise(() => page.waitForSelector("#agent option[value=demo]", { state: "attached" }))
-        yield* Effect.promise(() => page.fill("#prompt", "Why are payments failing?"))
-        yield* Effect.promise(() => Promise.all([page.waitForURL(/\/ui\/sessions\/ses_/), page.click("#start")]))
+        const { errors, page, url } = yield* startFromUi("Why are payments failing?")
 
         // Live: the first turns are on the page while the burst is still running.
         yield* Effect.promise(() => page.waitForSelector(".turn[data-kind=assistant]", { timeout: 20_000 }))
@@ -80,16 +86,7 @@ layer(Server.layer(settings({ demo: { enabled: true, delayMs: 250 } })), { exclu
       "approves a pending write from the session page, and the session carries on",
       () =>
         Effect.gen(function*() {
-          const url = yield* baseUrl
-          const instance = yield* browser
-          const page = yield* Effect.promise(() => instance.newPage())
-          const errors: Array<string> = []
-          page.on("pageerror", (error) => errors.push(error.message))
-
-          yield* Effect.promise(() => page.goto(`${url}/ui`))
-          yield* Effect.promise(() => page.waitForSelector("#agent option[value=demo]", { state: "attached" }))
-          yield* Effect.promise(() => page.fill("#prompt", "Please fix checkout"))
-          yield* Effect.promise(() => Promise.all([page.waitForURL(/\/ui\/sessions\/ses_/), page.click("#start")]))
+          const { errors, page } = yield* startFromUi("Please fix checkout")
           yield* Effect.promise(() =>
             page.locator("#exit").filter({ hasText: /^confirmation_pending$/ }).waitFor({ timeout: 30_000 })
           )

@@ -3,33 +3,12 @@ import { Effect, Logger } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { fileURLToPath } from "node:url"
-import { Principal } from "../../src/domain/Principal.js"
-import type * as McpConfig from "../../src/tools/McpConfig.js"
 import * as McpRegistry from "../../src/tools/McpRegistry.js"
-import type { ToolContext } from "../../src/tools/ToolExecutor.js"
-
-const root = fileURLToPath(new URL("../..", import.meta.url))
-const FIXTURE = fileURLToPath(new URL("../support/mcp-fixture.ts", import.meta.url))
-
-const ctx: ToolContext = {
-  sessionId: "ses_1",
-  principal: new Principal({ orgId: "org_a", userId: "u1" }),
-  scope: "incident:1",
-  runId: "run_1",
-  callId: "call_1"
-}
+import { ctx, fixture } from "../support/McpServers.js"
 
 /** The fixture MCP server over stdio, able to change its tools (`--mutable`), with more flags and config extras. */
-const mutable = (
-  flags: ReadonlyArray<string>,
-  extra: Partial<Omit<McpConfig.StdioServer, "command" | "args">> = {}
-): McpConfig.StdioServer => ({
-  command: process.execPath,
-  args: ["--import", "tsx", FIXTURE, "--mutable", ...flags],
-  cwd: root,
-  ...extra
-})
+const mutable = (flags: ReadonlyArray<string>, extra?: Parameters<typeof fixture>[1]) =>
+  fixture(["--mutable", ...flags], extra)
 
 const call = (mcp: McpRegistry.McpRegistry, name: string, args: unknown) => mcp.call(name, JSON.stringify(args), ctx)
 

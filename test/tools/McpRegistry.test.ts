@@ -7,37 +7,14 @@ import * as fs from "node:fs"
 import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
-import { fileURLToPath } from "node:url"
-import { Principal } from "../../src/domain/Principal.js"
 import type * as McpConfig from "../../src/tools/McpConfig.js"
 import * as McpRegistry from "../../src/tools/McpRegistry.js"
-import type { ToolContext } from "../../src/tools/ToolExecutor.js"
 import { ToolExecutor } from "../../src/tools/ToolExecutor.js"
 import * as ToolRegistry from "../../src/tools/ToolRegistry.js"
+import { ctx, fixture, root } from "../support/McpServers.js"
 
-const root = fileURLToPath(new URL("../..", import.meta.url))
-const FIXTURE = fileURLToPath(new URL("../support/mcp-fixture.ts", import.meta.url))
 const EVERYTHING = path.join(root, "node_modules/@modelcontextprotocol/server-everything/dist/index.js")
 const FILESYSTEM = path.join(root, "node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
-
-const ctx: ToolContext = {
-  sessionId: "ses_1",
-  principal: new Principal({ orgId: "org_a", userId: "u1" }),
-  scope: "incident:1",
-  runId: "run_1",
-  callId: "call_1"
-}
-
-/** The fixture MCP server over stdio, with its flags (`--prefix`, `--only`, `--junk`) and config extras. */
-const fixture = (
-  flags: ReadonlyArray<string>,
-  extra: Partial<Omit<McpConfig.StdioServer, "command" | "args">> = {}
-): McpConfig.StdioServer => ({
-  command: process.execPath,
-  args: ["--import", "tsx", FIXTURE, ...flags],
-  cwd: root,
-  ...extra
-})
 
 /** server-everything's `get-env` returns its whole environment: never offered, never called. */
 const everythingStdio: McpConfig.StdioServer = {
