@@ -26,7 +26,8 @@ const program = Effect.scoped(Effect.gen(function*() {
     key: () => "",
     weight: (payload) => payload.length,
     write: (batch) => Effect.promise(() => later(batch.map((_, i) => Exit.succeed(i)))),
-    closed: () => "closed"
+    closed: () => "closed",
+    timedOut: () => "timed out"
   })
   const entries = Array.from({ length: sessions }, (_, i) =>
     Array.from({ length: turns }, (_, k) => ({

@@ -1,27 +1,30 @@
 /**
- * `npm run bench:store` — the SQL store's append path under many concurrent sessions (issue 4 §4).
+ * `npm run bench:store` — the append path under many concurrent sessions (issue 4 §4).
  *
- * Each of `--sessions` sessions (default 1,000) appends `--turns` turns (default 20) one after another, as a session's
+ * Each of `--sessions` sessions (default 1,000) appends `--turns` turns (default 50) one after another, as a session's
  * loop does (each append awaited before the next), all sessions at once, in two phases:
  * - `closed`: back to back, no pause. This is the store's ceiling in turns/s. Its latencies are queueing, not
  *   service time: with 1,000 appends always outstanding, mean latency = 1,000 / throughput (Little's law).
  * - `paced`: each session appends at its share of an offered rate `--rate` (default 10,000 turns/s, i.e. one turn
  *   per session every 100 ms, staggered), as real sessions do between model calls. This is the latency figure:
- *   p99 of submit → committed at that load (measured from the due time, so falling behind shows).
+ *   p99 of due → committed and broadcast at that load (measured from the due time, so falling behind shows).
+ * A turn is appended the way a session's loop appends it, `session/Transcript.append` (persist with the 10 s
+ * persistence timeout, then broadcast), unless `--via store` asks for `SessionStore.appendTurn` alone.
  * The turn mix is the workload's (a user turn, then assistant turns with two tool calls alternating with
  * tool_results of two 1 KiB results), ~1.2 KB of JSON on average. Sessions are created, and warmed up with one
- * turn each, before any clock starts; sampled sessions are checked for gap-free numbering afterwards. Postgres runs in a fresh database (created, then dropped) on the server at
- * `CORRAL_BENCH_DATABASE_URL` (default postgres://postgres@127.0.0.1:5432/postgres) and is skipped when unreachable;
- * the embedded store runs in memory. `--db none` runs the same sessions against a store whose append does nothing
- * (it only numbers the turn): the harness's own cost and latency floor on this machine, to read the others against.
- * Prints a table and one `RESULT {json}` line per database.
+ * turn each, before any clock starts; sampled sessions are checked for gap-free numbering afterwards. Postgres runs
+ * in a fresh database (created, then dropped) on the server at `CORRAL_BENCH_DATABASE_URL` (default
+ * postgres://postgres@127.0.0.1:5432/postgres) and is skipped when unreachable; the embedded store runs in memory.
+ * `--db none` runs the same sessions against a store whose append does nothing (it only numbers the turn): the
+ * harness's own cost and latency floor on this machine, to read the others against.
+ * Prints a table and one `RESULT {json}` line per database and phase.
  *
- *   npm run bench:store -- --db both|postgres|embedded|none --sessions 1000 --turns 20 --rate 10000 --lanes 1
- *     [--phases closed,paced] [--window-ms 0] [--max-batch 1000]
+ *   npm run bench:store -- --db both|postgres|embedded|none --sessions 1000 --turns 50 --rate 10000 --lanes 1
+ *     [--phases closed,paced] [--via transcript|store] [--windows] [--window-ms 0] [--max-batch 1000]
  */
 import { SqlClient } from "@effect/sql"
 import type { PgClient } from "@effect/sql-pg"
-import { Clock, Config, Context, Duration, Effect, Layer, Option, Redacted, Runtime } from "effect"
+import { Config, Context, Duration, Effect, Fiber, Layer, Option, Redacted } from "effect"
 import { randomUUID } from "node:crypto"
 import { existsSync, readFileSync } from "node:fs"
 import { cpus, loadavg } from "node:os"
@@ -31,6 +34,8 @@ import type { TurnEntry } from "../../src/domain/Message.js"
 import { Principal } from "../../src/domain/Principal.js"
 import { Scope } from "../../src/domain/Scope.js"
 import { initialState } from "../../src/domain/Session.js"
+import * as LiveEvents from "../../src/events/LiveEvents.js"
+import * as Transcript from "../../src/session/Transcript.js"
 import * as Database from "../../src/store/Database.js"
 import * as Embedded from "../../src/store/Embedded.js"
 import * as MemoryStore from "../../src/store/MemoryStore.js"
@@ -41,12 +46,14 @@ const { values: args } = parseArgs({
   options: {
     db: { type: "string", default: "both" },
     sessions: { type: "string", default: "1000" },
-    turns: { type: "string", default: "20" },
+    turns: { type: "string", default: "50" },
     lanes: { type: "string" },
     "window-ms": { type: "string", default: "0" },
     "max-batch": { type: "string", default: "1000" },
     rate: { type: "string", default: "10000" },
-    phases: { type: "string", default: "closed,paced" }
+    phases: { type: "string", default: "closed,paced" },
+    via: { type: "string", default: "transcript" },
+    windows: { type: "boolean", default: false }
   }
 })
 
@@ -91,6 +98,8 @@ interface Result {
   readonly db: string
   /** `closed`: back-to-back appends (throughput ceiling); `paced`: appends at the offered rate (latency). */
   readonly phase: string
+  /** What was called per turn: `transcript` (the session's append: persist, then broadcast) or `store`. */
+  readonly via: string
   readonly offeredPerSec: number | null
   readonly sessions: number
   readonly turnsPerSession: number
@@ -139,24 +148,37 @@ const prepare = Effect.gen(function*() {
 /** How long after the paced phase is set up its schedule starts (a margin for the first timer to be armed). */
 const scheduleLead = 100
 
+/**
+ * How a turn is appended. `transcript` (default): `session/Transcript.append`, what a session's loop runs — the store's
+ * append with the 10 s persistence timeout, uninterruptible, then the broadcast to live subscribers (none here).
+ * `store`: `SessionStore.appendTurn` alone.
+ */
+const appender = Effect.gen(function*() {
+  const store = yield* SessionStore
+  if (args.via === "store") return (id: SessionId, e: TurnEntry, at: number) => store.appendTurn(id, e, at)
+  if (args.via !== "transcript") return yield* Effect.dieMessage(`--via: expected transcript or store, got ${args.via}`)
+  const ports = { store, events: yield* LiveEvents.make }
+  return (id: SessionId, e: TurnEntry, at: number) => Transcript.append(ports, id, e, at, 10_000)
+})
+
 /** The closed phase: every session appends its `turnsPerSession` turns back to back (the store's ceiling). */
 const driveClosed = (ids: ReadonlyArray<SessionId>, serverCpu: ServerCpu) =>
   Effect.gen(function*() {
-    const store = yield* SessionStore
+    const append = yield* appender
     const latencies = new Float64Array(ids.length * turnsPerSession)
     let k = 0
     const serverBefore = yield* serverCpu
     const clientBefore = process.cpuUsage()
-    const start = Number(yield* Clock.currentTimeNanos) / 1e6
+    const start = performance.now()
     yield* Effect.forEach(ids, (id, i) =>
       Effect.gen(function*() {
         for (let n = 2; n <= turnsPerSession + 1; n++) {
-          const from = Number(yield* Clock.currentTimeNanos) / 1e6
-          yield* store.appendTurn(id, entry(i, n), n)
-          latencies[k++] = Number(yield* Clock.currentTimeNanos) / 1e6 - from
+          const from = performance.now()
+          yield* append(id, entry(i, n), n)
+          latencies[k++] = performance.now() - from
         }
       }), { concurrency: "unbounded", discard: true })
-    const seconds = (Number(yield* Clock.currentTimeNanos) / 1e6 - start) / 1e3
+    const seconds = (performance.now() - start) / 1e3
     const client = process.cpuUsage(clientBefore)
     const serverAfter = yield* serverCpu
     return {
@@ -171,69 +193,81 @@ const driveClosed = (ids: ReadonlyArray<SessionId>, serverCpu: ServerCpu) =>
 
 /**
  * The paced phase: turn k of session i falls due at start + (i / sessions + k) * period, an offered rate of
- * sessions / period. One timer walks the schedule and starts every append that is due (a session whose previous
- * append is still in flight starts its next one the moment that completes, as a session's loop would); latency is
- * measured from the due time, so a store that falls behind shows it in its percentiles.
+ * sessions / period. Each session is one long-lived fiber, as a session actor is: it waits at its gate, appends the
+ * turn that fell due, records the latency, and waits again. One timer walks the schedule and opens the gate of every
+ * session with a turn due; a session still busy with its previous append finds the due turn waiting when it comes
+ * back, as a session's mailbox would hold it. Latency is measured from the due time, so a store that falls behind
+ * shows it in its percentiles.
  *
- * Why one timer rather than a sleeping fiber per session (the closed phase's shape): the load generator shares the
- * process with the store, and 20,000 sleeps, wake-ups and clock reads cost ~40 µs per turn of main-thread time at
- * 10,000 turns/s (measured with `--db none`) — time the store's own appends then queue behind. The turns' entries are
- * built before the clock starts for the same reason: the store's work (encoding, batching, the statement) is what is
- * measured, not the caller's.
+ * Why this shape: the load generator shares the process with the store, so what it costs is charged to the store.
+ * A sleeping fiber per session (20,000 sleeps, wake-ups and clock reads) cost ~40 µs per turn of main-thread time at
+ * 10,000 turns/s, and forking a fiber per append (the previous harness) made the garbage whose young-generation
+ * collections were most of the p99 (docs/benchmarks.md, "Store"). The sessions' fibers and the turns' entries are
+ * created, and a full collection run, before the clock starts, so what is measured is the append, not the setup.
+ * `--windows` prints the worst latency in each 100 ms of the schedule.
  */
 const drivePaced = (ids: ReadonlyArray<SessionId>, period: number, serverCpu: ServerCpu) =>
   Effect.gen(function*() {
-    const store = yield* SessionStore
-    const run = Runtime.runCallback(yield* Effect.runtime<never>())
+    const append = yield* appender
     const count = ids.length
     const total = count * turnsPerSession
     const step = period / count
     const entries = ids.map((_, i) => Array.from({ length: turnsPerSession }, (_, k) => entry(i, k + 2)))
     const latencies = new Float64Array(total)
-    // The entries were just allocated: collect now, so they sit in the old generation before the clock starts.
+    const worst: Array<number> = []
+    /** Due turns (schedule positions) of a session that was busy when they fell due, oldest first. */
+    const held: Array<Array<number>> = ids.map(() => [])
+    /** The gate of each session waiting for its next turn. */
+    const gates: Array<((g: number) => void) | undefined> = ids.map(() => undefined)
+    let start = 0
+    let recorded = 0
+    const due = (i: number) =>
+      Effect.async<number>((resume) => {
+        const g = held[i]!.shift()
+        if (g !== undefined) return resume(Effect.succeed(g))
+        gates[i] = (g) => {
+          gates[i] = undefined
+          resume(Effect.succeed(g))
+        }
+      })
+    const session = (i: number) =>
+      Effect.gen(function*() {
+        for (let k = 0; k < turnsPerSession; k++) {
+          const g = yield* due(i)
+          yield* append(ids[i]!, entries[i]![k]!, k + 2)
+          const latency = performance.now() - (start + g * step)
+          latencies[recorded++] = latency
+          const window = Math.floor((g * step) / 100)
+          worst[window] = Math.max(worst[window] ?? 0, latency)
+        }
+      })
+    const all = yield* Effect.fork(
+      Effect.forEach(ids, (_, i) => session(i), { concurrency: "unbounded", discard: true })
+    )
+    while (gates.some((gate) => gate === undefined)) yield* Effect.sleep(Duration.millis(5))
+    // The sessions and entries were just allocated: collect now, so they sit in the old generation before the clock.
     const gc = (globalThis as { gc?: () => void }).gc
     if (gc !== undefined) gc()
-    const inFlight = new Uint8Array(count)
-    /** Due turns of a session whose previous append is still in flight, oldest first. */
-    const held: Array<Array<number>> = ids.map(() => [])
     const serverBefore = yield* serverCpu
     const clientBefore = process.cpuUsage()
-    const start = performance.now() + scheduleLead
-    let recorded = 0
-    let failure: unknown = undefined
-    yield* Effect.async<void>((resume) => {
-      const finish = () => resume(failure === undefined ? Effect.void : Effect.die(failure))
-      const begin = (g: number) => {
-        const i = g % count
-        const k = Math.floor(g / count)
-        const due = start + g * step
-        inFlight[i] = 1
-        run(store.appendTurn(ids[i]!, entries[i]![k]!, k + 2), {
-          onExit: (exit) => {
-            latencies[recorded++] = performance.now() - due
-            if (exit._tag === "Failure") failure ??= exit.cause
-            inFlight[i] = 0
-            const next = held[i]!.shift()
-            if (next !== undefined) begin(next)
-            if (recorded === total) finish()
-          }
-        })
-      }
+    start = performance.now() + scheduleLead
+    yield* Effect.sync(() => {
       let g = 0
       const tick = () => {
-        const now = performance.now()
-        for (; g < total && start + g * step <= now; g++) {
-          const i = g % count
-          if (inFlight[i] === 1) held[i]!.push(g)
-          else begin(g)
+        for (const now = performance.now(); g < total && start + g * step <= now; g++) {
+          const gate = gates[g % count]
+          if (gate === undefined) held[g % count]!.push(g)
+          else gate(g)
         }
         if (g < total) setTimeout(tick, Math.max(0, start + g * step - performance.now()))
       }
       setTimeout(tick, scheduleLead)
     })
+    yield* Fiber.join(all)
     const seconds = (performance.now() - start) / 1e3
     const client = process.cpuUsage(clientBefore)
     const serverAfter = yield* serverCpu
+    if (args.windows === true) console.log(`worst ms per 100 ms: ${worst.map((w) => w.toFixed(0)).join(" ")}`)
     return {
       latencies: latencies.sort(),
       seconds,
@@ -313,6 +347,7 @@ const measure = (db: "postgres" | "embedded" | "none", lanes: number, serverCpu:
       results.push({
         db,
         phase,
+        via: args.via,
         offeredPerSec: offered ?? null,
         sessions,
         turnsPerSession,

@@ -3,11 +3,11 @@
  *
  * A turn is persisted before it is broadcast so a client that reads the transcript and then subscribes never misses
  * one. Appends run detached from the burst's cancellation (a cancel waits for the in-flight write instead of leaving
- * a half-written transcript) and carry their own timeout, so a stalled database fails the burst as infrastructure
- * rather than hanging it.
+ * a half-written transcript) and carry their own timeout, enforced by the store, so a stalled database fails the
+ * burst as infrastructure rather than hanging it.
  */
-import { Cause, Duration, Effect, Exit, Fiber, Option, Runtime } from "effect"
-import { PersistenceFailed } from "../domain/Errors.js"
+import { Effect } from "effect"
+import type { PersistenceFailed } from "../domain/Errors.js"
 import type { Turn, TurnEntry } from "../domain/Message.js"
 import type { SessionEvents } from "../events/SessionEvents.js"
 import type { SessionStore } from "../store/SessionStore.js"
@@ -29,34 +29,10 @@ export const append = (
   at: number,
   timeoutMs: number
 ): Effect.Effect<Turn, PersistenceFailed> =>
-  Effect.flatMap(Effect.runtime<never>(), (runtime) => {
-    // Sync-first: an in-memory store answers without suspending, so no timer and no fiber are needed. Only a write
-    // that suspends (a database) is awaited against the timeout.
-    const exit = Runtime.runSyncExit(runtime)(ports.store.appendTurn(sessionId, entry, at))
-    const stored: Effect.Effect<Turn, PersistenceFailed> = Exit.isSuccess(exit)
-      ? Effect.succeed(exit.value)
-      : Option.match(Cause.dieOption(exit.cause), {
-        onNone: () => exit,
-        onSome: (defect) => Runtime.isAsyncFiberException(defect) ? awaitWrite(defect.fiber, timeoutMs) : exit
-      })
-    return stored.pipe(
-      Effect.tap((turn) => ports.events.publish({ _tag: "turn", sessionId, seq: turn.seq, turn })),
-      Effect.uninterruptible
-    )
-  })
-
-/** Awaits a write that suspended; the write itself can be stopped by the timeout, never by the caller's cancel. */
-const awaitWrite = (
-  fiber: Fiber.RuntimeFiber<unknown, unknown>,
-  timeoutMs: number
-): Effect.Effect<Turn, PersistenceFailed> =>
-  // The suspended fiber is the one running `appendTurn`, so its result is a Turn or a PersistenceFailed.
-  (Fiber.join(fiber) as Effect.Effect<Turn, PersistenceFailed>).pipe(
-    Effect.interruptible,
-    Effect.timeoutFail({
-      duration: Duration.millis(timeoutMs),
-      onTimeout: () =>
-        new PersistenceFailed({ operation: "appendTurn", message: `the store did not answer within ${timeoutMs} ms` })
-    }),
-    Effect.onError(() => Fiber.interrupt(fiber))
+  // The store enforces the timeout where the append waits (SessionStore.appendTurn), so this runs in the caller's
+  // own fiber with no timer and no forked fiber: at thousands of appends a second those were most of the runtime's
+  // garbage, and the GC pauses they caused were the append latency's tail (docs/benchmarks.md, "Store").
+  ports.store.appendTurn(sessionId, entry, at, timeoutMs).pipe(
+    Effect.tap((turn) => ports.events.publish({ _tag: "turn", sessionId, seq: turn.seq, turn })),
+    Effect.uninterruptible
   )

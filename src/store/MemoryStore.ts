@@ -140,6 +140,7 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
         return out
       }),
 
+    // Answers synchronously, so it has no use for a timeout.
     appendTurn: (sessionId, entry, at) =>
       Effect.suspend(() => {
         const record = sessions.get(sessionId)

@@ -85,8 +85,19 @@ export class SessionStore extends Context.Tag("corral/store/SessionStore")<Sessi
   /** Sessions whose status is `running` (a burst was in flight), across orgs: for crash recovery at start. */
   readonly listRunning: () => Effect.Effect<ReadonlyArray<Session>, PersistenceFailed>
 
-  /** Appends one entry with the session's next sequence number (1, 2, ...). */
-  readonly appendTurn: (sessionId: string, entry: TurnEntry, at: number) => Effect.Effect<Turn, PersistenceFailed>
+  /**
+   * Appends one entry with the session's next sequence number (1, 2, ...). With `timeoutMs`, a store that can
+   * suspend (a database) fails with `PersistenceFailed` once that much time passed without an answer; the turn may
+   * still land (the next read shows it). A store that answers synchronously (memory) may ignore it. The timeout is
+   * the store's job, not a timeout around this Effect, because the store can enforce it where the caller waits
+   * without a timer and a fiber per append (see internal/groupCommit.ts).
+   */
+  readonly appendTurn: (
+    sessionId: string,
+    entry: TurnEntry,
+    at: number,
+    timeoutMs?: number
+  ) => Effect.Effect<Turn, PersistenceFailed>
   /** The session's turns with `seq > afterSeq`, in order; empty for another org's session. */
   readonly turns: (
     orgId: string,

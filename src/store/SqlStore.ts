@@ -19,8 +19,8 @@
  * reaches session/); interruption passes through untouched.
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Effect, Exit, Layer, Option, Schema } from "effect"
-import type { Array as Arr, ConfigError, Duration, Scope as EffectScope } from "effect"
+import { Context, Duration, Effect, Exit, Layer, Option, Schema } from "effect"
+import type { Array as Arr, ConfigError, Scope as EffectScope } from "effect"
 import { AgentSpec } from "../domain/AgentSpec.js"
 import { PersistenceFailed } from "../domain/Errors.js"
 import { AgentId, SessionId } from "../domain/Ids.js"
@@ -99,6 +99,10 @@ const afterBound = (afterSeq: number | undefined): number =>
 const noSession = (operation: string, sessionId: string) =>
   new PersistenceFailed({ operation, message: `no session "${sessionId}"` })
 
+/** An append the database did not answer in time (it may still land: the next read shows whether it did). */
+const timedOut = (waitedMs: number) =>
+  new PersistenceFailed({ operation: "appendTurn", message: `the store did not answer within ${waitedMs} ms` })
+
 /** SQLSTATE classes that belong to one row's data (bad value, constraint, too large): worth isolating the row. */
 const isRowError = (error: unknown): boolean => {
   const state = sqlState(error)
@@ -164,7 +168,8 @@ export const make = (
       key: (append) => append.sessionId,
       weight: (append) => append.payload.length,
       write: writeBatch,
-      closed: () => new PersistenceFailed({ operation: "appendTurn", message: "the store is shutting down" })
+      closed: () => new PersistenceFailed({ operation: "appendTurn", message: "the store is shutting down" }),
+      timedOut: (_, waitedMs) => timedOut(waitedMs)
     })
 
     const sessionColumns = sql`id, org_id, user_id, scope, agent_id, agent_version, state, created_at, updated_at`
@@ -271,7 +276,7 @@ export const make = (
           persist("listRunning")
         ),
 
-      appendTurn: (sessionId, entry, at) =>
+      appendTurn: (sessionId, entry, at, timeoutMs) =>
         Effect.contextWithEffect((context: Context.Context<never>) => {
           // A TurnEntry's encoded form is the entry itself (no transformations), so JSON.stringify IS its encoding;
           // the static type vouches for the shape, and running the Schema encoder here cost more per append than
@@ -287,11 +292,16 @@ export const make = (
           const append: Append = { sessionId, entry, payload, at }
           // Inside a caller's transaction the turn must commit (or roll back) with it, and on the embedded
           // database the writer could not even get the one connection the transaction holds: write it here.
-          return Option.isSome(Context.getOption(context, SqlClient.TransactionConnection))
-            ? writeBatch([append]).pipe(
-              Effect.flatMap((exits) => exits[0] ?? Exit.fail(noSession("appendTurn", sessionId)))
-            )
-            : submit(append)
+          if (Option.isNone(Context.getOption(context, SqlClient.TransactionConnection))) {
+            return submit(append, timeoutMs)
+          }
+          const direct = writeBatch([append]).pipe(
+            Effect.flatMap((exits) => exits[0] ?? Exit.fail(noSession("appendTurn", sessionId)))
+          )
+          return timeoutMs === undefined ? direct : Effect.timeoutFail(direct, {
+            duration: Duration.millis(timeoutMs),
+            onTimeout: () => timedOut(timeoutMs)
+          })
         }),
 
       turns: (orgId, sessionId, afterSeq) =>

@@ -15,8 +15,17 @@
  * carried it returned; nothing is acknowledged before it is committed (persist-before-broadcast relies on it).
  * A caller interrupted before a writer takes its item withdraws it (it is never written); once the item is in
  * flight, the outcome is whatever the database did.
+ *
+ * Deadlines: a caller may give its item a timeout. A database that stops answering (a hung statement, a lost
+ * connection the socket has not noticed yet) would otherwise hold every caller queued behind it forever, so one sweeper
+ * per group commit fails each item whose deadline has passed with `timedOut`, whether it is still queued or already
+ * in flight; a queued item that timed out is never written. An in-flight one may still commit: its caller saw a
+ * failure, and the next read shows whether it landed. The deadline lives here, on the item, rather than in a timeout
+ * around the caller's Effect: that costs a timer and two forked fibers per call, and on the append path of a
+ * thousand sessions those short-lived fibers were most of the garbage behind the store's latency tail (measured,
+ * docs/benchmarks.md "Store").
  */
-import { Array as Arr, Duration, Effect, Exit } from "effect"
+import { Array as Arr, Clock, Duration, Effect, Exit } from "effect"
 import type { Fiber, Scope } from "effect"
 
 /** How batches are formed and written. */
@@ -40,6 +49,10 @@ export interface Options<A, B, E> {
   readonly write: (batch: Arr.NonEmptyReadonlyArray<A>) => Effect.Effect<ReadonlyArray<Exit.Exit<B, E>>, E>
   /** The failure given to items still queued or in flight when the scope closes. */
   readonly closed: () => E
+  /** The failure given to an item not written within its timeout (`waitedMs`: since it was submitted). */
+  readonly timedOut: (item: A, waitedMs: number) => E
+  /** How often deadlines are checked (default 100 ms): an item fails at most this much after its deadline. */
+  readonly sweepEvery?: Duration.DurationInput
 }
 
 /**
@@ -52,13 +65,20 @@ class Pending<A, B, E> {
     /** The Effect.async callback that completes the caller's Effect. */
     private readonly callback: (outcome: Effect.Effect<B, E>) => void,
     /** The fiber waiting for the outcome. */
-    private readonly caller: Fiber.RuntimeFiber<B, E>
+    private readonly caller: Fiber.RuntimeFiber<B, E>,
+    /** When it was submitted and when it fails unwritten (Clock milliseconds; Infinity: never). */
+    readonly submittedAt: number,
+    readonly deadline: number
   ) {}
-  private done = false
-  /** Completes the caller's Effect; only the first call counts (result, batch failure, or shutdown). */
+  private resumed = false
+  /** Whether its caller already has an outcome (a timeout, before or while the item was written). */
+  get done(): boolean {
+    return this.resumed
+  }
+  /** Completes the caller's Effect; only the first call counts (result, batch failure, timeout, or shutdown). */
   resume(outcome: Exit.Exit<B, E>): void {
-    if (this.done) return
-    this.done = true
+    if (this.resumed) return
+    this.resumed = true
     this.callback(outcome)
   }
   /**
@@ -71,9 +91,13 @@ class Pending<A, B, E> {
   }
 }
 
-/** One lane: its queue (a plain array: only this module touches it) and its writer's wake-up call when idle. */
+/**
+ * One lane: its queue (a plain array: only this module touches it), the batches its writer took and is writing, and
+ * its writer's wake-up call when idle.
+ */
 interface Lane<A, B, E> {
   queue: Array<Pending<A, B, E>>
+  taken: Array<Array<Pending<A, B, E>>>
   wake: (() => void) | undefined
 }
 
@@ -97,18 +121,23 @@ const hash = (key: string): number => {
 }
 
 /**
- * Starts the lane writers in the current scope and returns the submit function: it resolves with the item's own
- * result once its batch was written, or fails with the item's error, the batch's error, or `closed()` after the
- * scope closed.
+ * Starts the lane writers (and the deadline sweeper) in the current scope and returns the submit function: it
+ * resolves with the item's own result once its batch was written, or fails with the item's error, the batch's
+ * error, `timedOut` when `timeoutMs` passed first, or `closed()` after the scope closed.
  */
 export const make = <A, B, E>(
   options: Options<A, B, E>
-): Effect.Effect<(item: A) => Effect.Effect<B, E>, never, Scope.Scope> =>
+): Effect.Effect<(item: A, timeoutMs?: number) => Effect.Effect<B, E>, never, Scope.Scope> =>
   Effect.gen(function*() {
     const laneCount = Math.max(1, Math.floor(options.lanes))
     const maxItems = Math.max(1, Math.floor(options.maxItems))
     const window = Duration.decode(options.window ?? Duration.zero)
-    const lanes: Array<Lane<A, B, E>> = Array.from({ length: laneCount }, () => ({ queue: [], wake: undefined }))
+    const sweepEvery = Duration.decode(options.sweepEvery ?? Duration.millis(100))
+    const lanes: Array<Lane<A, B, E>> = Array.from({ length: laneCount }, () => ({
+      queue: [],
+      taken: [],
+      wake: undefined
+    }))
     let closed = false
 
     // Plain callbacks and arrays instead of a Queue and a Deferred per item: on the append path of a thousand
@@ -122,7 +151,7 @@ export const make = <A, B, E>(
       let current: Array<Pending<A, B, E>> = []
       let weight = 0
       for (const pending of taken) {
-        if (pending.withdrawn) continue
+        if (pending.done || pending.withdrawn) continue
         const w = options.weight(pending.item)
         if (current.length > 0 && weight + w > options.maxWeight) {
           batches.push(current)
@@ -148,7 +177,9 @@ export const make = <A, B, E>(
       }
     }
 
-    const writeBatch = (batch: Array<Pending<A, B, E>>) => {
+    const writeBatch = (taken: Array<Pending<A, B, E>>) => {
+      // Items that timed out while an earlier batch of the same take was being written are not written.
+      const batch = taken.some((p) => p.done) ? taken.filter((p) => !p.done) : taken
       const items = batch.map((p) => p.item)
       if (!Arr.isNonEmptyReadonlyArray(items)) return Effect.void
       return options.write(items).pipe(
@@ -177,8 +208,23 @@ export const make = <A, B, E>(
         yield* idle(lane)
         yield* nextTurnOfEventLoop
         if (Duration.toMillis(window) > 0) yield* Effect.sleep(window)
-        for (const batch of take(lane)) yield* writeBatch(batch)
+        lane.taken = take(lane)
+        for (const batch of lane.taken) yield* writeBatch(batch)
+        lane.taken = []
       }).pipe(Effect.forever)
+
+    /** Fails every queued or in-flight item whose deadline has passed. */
+    const sweep = Effect.map(Clock.currentTimeMillis, (now) => {
+      const expire = (pending: Pending<A, B, E>) => {
+        if (pending.deadline <= now && !pending.done) {
+          pending.resume(Exit.fail(options.timedOut(pending.item, now - pending.submittedAt)))
+        }
+      }
+      for (const lane of lanes) {
+        for (const pending of lane.queue) expire(pending)
+        for (const batch of lane.taken) for (const pending of batch) expire(pending)
+      }
+    })
 
     yield* Effect.addFinalizer(() =>
       Effect.sync(() => {
@@ -191,14 +237,23 @@ export const make = <A, B, E>(
       })
     )
     for (const lane of lanes) yield* Effect.forkScoped(writer(lane))
+    yield* Effect.forkScoped(Effect.forever(Effect.zipRight(Effect.sleep(sweepEvery), sweep)))
 
-    return (item: A): Effect.Effect<B, E> =>
+    const enqueue = (item: A, submittedAt: number, deadline: number): Effect.Effect<B, E> =>
       Effect.withFiberRuntime<B, E>((caller) =>
         Effect.async<B, E>((resume) => {
           if (closed) return resume(Exit.fail(options.closed()))
           const lane = lanes[laneCount === 1 ? 0 : hash(options.key(item)) % laneCount]!
-          lane.queue.push(new Pending(item, resume, caller))
+          lane.queue.push(new Pending(item, resume, caller, submittedAt, deadline))
           lane.wake?.()
         })
       )
+
+    return (item: A, timeoutMs?: number): Effect.Effect<B, E> =>
+      timeoutMs === undefined
+        ? enqueue(item, 0, Infinity)
+        : Effect.clockWith((clock) => {
+          const now = clock.unsafeCurrentTimeMillis()
+          return enqueue(item, now, now + timeoutMs)
+        })
   })

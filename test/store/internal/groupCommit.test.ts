@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Exit, Fiber, Scope } from "effect"
+import { Deferred, Effect, Exit, Fiber, Scope, TestClock } from "effect"
 import * as GroupCommit from "../../../src/store/internal/groupCommit.js"
 
 interface Item {
@@ -29,7 +29,8 @@ const harness = (options: { lanes?: number; maxItems?: number; maxWeight?: numbe
           if (batch.some((item) => item.n < 0)) return yield* Effect.fail("batch failed")
           return batch.map((item) => item.n % 7 === 0 ? Exit.fail(`item ${item.n} refused`) : Exit.succeed(item.n * 10))
         }),
-      closed: () => "closed"
+      closed: () => "closed",
+      timedOut: (item, waitedMs) => `item ${item.n} timed out after ${waitedMs} ms`
     })
     return {
       submit,
@@ -141,5 +142,26 @@ describe("groupCommit", () => {
       expect(yield* Effect.flip(Fiber.join(inFlight))).toBe("closed")
       expect(yield* Effect.flip(Fiber.join(queued))).toBe("closed")
       expect(yield* Effect.flip(h.submit({ key: "a", n: 3 }))).toBe("closed")
+    }))
+
+  it.scoped("fails an item its timeout caught, in flight or queued, and never writes a queued one", () =>
+    Effect.gen(function*() {
+      const h = yield* harness()
+      yield* h.holdNext
+      const inFlight = yield* Effect.fork(h.submit({ key: "a", n: 1 }, 1_000))
+      yield* h.inFlight
+      const queued = yield* Effect.fork(h.submit({ key: "a", n: 2 }, 1_000))
+      const patient = yield* Effect.fork(h.submit({ key: "a", n: 3 }))
+      const later = yield* Effect.fork(h.submit({ key: "b", n: 4 }, 5_000))
+      yield* TestClock.adjust("999 millis")
+      expect(inFlight.unsafePoll()).toBeNull()
+      yield* TestClock.adjust("101 millis")
+      expect(yield* Effect.flip(Fiber.join(inFlight))).toBe("item 1 timed out after 1000 ms")
+      expect(yield* Effect.flip(Fiber.join(queued))).toBe("item 2 timed out after 1000 ms")
+      expect(patient.unsafePoll()).toBeNull()
+      yield* h.release
+      expect(yield* Fiber.join(patient)).toBe(30)
+      expect(yield* Fiber.join(later)).toBe(40)
+      expect(h.batches).toEqual([[1], [3, 4]])
     }))
 })
