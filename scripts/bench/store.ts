@@ -442,7 +442,9 @@ const program = Effect.gen(function*() {
     "p50 ms",
     "p90 ms",
     "p99 ms",
-    "max ms"
+    "max ms",
+    "client µs/turn",
+    "server µs/turn"
   ]
   const rows = results.map((r) => [
     r.db,
