@@ -106,7 +106,9 @@ const program = Effect.scoped(Effect.gen(function*() {
   })
   latencies.sort()
   const at = (p: number) => latencies[Math.min(total - 1, Math.ceil(p * total) - 1)]!.toFixed(2)
-  console.log(`${mode}: p50 ${at(0.5)} ms, p99 ${at(0.99)} ms; worst per 100 ms: ${worst.map((w) => w.toFixed(0)).join(" ")}`)
+  console.log(
+    `${mode}: p50 ${at(0.5)} ms, p99 ${at(0.99)} ms; worst per 100 ms: ${worst.map((w) => w.toFixed(0)).join(" ")}`
+  )
 }))
 
 Effect.runPromise(program)
