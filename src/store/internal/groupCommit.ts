@@ -216,16 +216,41 @@ export const make = <A, B, E>(
         lane.taken = []
       }).pipe(Effect.forever)
 
-    /** Fails every queued or in-flight item whose deadline has passed. */
+    /**
+     * Fails every queued or in-flight item whose deadline has passed; tells whether an item with a deadline is still
+     * waiting (the sweeper parks when none is, so an idle store, or a test's TestClock, has no timer to run).
+     */
     const sweep = Effect.map(Clock.currentTimeMillis, (now) => {
+      let waiting = false
       const expire = (pending: Pending<A, B, E>) => {
-        if (pending.deadline <= now && !pending.done) {
+        if (pending.done || pending.deadline === Infinity) return
+        if (pending.deadline <= now) {
           pending.resume(Exit.fail(options.timedOut(pending.item, now - pending.submittedAt)))
-        }
+        } else waiting = true
       }
       for (const lane of lanes) {
         for (const pending of lane.queue) expire(pending)
         for (const batch of lane.taken) for (const pending of batch) expire(pending)
+      }
+      return waiting
+    })
+
+    /** The parked sweeper's wake-up call, made by a submission with a deadline. */
+    let wakeSweeper: (() => void) | undefined
+    const parked = Effect.async<void>((resume) => {
+      wakeSweeper = () => {
+        wakeSweeper = undefined
+        resume(Effect.void)
+      }
+      return Effect.sync(() => {
+        wakeSweeper = undefined
+      })
+    })
+    const sweeper = Effect.gen(function*() {
+      yield* parked
+      while (true) {
+        yield* Effect.sleep(sweepEvery)
+        if (!(yield* sweep)) yield* parked
       }
     })
 
@@ -242,7 +267,7 @@ export const make = <A, B, E>(
       })
     )
     for (const lane of lanes) yield* Effect.forkScoped(writer(lane))
-    yield* Effect.forkScoped(Effect.forever(Effect.zipRight(Effect.sleep(sweepEvery), sweep)))
+    yield* Effect.forkScoped(sweeper)
 
     const enqueue = (item: A, submittedAt: number, deadline: number): Effect.Effect<B, E> =>
       Effect.withFiberRuntime<B, E>((caller) =>
@@ -251,6 +276,7 @@ export const make = <A, B, E>(
           const lane = lanes[laneCount === 1 ? 0 : hash(options.key(item)) % laneCount]!
           lane.queue.push(new Pending(item, resume, caller, submittedAt, deadline))
           lane.wake?.()
+          if (deadline !== Infinity) wakeSweeper?.()
         })
       )
 
