@@ -4,10 +4,16 @@
  *
  * One message is processed at a time, so one burst runs at a time per session and a follow-up sent during a burst
  * waits its turn. `Cancel` does not queue: it signals the running burst, which exits `cancelled` with its transcript
- * kept. When the mailbox stays empty for the idle time, the actor passivates (its fiber ends; the supervisor forgets
- * it) and the next message rebuilds it from the store — the store, not the actor, is the source of truth.
+ * kept.
+ *
+ * An idle actor has no fiber. A message arriving at an empty mailbox starts a drain fiber (through `start`, which the
+ * supervisor runs in its fiber set); the drain processes messages until the mailbox is empty and ends. A resident
+ * fiber parked on its mailbox with an idle timer cost ~28 KB per idle session and a timeout race (two fibers and a
+ * timer) per message (docs/benchmarks.md, Workload C). When the actor has been idle for the idle time, the supervisor
+ * passivates it (`passivate`: it closes and is forgotten) and the next message rebuilds it from the store — the store,
+ * not the actor, is the source of truth.
  */
-import { Cause, Clock, Deferred, Duration, Effect, Exit, FiberId, Option, Queue } from "effect"
+import { Cause, Clock, Deferred, Effect, Exit, FiberId, Option } from "effect"
 import type { AgentSpec } from "../domain/AgentSpec.js"
 import type { IssuedToken } from "../domain/Approval.js"
 import { InvalidSessionState, PersistenceFailed } from "../domain/Errors.js"
@@ -71,12 +77,14 @@ export interface Actor {
   readonly session: () => Session
   /** Whether the actor has passivated or stopped; a closed actor takes no messages. */
   readonly closed: () => boolean
-  /** Enqueues a message; `None` when the actor has closed (start a new one). */
+  /** Enqueues a message (starting a drain when none runs); `None` when the actor has closed (start a new one). */
   readonly offer: (message: Message) => Option.Option<Deferred.Deferred<Reply, Failure>>
   /** Signals the running burst to stop. `true` when a burst was running. */
   readonly cancel: Effect.Effect<boolean>
-  /** The actor's fiber body: processes messages until idle for `idleTimeout`, then closes. */
-  readonly run: Effect.Effect<void, never, Requirements>
+  /** Since when (Clock millis) the actor has had nothing to do; `undefined` while a message waits or is processed. */
+  readonly idleSince: () => number | undefined
+  /** Closes the actor if it is idle (synchronously: no message can slip in between). `true` when it closed. */
+  readonly passivate: () => boolean
 }
 
 /** The conversation a transcript holds: every entry, with an unpaired tail repaired (see `repairTail`). */
@@ -183,7 +191,13 @@ export const make = (options: {
   readonly session: Session
   readonly spec: AgentSpec
   readonly history: ReadonlyArray<TurnEntry>
-  readonly idleTimeout: Duration.DurationInput
+  /** When the actor is made (Clock millis): the start of its first idle time. */
+  readonly now: number
+  /**
+   * Forks a drain in the supervisor's fiber set, with the actor's requirements provided, to run after the caller
+   * yields. Called synchronously by `offer`; `false` when the supervisor has stopped (nothing was forked).
+   */
+  readonly start: (drain: Effect.Effect<void, never, Requirements>) => boolean
   /** Called once, synchronously, when the actor closes (the supervisor forgets it). */
   readonly onClose: () => void
 }): Actor => {
@@ -192,8 +206,10 @@ export const make = (options: {
   let closed = false
   let running: Deferred.Deferred<void> | undefined
   let inFlight: Envelope | undefined
-  const mailbox = Effect.runSync(Queue.unbounded<Envelope>())
-  const idle = Duration.decode(options.idleTimeout)
+  /** Messages not yet taken by the drain, oldest first; only this actor touches it. */
+  let mailbox: Array<Envelope> = []
+  let draining = false
+  let idleSince: number | undefined = options.now
 
   const close = () => {
     if (closed) return
@@ -375,31 +391,36 @@ export const make = (options: {
     }
   }
 
-  const run = Effect.gen(function*() {
-    while (true) {
-      const next = yield* Effect.timeoutOption(Queue.take(mailbox), idle)
-      if (Option.isNone(next)) {
-        // Synchronous check-and-close: no message can slip in between (offers are synchronous too).
-        if (Option.getOrElse(mailbox.unsafeSize(), () => 0) === 0) return close()
-        continue
-      }
-      inFlight = next.value
-      const exit = yield* Effect.exit(handle(next.value.message))
+  /** Processes messages until the mailbox is empty; then the actor is idle and the fiber ends. */
+  const drain: Effect.Effect<void, never, Requirements> = Effect.gen(function*() {
+    while (mailbox.length > 0) {
+      const envelope = mailbox.shift()!
+      inFlight = envelope
+      const exit = yield* Effect.exit(handle(envelope.message))
       inFlight = undefined
-      yield* Deferred.done(next.value.reply, exit)
+      yield* Deferred.done(envelope.reply, exit)
       // After an infrastructure failure the in-memory state may be ahead of the store: rebuild from the store.
       if (isPersistence(exit)) return close()
     }
+    // Synchronous with the emptiness check above: an offer from now on starts a new drain.
+    draining = false
+    idleSince = yield* Clock.currentTimeMillis
   }).pipe(
-    Effect.ensuring(Effect.suspend(() => {
-      close()
-      // The message in flight (if the fiber was interrupted) and whatever is still queued get an answer.
-      const interrupted = inFlight === undefined ? [] : [inFlight]
-      return Effect.flatMap(
-        Effect.map(Queue.takeAll(mailbox), (queued) => [...interrupted, ...queued]),
-        Effect.forEach((envelope) => Deferred.fail(envelope.reply, stopped(session.id)), { discard: true })
-      )
-    }))
+    Effect.onExit((exit) =>
+      Effect.suspend(() => {
+        if (Exit.isSuccess(exit) && !closed) return Effect.void
+        // Interrupted (the supervisor is closing) or closed after a failure: the message in flight and whatever is
+        // still queued get an answer, and the actor takes no more.
+        close()
+        draining = false
+        const left = inFlight === undefined ? mailbox : [inFlight, ...mailbox]
+        inFlight = undefined
+        mailbox = []
+        return Effect.forEach(left, (envelope) => Deferred.fail(envelope.reply, stopped(session.id)), {
+          discard: true
+        })
+      })
+    )
   )
 
   return {
@@ -410,11 +431,26 @@ export const make = (options: {
     offer: (message) => {
       if (closed) return Option.none()
       const reply = Deferred.unsafeMake<Reply, Failure>(FiberId.none)
-      mailbox.unsafeOffer({ message, reply })
+      mailbox.push({ message, reply })
+      idleSince = undefined
+      if (!draining) {
+        draining = true
+        if (!options.start(drain)) {
+          // The supervisor has stopped: nothing will ever process the mailbox.
+          close()
+          for (const envelope of mailbox) Deferred.unsafeDone(envelope.reply, Exit.fail(stopped(session.id)))
+          mailbox = []
+        }
+      }
       return Option.some(reply)
     },
     cancel: Effect.suspend(() => running === undefined ? Effect.succeed(false) : Deferred.succeed(running, undefined)),
-    run
+    idleSince: () => idleSince,
+    passivate: () => {
+      if (closed || draining || mailbox.length > 0) return false
+      close()
+      return true
+    }
   }
 }
 

@@ -1,14 +1,14 @@
 /**
- * The local host of session actors: one actor fiber per live session, started on demand from the store.
+ * The local host of session actors: one actor per live session, started on demand from the store.
  *
- * Actors passivate after an idle time and are rebuilt from the store on their next message, so memory holds only
- * sessions in use. At start the supervisor marks sessions whose burst was in flight when a previous process died
+ * An actor holds a fiber only while it has messages to process (SessionActor). One sweeper passivates actors idle for
+ * the idle time (checked every quarter of it, so an actor goes within 1.25× of it) and they are rebuilt from the store
+ * on their next message, so memory holds only sessions in use. At start the supervisor marks sessions whose burst was in flight when a previous process died
  * as `interrupted` (they resume with `Continue`). A defect inside a burst is already landed as `crashed` by
  * `Run.burst`; a defect in an actor itself ends only that actor — every other session keeps running.
  *
- * Actor fibers live in a `FiberSet` tied to the supervisor's scope (closing the scope stops them all); the
- * session-id → actor map is kept beside it, because a passivating actor's fiber may still be finishing when the next
- * message for the same session starts its successor.
+ * Actors' drain fibers live in a `FiberSet` tied to the supervisor's scope (closing the scope stops them all, and
+ * their messages are answered with `PersistenceFailed`); the session-id → actor map is kept beside it.
  */
 import { Clock, Context, Deferred, Duration, Effect, FiberId, FiberSet, Layer, Option } from "effect"
 import type { Scope } from "effect"
@@ -59,9 +59,12 @@ export const make = (
   Effect.gen(function*() {
     const store = yield* SessionStore
     const events = yield* SessionEvents
-    const context = yield* Effect.context<SessionActor.Requirements>()
     const fibers = yield* FiberSet.make<void, never>()
-    const idleTimeout = options.idleTimeout ?? Duration.minutes(5)
+    const runDrain = yield* FiberSet.runtime(fibers)<SessionActor.Requirements>()
+    // Runs before the fiber set closes (finalizers run in reverse): from then on no drain is started.
+    let stopping = false
+    yield* Effect.addFinalizer(() => Effect.sync(() => (stopping = true)))
+    const idleTimeout = Duration.decode(options.idleTimeout ?? Duration.minutes(5))
     const actors = new Map<string, SessionActor.Actor>()
     const starting = new Map<string, Deferred.Deferred<SessionActor.Actor, SessionNotFound | PersistenceFailed>>()
 
@@ -87,20 +90,36 @@ export const make = (
     for (const session of yield* store.listRunning()) yield* recover(session, yield* Clock.currentTimeMillis)
 
     const spawn = (session: Session, spec: AgentSpec, history: ReadonlyArray<TurnEntry>) =>
-      Effect.gen(function*() {
+      Effect.map(Clock.currentTimeMillis, (now) => {
         const actor: SessionActor.Actor = SessionActor.make({
           session,
           spec,
           history,
-          idleTimeout,
+          now,
+          start: (drain) => {
+            if (stopping) return false
+            runDrain(drain, { immediate: false })
+            return true
+          },
           onClose: () => {
             if (actors.get(session.id) === actor) actors.delete(session.id)
           }
         })
         actors.set(session.id, actor)
-        yield* FiberSet.run(fibers, Effect.provide(actor.run, context))
         return actor
       })
+
+    /** Passivates every actor idle for `idleTimeout`, every quarter of it. */
+    const sweepEvery = Duration.max(Duration.millis(1), Duration.unsafeDivide(idleTimeout, 4))
+    const idleMillis = Duration.toMillis(idleTimeout)
+    yield* Effect.forkScoped(Effect.forever(Effect.gen(function*() {
+      yield* Effect.sleep(sweepEvery)
+      const now = yield* Clock.currentTimeMillis
+      for (const actor of [...actors.values()]) {
+        const since = actor.idleSince()
+        if (since !== undefined && now - since >= idleMillis) actor.passivate()
+      }
+    })))
 
     const load = (orgId: string, sessionId: string) =>
       Effect.gen(function*() {

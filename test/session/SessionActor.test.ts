@@ -219,6 +219,35 @@ describe("SessionActor", () => {
       ]))
     ))
 
+  it.effect("an actor busy for longer than the idle time is not passivated mid-burst; it goes an idle time later", () =>
+    Effect.gen(function*() {
+      yield* publish
+      const c = yield* Corral
+      const supervisor = yield* Supervisor
+      const running = yield* Effect.fork(
+        c.run(alice, { agentId: "triage", scope: "s", prompt: "go", sessionId: "ses_busy" })
+      )
+      yield* TestClock.adjust("61 seconds")
+      const view = yield* Fiber.join(running)
+      expect(view.exitReason).toBe("completed")
+      expect(supervisor.live()).toBe(1)
+      yield* TestClock.adjust("45 seconds")
+      expect(supervisor.live()).toBe(1)
+      yield* TestClock.adjust("15 seconds")
+      expect(supervisor.live()).toBe(0)
+      expect((yield* c.continue(alice, "ses_busy", "again")).exitReason).toBe("completed")
+    }).pipe(
+      Effect.provide(layer([
+        Scripted.make({
+          script: [
+            Scripted.toolCalls([{ id: "s1", name: "slow", arguments: "{\"q\":\"x\"}" }]),
+            Scripted.text("done"),
+            Scripted.text("again")
+          ]
+        })
+      ]))
+    ))
+
   it.effect("1,000 concurrent sessions all land with the right exit reasons", () =>
     Effect.gen(function*() {
       const c = yield* Corral
