@@ -276,7 +276,7 @@ void Harness.main<SessionView, string>(async (options) => {
           "after Supervisor.live() reached 0); the host keeps the session ids"
         : "per session, everything Corral holds for a live session after a run + 9 continues: the memory " +
           "store's session record (state, last report), its 20 turns and 10 trajectories, plus the live actor " +
-          "(fiber, mailbox, idle timer, conversation array); idleTimeout 1 hour so no actor passivates during " +
+          "(its state, an empty mailbox and the conversation array; no fiber while idle); idleTimeout 1 hour so no actor passivates during " +
           "the measurement; the host keeps the session ids",
       create: (sid) => runtime.runPromise(createHeld(sid)),
       read: (id) =>

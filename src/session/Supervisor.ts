@@ -3,9 +3,10 @@
  *
  * An actor holds a fiber only while it has messages to process (SessionActor). One sweeper passivates actors idle for
  * the idle time (checked every quarter of it, so an actor goes within 1.25× of it) and they are rebuilt from the store
- * on their next message, so memory holds only sessions in use. At start the supervisor marks sessions whose burst was in flight when a previous process died
- * as `interrupted` (they resume with `Continue`). A defect inside a burst is already landed as `crashed` by
- * `Run.burst`; a defect in an actor itself ends only that actor — every other session keeps running.
+ * on their next message, so memory holds only sessions in use. At start the supervisor marks sessions whose burst was
+ * in flight when a previous process died as `interrupted` (they resume with `Continue`). A defect inside a burst is
+ * already landed as `crashed` by `Run.burst`; a defect in an actor itself reaches only that message's caller — every
+ * other session keeps running.
  *
  * Actors' drain fibers live in a `FiberSet` tied to the supervisor's scope (closing the scope stops them all, and
  * their messages are answered with `PersistenceFailed`); the session-id → actor map is kept beside it.
