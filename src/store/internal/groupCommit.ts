@@ -184,9 +184,9 @@ export const make = <A, B, E>(
       if (!Arr.isNonEmptyReadonlyArray(items)) return Effect.void
       // Interrupted mid-batch (the scope is closing), the batch is still in `lane.taken`, and the finalizer fails it:
       // nobody is left waiting. Not an `Effect.onInterrupt` here: that handler, once per batch, kept every batch's items
-      // (their payloads) reachable from garbage the young-generation collector has to treat as live, doubling what each
-      // scavenge copied and the pauses that make the latency tail (scripts/bench/fiberGc.ts: 203 → 99 MB survived,
-      // p99 30 → 12 ms).
+      // (their payloads) reachable from garbage the young-generation collector has to treat as live, doubling what the
+      // scavenges copied and the pauses that make the latency tail (`scripts/bench/fiberGc.ts session`: p99 19–25 →
+      // 8–13 ms; docs/benchmarks.md, "Store").
       return options.write(items).pipe(
         Effect.exit,
         Effect.flatMap((exit) => Effect.sync(() => settle(batch, exit)))
