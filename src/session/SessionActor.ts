@@ -208,8 +208,10 @@ export const make = (options: {
   let inFlight: Envelope | undefined
   /** Messages not yet taken by the drain, oldest first; only this actor touches it. */
   let mailbox: Array<Envelope> = []
+  /** Whether a drain fiber runs (or is about to): set by the offer that starts it, cleared when it finds no message. */
   let draining = false
-  let idleSince: number | undefined = options.now
+  /** When the last drain ended (or the actor was made). */
+  let lastDrained = options.now
 
   const close = () => {
     if (closed) return
@@ -404,7 +406,7 @@ export const make = (options: {
     }
     // Synchronous with the emptiness check above: an offer from now on starts a new drain.
     draining = false
-    idleSince = yield* Clock.currentTimeMillis
+    lastDrained = yield* Clock.currentTimeMillis
   }).pipe(
     Effect.onExit((exit) =>
       Effect.suspend(() => {
@@ -432,7 +434,6 @@ export const make = (options: {
       if (closed) return Option.none()
       const reply = Deferred.unsafeMake<Reply, Failure>(FiberId.none)
       mailbox.push({ message, reply })
-      idleSince = undefined
       if (!draining) {
         draining = true
         if (!options.start(drain)) {
@@ -445,9 +446,10 @@ export const make = (options: {
       return Option.some(reply)
     },
     cancel: Effect.suspend(() => running === undefined ? Effect.succeed(false) : Deferred.succeed(running, undefined)),
-    idleSince: () => idleSince,
+    idleSince: () => draining ? undefined : lastDrained,
     passivate: () => {
-      if (closed || draining || mailbox.length > 0) return false
+      // A queued message always has a drain running (the offer started it), so `draining` covers the mailbox too.
+      if (closed || draining) return false
       close()
       return true
     }

@@ -116,7 +116,8 @@ export const make = (
     yield* Effect.forkScoped(Effect.forever(Effect.gen(function*() {
       yield* Effect.sleep(sweepEvery)
       const now = yield* Clock.currentTimeMillis
-      for (const actor of [...actors.values()]) {
+      // Passivating deletes the actor from the map; deleting visited entries during iteration is safe for a Map.
+      for (const actor of actors.values()) {
         const since = actor.idleSince()
         if (since !== undefined && now - since >= idleMillis) actor.passivate()
       }

@@ -4,7 +4,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { PgClient } from "@effect/sql-pg"
-import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
+import { Config, Context, Deferred, Effect, Fiber, Layer, Option, Redacted } from "effect"
 import { randomUUID } from "node:crypto"
 import * as Database from "../../src/store/Database.js"
 
@@ -32,3 +32,34 @@ export const freshDatabase = (
     url.pathname = `/${name}`
     return Database.layerPostgres(Redacted.make(url.toString()), options)
   }))
+
+/**
+ * Holds the session's counter row in a transaction on its own connection, so the session's appends wait inside the
+ * database on the row lock until `release` (which commits it). `pid`: the holder's backend.
+ */
+export const holdCounterRow = (sql: SqlClient.SqlClient, sessionId: string) =>
+  Effect.gen(function*() {
+    const locked = yield* Deferred.make<number>()
+    const done = yield* Deferred.make<void>()
+    const holder = yield* Effect.fork(
+      sql.withTransaction(Effect.gen(function*() {
+        const [me] = yield* sql<{ pid: number }>`SELECT pg_backend_pid() AS pid FROM session_counters
+          WHERE session_id = ${sessionId} FOR UPDATE`
+        yield* Deferred.succeed(locked, me?.pid ?? 0)
+        yield* Deferred.await(done)
+      }))
+    )
+    const pid = yield* Deferred.await(locked)
+    return { pid, release: Effect.zipRight(Deferred.succeed(done, undefined), Fiber.join(holder)) }
+  })
+
+/**
+ * Polls until a statement of this database waits on a lock. No schedule between polls (each is a round trip), so it
+ * works under a TestClock too.
+ */
+export const awaitLockWaiter = (sql: SqlClient.SqlClient) =>
+  sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_stat_activity
+    WHERE datname = current_database() AND wait_event_type = 'Lock'`.pipe(
+    Effect.repeat({ until: (rows) => (rows[0]?.n ?? 0) >= 1, times: 100_000 }),
+    Effect.asVoid
+  )

@@ -6,34 +6,17 @@
 import { expect, layer } from "@effect/vitest"
 import { Effect, Option } from "effect"
 import type { Layer } from "effect"
-import { randomUUID } from "node:crypto"
 import { AgentSpec } from "../../src/domain/AgentSpec.js"
 import type { ApprovalRecord } from "../../src/domain/Approval.js"
-import { AgentId, SessionId } from "../../src/domain/Ids.js"
+import { AgentId } from "../../src/domain/Ids.js"
 import type { TurnEntry } from "../../src/domain/Message.js"
 import { Principal } from "../../src/domain/Principal.js"
-import { Scope } from "../../src/domain/Scope.js"
 import type { Session, SessionState } from "../../src/domain/Session.js"
 import { initialState } from "../../src/domain/Session.js"
 import type { Trajectory } from "../../src/domain/Trajectory.js"
 import { Usage } from "../../src/domain/Usage.js"
 import { SessionStore } from "../../src/store/SessionStore.js"
-
-const uid = () => randomUUID().replaceAll("-", "")
-const newOrg = () => `org_${uid().slice(0, 12)}`
-
-const newSession = (orgId: string, state: SessionState = initialState, scope = "incident:INC-42"): Session => ({
-  id: SessionId.make(`ses_${uid()}`),
-  principal: new Principal({ orgId, userId: "u1" }),
-  scope: Scope.make(scope),
-  agentId: AgentId.make("triage"),
-  agentVersion: 1,
-  createdAt: 1_000,
-  updatedAt: 1_000,
-  state
-})
-
-const user = (text: string): TurnEntry => ({ kind: "user", text })
+import { newOrg, newSession, uid, user } from "./StoreFixtures.js"
 
 const spec = (id: string, version: number, name = `Agent ${id} v${version}`) =>
   new AgentSpec({ id: AgentId.make(id), version, name, instructions: "Investigate the incident." })

@@ -7,28 +7,12 @@ import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Either, Option } from "effect"
 import type { Layer } from "effect"
-import { randomUUID } from "node:crypto"
-import { AgentId, SessionId } from "../../src/domain/Ids.js"
-import { Principal } from "../../src/domain/Principal.js"
-import { Scope } from "../../src/domain/Scope.js"
 import type { Session } from "../../src/domain/Session.js"
 import { initialState } from "../../src/domain/Session.js"
 import { sqlState } from "../../src/store/internal/failure.js"
 import * as Migrations from "../../src/store/Migrations.js"
 import { SessionStore } from "../../src/store/SessionStore.js"
-
-const uid = () => randomUUID().replaceAll("-", "")
-
-const newSession = (orgId: string, scope = "incident:INC-42"): Session => ({
-  id: SessionId.make(`ses_${uid()}`),
-  principal: new Principal({ orgId, userId: "u1" }),
-  scope: Scope.make(scope),
-  agentId: AgentId.make("triage"),
-  agentVersion: 1,
-  createdAt: 1_000,
-  updatedAt: 1_000,
-  state: initialState
-})
+import { newOrg, newSession } from "./StoreFixtures.js"
 
 class Rollback {
   readonly _tag = "Rollback"
@@ -55,11 +39,11 @@ export const sqlDriverSuite = (name: string, driver: Layer.Layer<SessionStore | 
       Effect.gen(function*() {
         const store = yield* SessionStore
         const sql = yield* SqlClient.SqlClient
-        const org = `org_${uid().slice(0, 12)}`
+        const org = newOrg()
         const later = newSession(org)
         const sameScope = newSession(org)
-        const otherScope = newSession(org, "incident:INC-7")
-        const otherOrg = newSession(`org_${uid().slice(0, 12)}`)
+        const otherScope = newSession(org, initialState, "incident:INC-7")
+        const otherOrg = newSession(newOrg())
         yield* Effect.forEach([later, sameScope, otherScope, otherOrg], store.createSession, { discard: true })
 
         // Raw INSERTs, bypassing the store: only the composite foreign keys stand in the way.
@@ -81,7 +65,7 @@ export const sqlDriverSuite = (name: string, driver: Layer.Layer<SessionStore | 
       Effect.gen(function*() {
         const store = yield* SessionStore
         const sql = yield* SqlClient.SqlClient
-        const org = `org_${uid().slice(0, 12)}`
+        const org = newOrg()
         const sessions = Array.from({ length: 50 }, () => newSession(org))
         yield* Effect.forEach(sessions, store.createSession, { discard: true })
 
@@ -128,7 +112,7 @@ export const sqlDriverSuite = (name: string, driver: Layer.Layer<SessionStore | 
     it.effect("finds documents by full-text search on the tsvector column", () =>
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
-        const org = `org_${uid().slice(0, 12)}`
+        const org = newOrg()
         yield* sql`INSERT INTO documents (org_id, id, source, title, body, updated_at) VALUES
           (${org}, 'a', 'runbooks', 'Disk full', 'the disks were filling up quickly', 1),
           (${org}, 'b', 'runbooks', 'Certificates', 'renew the TLS certificate', 1)`
@@ -141,7 +125,7 @@ export const sqlDriverSuite = (name: string, driver: Layer.Layer<SessionStore | 
       Effect.gen(function*() {
         const store = yield* SessionStore
         const sql = yield* SqlClient.SqlClient
-        const session = newSession(`org_${uid().slice(0, 12)}`)
+        const session = newSession(newOrg())
         yield* store.createSession(session)
         yield* store.appendTurn(session.id, { kind: "user", text: "one" }, 1)
         const rows = yield* sql<{ seq: number; kind: string }>`SELECT seq, kind FROM turns

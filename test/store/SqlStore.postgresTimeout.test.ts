@@ -4,15 +4,11 @@
  */
 import { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Deferred, Effect, Fiber, Layer, TestClock } from "effect"
-import { randomUUID } from "node:crypto"
-import { AgentId, SessionId } from "../../src/domain/Ids.js"
-import { Principal } from "../../src/domain/Principal.js"
-import { Scope } from "../../src/domain/Scope.js"
-import { initialState } from "../../src/domain/Session.js"
+import { Context, Effect, Fiber, Layer, TestClock } from "effect"
 import { SessionStore } from "../../src/store/SessionStore.js"
 import * as SqlStore from "../../src/store/SqlStore.js"
-import { freshDatabase, skipReason, testDatabaseUrl } from "./PostgresFixture.js"
+import { awaitLockWaiter, freshDatabase, holdCounterRow, skipReason, testDatabaseUrl } from "./PostgresFixture.js"
+import { newOrg, newSession, user } from "./StoreFixtures.js"
 
 const url = testDatabaseUrl ?? "postgres://unused"
 
@@ -25,37 +21,16 @@ describe.skipIf(testDatabaseUrl === undefined)(
         const context = yield* Layer.build(SqlStore.layer().pipe(Layer.provideMerge(freshDatabase(url))))
         const store = Context.get(context, SessionStore)
         const sql = Context.get(context, SqlClient.SqlClient)
-        const org = `org_${randomUUID().slice(0, 8)}`
-        const id = SessionId.make(`ses_${randomUUID().replaceAll("-", "")}`)
-        yield* store.createSession({
-          id,
-          principal: new Principal({ orgId: org, userId: "u1" }),
-          scope: Scope.make("incident:INC-7"),
-          agentId: AgentId.make("triage"),
-          agentVersion: 1,
-          createdAt: 1,
-          updatedAt: 1,
-          state: initialState
-        })
-        const user = (text: string) => ({ kind: "user" as const, text })
+        const session = newSession(newOrg())
+        const { id } = session
+        const org = session.principal.orgId
+        yield* store.createSession(session)
         yield* store.appendTurn(id, user("first"), 1, 10_000)
 
         // Another transaction holds the session's counter row: the next append's statement waits on its lock.
-        const locked = yield* Deferred.make<void>()
-        const release = yield* Deferred.make<void>()
-        const locker = yield* Effect.fork(
-          sql.withTransaction(Effect.gen(function*() {
-            yield* sql`SELECT 1 FROM session_counters WHERE session_id = ${id} FOR UPDATE`
-            yield* Deferred.succeed(locked, undefined)
-            yield* Deferred.await(release)
-          }))
-        )
-        yield* Deferred.await(locked)
+        const holder = yield* holdCounterRow(sql, id)
         const held = yield* Effect.fork(store.appendTurn(id, user("held"), 2, 10_000))
-        yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_stat_activity
-          WHERE datname = current_database() AND wait_event_type = 'Lock'`.pipe(
-          Effect.repeat({ until: (rows) => (rows[0]?.n ?? 0) >= 1, times: 100_000 })
-        )
+        yield* awaitLockWaiter(sql)
 
         yield* TestClock.adjust("9900 millis")
         expect(held.unsafePoll()).toBeNull()
@@ -66,8 +41,7 @@ describe.skipIf(testDatabaseUrl === undefined)(
 
         // Once the lock is released the statement that was in flight commits: the caller was told it failed, and
         // the transcript is what the next read shows (no gap, no duplicate).
-        yield* Deferred.succeed(release, undefined)
-        yield* Fiber.join(locker)
+        yield* holder.release
         expect((yield* store.appendTurn(id, user("after"), 3, 10_000)).seq).toBe(3)
         const stored = yield* store.turns(org, id)
         expect(stored.map((t) => [t.seq, t.entry.kind === "user" ? t.entry.text : ""])).toEqual([

@@ -64,27 +64,28 @@ const stringArray = (elementType: number, values: ReadonlyArray<string>): Buffer
   return buffer
 }
 
-const int4Array = (values: Int32Array | ReadonlyArray<number>): Buffer => {
-  const buffer = Buffer.allocUnsafe(headerBytes + 8 * values.length)
-  let offset = header(buffer, oid.int4, values.length)
+/** An array of fixed-width elements: each is its width, then its bytes as `write` puts them. */
+const fixedArray = (
+  elementType: number,
+  width: number,
+  values: ArrayLike<number>,
+  write: (buffer: Buffer, value: number, offset: number) => void
+): Buffer => {
+  const buffer = Buffer.allocUnsafe(headerBytes + (4 + width) * values.length)
+  let offset = header(buffer, elementType, values.length)
   for (let i = 0; i < values.length; i++) {
-    buffer.writeInt32BE(4, offset)
-    buffer.writeInt32BE(values[i]!, offset + 4)
-    offset += 8
+    buffer.writeInt32BE(width, offset)
+    write(buffer, values[i]!, offset + 4)
+    offset += 4 + width
   }
   return buffer
 }
 
-const float8Array = (values: ReadonlyArray<number>): Buffer => {
-  const buffer = Buffer.allocUnsafe(headerBytes + 12 * values.length)
-  let offset = header(buffer, oid.float8, values.length)
-  for (let i = 0; i < values.length; i++) {
-    buffer.writeInt32BE(8, offset)
-    buffer.writeDoubleBE(values[i]!, offset + 4)
-    offset += 12
-  }
-  return buffer
-}
+const int4Array = (values: ArrayLike<number>): Buffer =>
+  fixedArray(oid.int4, 4, values, (buffer, value, offset) => buffer.writeInt32BE(value, offset))
+
+const float8Array = (values: ArrayLike<number>): Buffer =>
+  fixedArray(oid.float8, 8, values, (buffer, value, offset) => buffer.writeDoubleBE(value, offset))
 
 /** A batch prepared for `statement`: its parameters, and each turn's session position (1-based) and rank. */
 export interface Encoded {
