@@ -8,9 +8,17 @@
  */
 import { Clock, Context, Effect, Layer, Option, ParseResult, Schema, Stream } from "effect"
 import { AgentSpec } from "./domain/AgentSpec.js"
-import type { InvalidSessionState, PersistenceFailed } from "./domain/Errors.js"
-import { AgentNotFound, FieldIssue, InvalidRequest, ScopeMismatch, SessionNotFound } from "./domain/Errors.js"
+import type { PersistenceFailed } from "./domain/Errors.js"
+import {
+  AgentNotFound,
+  FieldIssue,
+  InvalidRequest,
+  InvalidSessionState,
+  ScopeMismatch,
+  SessionNotFound
+} from "./domain/Errors.js"
 import { AgentId, SessionId } from "./domain/Ids.js"
+import type { IdempotencyRecord, InboxMessage } from "./domain/Inbox.js"
 import type { LimitsOverride } from "./domain/Limits.js"
 import type { Turn } from "./domain/Message.js"
 import type { Principal } from "./domain/Principal.js"
@@ -27,6 +35,7 @@ import type { ModelProvider } from "./model/ModelProvider.js"
 import { Providers } from "./model/ModelProvider.js"
 import * as Limits from "./rails/Limits.js"
 import { Ids } from "./session/Ids.js"
+import * as Idempotency from "./session/internal/idempotency.js"
 import * as JsonSchemaCheck from "./session/internal/jsonSchema.js"
 import * as Prompt from "./session/Prompt.js"
 import * as Supervisor from "./session/Supervisor.js"
@@ -48,6 +57,15 @@ export const StartRequest = Schema.Struct({
 })
 export type StartRequest = typeof StartRequest.Encoded
 
+/** Options of the calls that accept a message. */
+export interface SendOptions {
+  /**
+   * Makes the call safe to retry: the first call's answer is stored under this key (per org), and a retry with the
+   * same key and request gets it back without creating anything. 1–255 printable ASCII characters.
+   */
+  readonly idempotencyKey?: string
+}
+
 /** Anything `send`-like can fail with. */
 export type SessionError = SessionNotFound | PersistenceFailed | InvalidSessionState | ScopeMismatch
 
@@ -63,22 +81,45 @@ export interface Service {
   ) => Effect.Effect<AgentSpec, AgentNotFound | PersistenceFailed>
   /** The latest version of every agent of the caller's org. */
   readonly listAgents: (by: Principal) => Effect.Effect<ReadonlyArray<AgentSpec>, PersistenceFailed>
-  /** Creates a session and starts its first burst in the background; returns at once. */
+  /**
+   * Creates a session and starts its first burst in the background; returns once the session and its prompt are
+   * stored (a process that dies right after still runs the prompt at its next start). With `idempotencyKey`, a retry
+   * answers the first view and creates nothing (`InvalidRequest` when the key was used for another request).
+   */
   readonly start: (
     by: Principal,
-    request: StartRequest
+    request: StartRequest,
+    options?: SendOptions
   ) => Effect.Effect<SessionView, InvalidRequest | AgentNotFound | SessionError>
-  /** Creates a session, runs its first burst and returns the landed view. */
+  /**
+   * Creates a session, runs its first burst and returns the landed view. A retry with the same `idempotencyKey`
+   * answers the session as it stands and creates nothing.
+   */
   readonly run: (
     by: Principal,
-    request: StartRequest
+    request: StartRequest,
+    options?: SendOptions
   ) => Effect.Effect<SessionView, InvalidRequest | AgentNotFound | SessionError>
-  /** Sends a follow-up and awaits its landing. `scope`, when given, must be the session's. */
+  /**
+   * Sends a follow-up and awaits its landing. `scope`, when given, must be the session's. The message is stored
+   * before it is queued; a retry with the same `idempotencyKey` answers the session as it stands, sending nothing.
+   */
   readonly continue: (
     by: Principal,
     sessionId: string,
     text: string,
-    options?: { readonly scope?: string }
+    options?: SendOptions & { readonly scope?: string }
+  ) => Effect.Effect<SessionView, InvalidRequest | SessionError>
+  /**
+   * Sends a follow-up without awaiting it: returns once the message is stored (it runs after the bursts before it,
+   * and survives a crash of this process). A session that waits for a decision on a write refuses it
+   * (`InvalidSessionState`). A retry with the same `idempotencyKey` answers the first view and sends nothing.
+   */
+  readonly post: (
+    by: Principal,
+    sessionId: string,
+    text: string,
+    options?: SendOptions & { readonly scope?: string }
   ) => Effect.Effect<SessionView, InvalidRequest | SessionError>
   /**
    * Decides a pending write with its approval token; when it was the last one, the session resumes and this awaits
@@ -270,11 +311,46 @@ export const make: Effect.Effect<
       return blocks.join("\n\n")
     })
 
-  const create = (by: Principal, input: StartRequest) =>
+  /** A retry under an idempotency key: the first record, if the request is the same one. */
+  const replay = (first: IdempotencyRecord, print: string) =>
+    first.fingerprint === print
+      ? Effect.succeed({ _tag: "Replay" as const, first })
+      : Effect.fail(Idempotency.reused(first.key))
+
+  /** The stored first answer under the key, validating the key first. */
+  const earlier = (by: Principal, key: string | undefined, print: string) =>
+    Effect.gen(function*() {
+      if (key === undefined) return Option.none<{ readonly _tag: "Replay"; readonly first: IdempotencyRecord }>()
+      const bad = Idempotency.check(key)
+      if (bad !== undefined) return yield* bad
+      const first = yield* store.findIdempotency(by.orgId, key)
+      return Option.isNone(first) ? Option.none() : Option.some(yield* replay(first.value, print))
+    })
+
+  const idempotency = (
+    by: Principal,
+    key: string | undefined,
+    print: string,
+    sessionId: string,
+    answer: SessionView,
+    now: number
+  ) =>
+    key === undefined ? {} : {
+      idempotency: { orgId: by.orgId, key, fingerprint: print, sessionId, answer, createdAt: now }
+    }
+
+  /**
+   * Validates a start, then stores the session with its first prompt (and the idempotency record) in one step:
+   * from then on the prompt runs, in this process or, after a crash, in the next.
+   */
+  const create = (by: Principal, input: StartRequest, options: SendOptions) =>
     Effect.gen(function*() {
       const request = yield* decodeStart(input).pipe(
         Effect.mapError((error) => invalid("the session request is invalid", issuesOf(error)))
       )
+      const print = Idempotency.fingerprint("start", request)
+      const before = yield* earlier(by, options.idempotencyKey, print)
+      if (Option.isSome(before)) return before.value
       const spec = yield* getAgent(by, request.agentId, request.version)
       if (request.sessionId !== undefined) {
         const existing = yield* store.getSession(by.orgId, request.sessionId)
@@ -301,10 +377,6 @@ export const make: Effect.Effect<
         : yield* Knowledge.contextFor(retriever.value, request.prompt, by, spec.knowledgeSources)
       const context = [Option.getOrElse(retrieved.context, () => ""), inheritedContext].filter((c) => c.length > 0)
         .join("\n\n")
-      const notes = Option.match(retrieved.error, {
-        onNone: () => [],
-        onSome: (message) => [{ code: "knowledge.retrieve", message }]
-      })
       const now = yield* Clock.currentTimeMillis
       const session: Session = {
         id: request.sessionId ?? SessionId.make(ids.sessionId()),
@@ -316,17 +388,82 @@ export const make: Effect.Effect<
         updatedAt: now,
         state: initialState
       }
-      yield* supervisor.create(session, spec)
-      // Recorded in the store too, where the database itself refuses a cross-scope artifact.
+      const message: InboxMessage = {
+        id: ids.messageId(),
+        sessionId: session.id,
+        orgId: by.orgId,
+        kind: "run",
+        text: request.prompt,
+        ...(context.length > 0 ? { context } : {}),
+        ...(Option.isSome(retrieved.error)
+          ? { notes: [{ code: "knowledge.retrieve", message: retrieved.error.value }] }
+          : {}),
+        acceptedAt: now
+      }
+      const stored = yield* store.accept({
+        session,
+        message,
+        ...idempotency(by, options.idempotencyKey, print, session.id, view(session), now)
+      })
+      if (stored._tag === "Duplicate") return yield* replay(stored.first, print)
+      // Recorded in the store too, where the database itself refuses a cross-scope artifact; a refused start never
+      // runs its prompt.
       yield* Effect.forEach(
         request.inheritedArtifacts ?? [],
         (from) => store.inheritArtifact(by.orgId, session.id, from),
         { discard: true }
-      )
-      const opening = context.length > 0
-        ? { _tag: "Run" as const, text: request.prompt, context, notes }
-        : { _tag: "Run" as const, text: request.prompt, notes }
-      return { session, opening }
+      ).pipe(Effect.tapError(() => Effect.ignore(store.settle(session.id, message.id))))
+      yield* supervisor.adopt(session, spec)
+      return { _tag: "Created" as const, session, opening: Supervisor.fromInbox(message) }
+    })
+
+  /** Validates a follow-up and stores it (with the idempotency record) before it is queued. */
+  const accept = (
+    by: Principal,
+    sessionId: string,
+    text: string,
+    options: SendOptions & { readonly scope?: string },
+    refuseWhileWaiting: boolean
+  ) =>
+    Effect.gen(function*() {
+      if (text.trim().length === 0) {
+        return yield* invalid("the message is empty", [
+          new FieldIssue({ path: "text", message: "must not be empty" })
+        ])
+      }
+      const print = Idempotency.fingerprint("message", { sessionId, text })
+      const before = yield* earlier(by, options.idempotencyKey, print)
+      if (Option.isSome(before)) return before.value
+      const session = yield* load(by, sessionId)
+      if (options.scope !== undefined && options.scope !== session.scope) {
+        return yield* new ScopeMismatch({
+          message: `session ${sessionId} is bound to another scope`,
+          expected: options.scope,
+          actual: session.scope
+        })
+      }
+      if (refuseWhileWaiting && session.state.status === "awaiting_confirmation") {
+        return yield* new InvalidSessionState({
+          sessionId,
+          message: "the session waits for a decision on its pending write(s): approve or reject them first"
+        })
+      }
+      const now = yield* Clock.currentTimeMillis
+      const message: InboxMessage = {
+        id: ids.messageId(),
+        sessionId,
+        orgId: by.orgId,
+        kind: "continue",
+        text,
+        acceptedAt: now
+      }
+      const answer = view({ ...session, state: { ...session.state, status: "running" } })
+      const stored = yield* store.accept({
+        message,
+        ...idempotency(by, options.idempotencyKey, print, sessionId, answer, now)
+      })
+      if (stored._tag === "Duplicate") return yield* replay(stored.first, print)
+      return { _tag: "Accepted" as const, answer, opening: Supervisor.fromInbox(message) }
     })
 
   const send = (by: Principal, sessionId: string, message: Parameters<Supervisor.Service["send"]>[2]) =>
@@ -334,35 +471,41 @@ export const make: Effect.Effect<
       // Approval tokens are shown only to the session's own user: they are bound to that user anyway.
       view(session, by.orgId === session.principal.orgId && by.userId === session.principal.userId ? tokens : []))
 
+  /** Delivers a stored message without awaiting it: its outcome shows on the session and its events. */
+  const detach = (by: Principal, sessionId: string, message: Parameters<Supervisor.Service["send"]>[2]) =>
+    Effect.forkDaemon(
+      supervisor.send(by.orgId, sessionId, message).pipe(
+        Effect.catchAll((error) => Effect.logDebug(`session ${sessionId}: a detached message ended: ${error._tag}`))
+      )
+    )
+
   const service: Service = {
     publishAgent,
     getAgent,
     listAgents: (by) => store.listAgents(by.orgId),
-    start: (by, input) =>
+    start: (by, input, options = {}) =>
       Effect.gen(function*() {
-        const { opening, session } = yield* create(by, input)
+        const created = yield* create(by, input, options)
+        if (created._tag === "Replay") return created.first.answer
         // The first burst runs on the actor; nobody awaits it here.
-        yield* Effect.forkDaemon(supervisor.send(by.orgId, session.id, opening))
-        return view(session)
+        yield* detach(by, created.session.id, created.opening)
+        return view(created.session)
       }),
-    run: (by, input) => Effect.flatMap(create(by, input), ({ opening, session }) => send(by, session.id, opening)),
+    run: (by, input, options = {}) =>
+      Effect.flatMap(create(by, input, options), (created) =>
+        created._tag === "Replay"
+          ? service.get(by, created.first.sessionId)
+          : send(by, created.session.id, created.opening)),
     continue: (by, sessionId, text, options = {}) =>
-      Effect.gen(function*() {
-        if (text.trim().length === 0) {
-          return yield* invalid("the message is empty", [
-            new FieldIssue({ path: "text", message: "must not be empty" })
-          ])
-        }
-        const session = yield* load(by, sessionId)
-        if (options.scope !== undefined && options.scope !== session.scope) {
-          return yield* new ScopeMismatch({
-            message: `session ${sessionId} is bound to another scope`,
-            expected: options.scope,
-            actual: session.scope
-          })
-        }
-        return yield* send(by, sessionId, { _tag: "Continue", text })
-      }),
+      Effect.flatMap(
+        accept(by, sessionId, text, options, false),
+        (accepted) => accepted._tag === "Replay" ? service.get(by, sessionId) : send(by, sessionId, accepted.opening)
+      ),
+    post: (by, sessionId, text, options = {}) =>
+      Effect.flatMap(accept(by, sessionId, text, options, true), (accepted) =>
+        accepted._tag === "Replay"
+          ? Effect.succeed(accepted.first.answer)
+          : Effect.as(detach(by, sessionId, accepted.opening), accepted.answer)),
     approve: (by, sessionId, token, decision = "approve") =>
       send(by, sessionId, { _tag: "Approve", by, token, decision }),
     renewApprovals: (by, sessionId) => send(by, sessionId, { _tag: "Renew", by }),

@@ -49,6 +49,8 @@ export const lines = (event: SessionEvent): ReadonlyArray<string> => {
       return [`    exit       ${event.reason}`]
     case "report":
       return report(event.report)
+    case "error":
+      return [`    error      ${event.code}: ${clip(event.message)}`]
   }
 }
 

@@ -41,7 +41,9 @@ export type FinishReason = typeof FinishReason.Type
 export const UserEntry = Schema.Struct({
   kind: Schema.Literal("user"),
   text: Schema.String,
-  context: Schema.optional(Schema.String)
+  context: Schema.optional(Schema.String),
+  /** The accepted message (`InboxMessage.id`) this turn took up, if it came through the durable mailbox. */
+  messageId: Schema.optional(Schema.String)
 })
 /** The model's reply: text and the tool calls it asked for, persisted before any tool runs. */
 export const AssistantEntry = Schema.Struct({

@@ -43,7 +43,12 @@ export const PendingConfirmation = Schema.Struct({
   source: Schema.optional(Schema.String),
   /** Set (and persisted) just before an approved call is dispatched: a crash after it means an unknown outcome. */
   dispatchedAt: Schema.optional(Schema.Number),
-  resolution: Schema.optional(Resolution)
+  resolution: Schema.optional(Resolution),
+  /**
+   * Set with a resolution that no trajectory has recorded yet (a decision, or an unknown outcome found at recovery);
+   * the next burst records it as a `handler` call and clears it.
+   */
+  unreported: Schema.optional(Schema.Literal(true))
 })
 export type PendingConfirmation = typeof PendingConfirmation.Type
 
@@ -61,6 +66,15 @@ export const currentRound = (pending: ReadonlyArray<PendingConfirmation>): Reado
 export const undecided = (state: { readonly pending: ReadonlyArray<PendingConfirmation> }) =>
   state.pending.filter((p) => p.resolution === undefined)
 
+/** A write the store did not take: which, why, when, and of which burst. */
+export const StoreError = Schema.Struct({
+  operation: Schema.String,
+  message: Schema.String,
+  at: Schema.Number,
+  runId: Schema.optional(Schema.String)
+})
+export type StoreError = typeof StoreError.Type
+
 /** Counters, sticky provider state and the last landing. Both model-call counters move together (DESIGN §5). */
 export const SessionState = Schema.Struct({
   status: SessionStatus,
@@ -76,7 +90,12 @@ export const SessionState = Schema.Struct({
   bursts: Schema.NonNegativeInt,
   lastExitReason: Schema.optional(ExitReason),
   report: Schema.optional(Report),
-  pending: Schema.Array(PendingConfirmation)
+  pending: Schema.Array(PendingConfirmation),
+  /**
+   * The last record the store failed to take (a trajectory or a landing saved late), kept where an operator finds
+   * it: on the session. Cleared by nothing; replaced by the next such failure.
+   */
+  storeError: Schema.optional(StoreError)
 })
 export type SessionState = typeof SessionState.Type
 
@@ -120,6 +139,8 @@ export const SessionView = Schema.Struct({
   toolCalls: Schema.Int,
   activeMs: Schema.Number,
   bursts: Schema.Int,
+  /** The last record the store failed to take (see `SessionState.storeError`). */
+  storeError: Schema.optional(StoreError),
   /**
    * Writes awaiting a decision: tool and arguments exactly as they will run. `token` and `expiresAt` appear only in
    * the response that issued the token, to the session's own user (tokens are stored hashed and shown once; lost
@@ -151,6 +172,7 @@ export const view = (session: Session, tokens: ReadonlyArray<IssuedToken> = []):
   toolCalls: session.state.toolCalls,
   activeMs: session.state.activeMs,
   bursts: session.state.bursts,
+  ...(session.state.storeError === undefined ? {} : { storeError: session.state.storeError }),
   pending: undecided(session.state).map((p) => {
     const issued = tokens.find((t) => t.callId === p.callId)
     return {

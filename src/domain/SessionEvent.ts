@@ -1,6 +1,6 @@
 /**
  * What subscribers of a session see. `turn` events are persisted turns (their `seq` is the resume point);
- * `tool_start` and `delta` are live-only; `exit` and `report` close a burst.
+ * `tool_start`, `delta` and `error` are live-only; `exit` and `report` close a burst.
  */
 import { Schema } from "effect"
 import { ExitReason } from "./ExitReason.js"
@@ -27,6 +27,19 @@ export const ExitEvent = Schema.TaggedStruct("exit", { sessionId: Schema.String,
 /** The burst's report landed. */
 export const ReportEvent = Schema.TaggedStruct("report", { sessionId: Schema.String, seq: Schema.Int, report: Report })
 
+/**
+ * The burst could not go on because infrastructure failed (the store did not answer or refused a write): published
+ * live (the store may be down, so it is not persisted) before the burst ends; `code` is `store_unavailable`. The
+ * session is then `interrupted` (resume with a follow-up once the store is back) and its `exit` (`crashed`) and
+ * `report` follow as soon as the store takes them.
+ */
+export const ErrorEvent = Schema.TaggedStruct("error", {
+  sessionId: Schema.String,
+  seq: Schema.Int,
+  code: Schema.String,
+  message: Schema.String
+})
+
 /** Any session event. `seq` is the sequence of the last persisted turn at the time of the event. */
-export const SessionEvent = Schema.Union(TurnEvent, ToolStartEvent, DeltaEvent, ExitEvent, ReportEvent)
+export const SessionEvent = Schema.Union(TurnEvent, ToolStartEvent, DeltaEvent, ExitEvent, ReportEvent, ErrorEvent)
 export type SessionEvent = typeof SessionEvent.Type

@@ -76,6 +76,12 @@ export const Trajectory = Schema.Struct({
   errors: Schema.Array(Schema.Struct({ code: Schema.String, message: Schema.String })),
   budgets: Schema.Array(BudgetSnapshot),
   usage: Usage,
-  exitReason: ExitReason
+  exitReason: ExitReason,
+  /**
+   * `true` while the burst runs: the trajectory is saved as it goes (after every model call and tool turn), so a
+   * process that dies mid-burst leaves its attempts and usage behind; `exitReason` is then provisional. Recovery
+   * closes a trajectory left open as `crashed` and bills its usage to the session.
+   */
+  open: Schema.optional(Schema.Boolean)
 })
 export type Trajectory = typeof Trajectory.Type

@@ -95,6 +95,12 @@ export const ListSessionsParams = Schema.Struct({
   cursor: Schema.optional(Schema.String)
 })
 
+/** What the POSTs that create sessions or messages say about retries (the header is read by the handlers). */
+const idempotencyNote = "The message is stored before the answer: a 202 survives a crash of the server. Send an " +
+  "`Idempotency-Key` header (1–255 printable ASCII characters, e.g. a UUID) to make the request safe to retry: a " +
+  "retry with the same key answers the first answer and creates nothing; the same key with a different request is " +
+  "refused (422)."
+
 /** The persisted transcript after a sequence number. */
 export const TurnList = Schema.Struct({ turns: Schema.Array(Turn) })
 
@@ -156,7 +162,8 @@ export class SessionsGroup extends HttpApiGroup.make("sessions")
       .addError(AgentNotFound, { status: 404 })
       .addError(SessionNotFound, { status: 404 })
       .addError(InvalidSessionState, { status: 409 })
-      .annotate(OpenApi.Summary, "Start a session (202 at once; ?wait=true answers with the landed view)")
+      .annotate(OpenApi.Summary, "Start a session (202 once it is stored; ?wait=true answers with the landed view)")
+      .annotate(OpenApi.Description, idempotencyNote)
   )
   .add(
     HttpApiEndpoint.get("listSessions", "/v1/sessions")
@@ -182,7 +189,8 @@ export class SessionsGroup extends HttpApiGroup.make("sessions")
       .addError(ScopeMismatch, { status: 422 })
       .addError(SessionNotFound, { status: 404 })
       .addError(InvalidSessionState, { status: 409 })
-      .annotate(OpenApi.Summary, "Send a follow-up (continue the session)")
+      .annotate(OpenApi.Summary, "Send a follow-up (continue the session; 202 once it is stored)")
+      .annotate(OpenApi.Description, idempotencyNote)
   )
   .add(
     HttpApiEndpoint.post("decide", "/v1/sessions/:id/approvals")

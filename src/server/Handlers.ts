@@ -11,7 +11,7 @@
  * Store failures are logged in full and answered 503 `Unavailable`: a driver's error text is not the client's
  * business.
  */
-import { HttpApiBuilder, HttpApiError, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder, HttpApiError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Clock, Effect, Layer, Option } from "effect"
 import type { StartRequest } from "../Corral.js"
 import { Corral } from "../Corral.js"
@@ -54,6 +54,16 @@ const accepted = (session: SessionView): Accepted => ({
   status: session.status,
   events: `/v1/sessions/${encodeURIComponent(session.id)}/events`,
   viewer: `/ui/sessions/${encodeURIComponent(session.id)}`
+})
+
+/**
+ * The `Idempotency-Key` header (optional, on the POSTs that create sessions or messages) as the Corral call's option.
+ * Read from the request rather than declared on the endpoints, so typed clients need not pass an empty header; its
+ * rules are in the endpoints' descriptions (Api.ts) and Corral validates it (422 naming the header).
+ */
+const idempotencyKey = Effect.map(HttpServerRequest.HttpServerRequest, (request) => {
+  const key = request.headers["idempotency-key"]
+  return key === undefined ? {} : { idempotencyKey: key }
 })
 
 /** Runs a message's burst on the actor without awaiting it; its outcome is visible on the session and its events. */
@@ -136,8 +146,10 @@ const sessions = (options: Options) =>
               ...(payload.version === undefined ? {} : { version: payload.version }),
               ...(payload.inheritedArtifacts === undefined ? {} : { inheritedArtifacts: payload.inheritedArtifacts })
             }
-            if (urlParams.wait === true) return yield* orUnavailable(corral.run(by, request))
-            return accepted(yield* orUnavailable(corral.start(by, request)))
+            const options = yield* idempotencyKey
+            if (urlParams.wait === true) return yield* orUnavailable(corral.run(by, request, options))
+            // Answered only once the session and its prompt are stored (Corral.start).
+            return accepted(yield* orUnavailable(corral.start(by, request, options)))
           }))
         .handle("listSessions", ({ urlParams }) =>
           Effect.gen(function*() {
@@ -163,10 +175,14 @@ const sessions = (options: Options) =>
         .handle("sendMessage", ({ path, payload, urlParams }) =>
           Effect.gen(function*() {
             const by = yield* CurrentPrincipal
-            if (urlParams.wait === true) return yield* orUnavailable(corral.continue(by, path.id, payload.text))
-            const session = yield* orUnavailable(provide(notAwaiting(by, path.id)))
-            yield* detach(corral.continue(by, path.id, payload.text))
-            return accepted({ ...session, status: "running" })
+            const options = yield* idempotencyKey
+            if (urlParams.wait === true) {
+              return yield* orUnavailable(corral.continue(by, path.id, payload.text, options))
+            }
+            // The session is read from the store (a follow-up to a session that waits for a decision is refused
+            // now, with 409), then the message is stored before the 202 (Corral.post).
+            yield* orUnavailable(provide(notAwaiting(by, path.id)))
+            return accepted(yield* orUnavailable(corral.post(by, path.id, payload.text, options)))
           }))
         .handle("decide", ({ path, payload, urlParams }) =>
           Effect.gen(function*() {

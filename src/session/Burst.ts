@@ -56,6 +56,8 @@ export interface Burst {
   readonly errors: Array<{ readonly code: string; readonly message: string }>
   readonly budgets: Array<BudgetSnapshot>
   pending: Array<PendingConfirmation>
+  /** Saves the open trajectory as it stands, without waiting (internal/trajectoryLog); a no-op until the log is set. */
+  touch: Effect.Effect<void>
 }
 
 /** Opens a burst over the session's state and history. */
@@ -77,7 +79,8 @@ export const start = (state: SessionState, history: ReadonlyArray<TurnEntry>, no
   toolCalls: [],
   errors: [],
   budgets: [],
-  pending: []
+  pending: [],
+  touch: Effect.void
 })
 
 /** Notes a persisted turn's sequence number. */
@@ -120,7 +123,10 @@ export const toState = (
     // Decided writes are remembered a while so that deciding the same token twice is answered, not refused. New
     // pending writes wait only when the burst stopped for them; a halt that outranked them leaves them undecided.
     pending: [
-      ...before.pending.filter((p) => p.resolution !== undefined).slice(-keepDecided),
+      // Recorded in this burst's trajectory (Run.unreported), so no longer unreported.
+      ...before.pending.filter((p) => p.resolution !== undefined).slice(-keepDecided).map(({ unreported: _, ...p }) =>
+        p
+      ),
       ...(reason === "confirmation_pending" ? burst.pending : [])
     ]
   }))

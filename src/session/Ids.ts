@@ -5,10 +5,14 @@
 import { Context } from "effect"
 import { randomBytes } from "node:crypto"
 
-/** Mints run ids (`run_` + 32 hex), session ids (`ses_` + 32 hex) and approval tokens (url-safe, 192 bits). */
+/**
+ * Mints run ids (`run_` + 32 hex), session ids (`ses_` + 32 hex), accepted-message ids (`msg_` + 32 hex) and approval
+ * tokens (url-safe, 192 bits).
+ */
 export interface IdGenerator {
   readonly runId: () => string
   readonly sessionId: () => string
+  readonly messageId: () => string
   readonly token: () => string
 }
 
@@ -16,14 +20,20 @@ export interface IdGenerator {
 export const random: IdGenerator = {
   runId: () => `run_${randomBytes(16).toString("hex")}`,
   sessionId: () => `ses_${randomBytes(16).toString("hex")}`,
+  messageId: () => `msg_${randomBytes(16).toString("hex")}`,
   token: () => randomBytes(24).toString("base64url")
 }
 
-/** A generator that counts (`run_000…1`, `ses_000…1`, `tok_1`), for tests and replays. */
+/** A generator that counts (`run_000…1`, `ses_000…1`, `msg_000…1`, `tok_1`), for tests and replays. */
 export const sequential = (): IdGenerator => {
   let n = 0
   const hex = () => (++n).toString(16).padStart(32, "0")
-  return { runId: () => `run_${hex()}`, sessionId: () => `ses_${hex()}`, token: () => `tok_${++n}` }
+  return {
+    runId: () => `run_${hex()}`,
+    sessionId: () => `ses_${hex()}`,
+    messageId: () => `msg_${hex()}`,
+    token: () => `tok_${++n}`
+  }
 }
 
 /** The id generator in force. */

@@ -36,7 +36,7 @@ export const record = (
     Effect.map(
       Transcript.append(ctx.ports, ctx.session.id, entry, now, ctx.limits.persistTimeoutMs),
       (turn) => Burst.persisted(burst, turn.seq, entry)
-    ))
+    )).pipe(Effect.zipRight(Effect.suspend(() => burst.touch)))
 
 const notice = (rail: string, text: string): TurnEntry => ({ kind: "notice", rail, text })
 

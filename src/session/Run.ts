@@ -3,9 +3,17 @@
  *
  * Marks the session `running` before any work (so a crash leaves a trace that recovery can find), runs the loop
  * raced against the cancel signal, turns a defect inside the burst into exit reason `crashed`, lands a report for
- * every exit, then saves the trajectory and the session state and announces `exit` and `report`. A trajectory that
- * cannot be saved is recorded, never raised; only transcript and state persistence failures fail the burst (they
- * are infrastructure, not analysis outcomes).
+ * every exit, then saves the trajectory and the session state and announces `exit` and `report`. The trajectory is
+ * saved open as the burst goes (internal/trajectoryLog), so a process that dies mid-burst leaves its attempts and
+ * usage behind.
+ *
+ * Infrastructure is not an analysis outcome, but it must still end the burst visibly: when the store fails (a write
+ * refused or not answered within the persistence timeout), the burst stops at once, an `error` event goes out on the
+ * session's stream, an ERROR line names the session, and the burst lands as `crashed` with the session
+ * `interrupted` (a follow-up resumes it). That landing is saved now if the store takes it, else handed to the host
+ * (`later`), which retries until the store answers; either way the burst then fails with `PersistenceFailed`, so the
+ * actor rebuilds from the store (a timed-out write may still have landed). A trajectory the store refuses at an
+ * otherwise clean landing is logged and recorded on the session (`storeError`), never in the record that failed.
  */
 import { Cause, Clock, Deferred, Effect, Either, Option } from "effect"
 import type { AgentSpec } from "../domain/AgentSpec.js"
@@ -14,7 +22,7 @@ import type { PersistenceFailed } from "../domain/Errors.js"
 import type { ExitReason } from "../domain/ExitReason.js"
 import type { TurnEntry } from "../domain/Message.js"
 import type { Report } from "../domain/Report.js"
-import type { Session, SessionState } from "../domain/Session.js"
+import type { PendingConfirmation, Session, SessionState } from "../domain/Session.js"
 import type { ToolCallRecord, Trajectory } from "../domain/Trajectory.js"
 import { SessionEvents } from "../events/SessionEvents.js"
 import { Providers } from "../model/ModelProvider.js"
@@ -26,6 +34,7 @@ import type { ToolDef } from "../tools/ToolExecutor.js"
 import { ToolExecutor } from "../tools/ToolExecutor.js"
 import * as Burst from "./Burst.js"
 import { Ids } from "./Ids.js"
+import * as TrajectoryLog from "./internal/trajectoryLog.js"
 import * as Landing from "./Landing.js"
 import * as Loop from "./Loop.js"
 
@@ -41,8 +50,11 @@ export interface Request {
   readonly cancel?: Deferred.Deferred<void>
   /** Problems met before the burst (e.g. a failed retrieval), recorded in its trajectory. */
   readonly notes?: ReadonlyArray<{ readonly code: string; readonly message: string }>
-  /** Calls made before the burst by the approval handler (decided writes), recorded first in its trajectory. */
-  readonly handled?: ReadonlyArray<ToolCallRecord>
+  /**
+   * Takes the landing of a burst the store stopped when it could not be saved at once: the host runs it again until
+   * the store answers. Without it the landing is only logged.
+   */
+  readonly later?: (settle: Effect.Effect<void, PersistenceFailed>) => void
   /** Receives the burst record as soon as it exists (the actor's handle on a running burst). */
   readonly onStart?: (burst: Burst.Burst) => void
 }
@@ -72,7 +84,55 @@ const allowedTools = (all: ReadonlyArray<ToolDef>, spec: AgentSpec) => {
   return { tools, specs }
 }
 
-/** Runs one burst to its landing. Fails only with `PersistenceFailed` (infrastructure). */
+/** The trajectory records of decided writes no trajectory has recorded yet: calls of the approval handler. */
+export const unreported = (pending: ReadonlyArray<PendingConfirmation>): ReadonlyArray<ToolCallRecord> =>
+  pending.flatMap((p) =>
+    p.resolution === undefined || p.unreported !== true ? [] : [{
+      callId: p.callId,
+      name: p.tool,
+      origin: "handler" as const,
+      effect: "write" as const,
+      source: p.source ?? "none",
+      status: p.resolution.status ??
+        (p.resolution.decision === "reject"
+          ? "not_executed" as const
+          : p.resolution.isError
+          ? "error" as const
+          : "ok" as const),
+      durationMs: p.resolution.durationMs ?? 0,
+      arguments: p.arguments,
+      result: p.resolution.content,
+      isError: p.resolution.isError
+    }]
+  )
+
+/**
+ * Saves the landing of a burst the store stopped: its trajectory, then — if no one has moved the session on since —
+ * its state, then announces `exit` and `report`. Safe to run again (the trajectory is upserted by run id).
+ */
+const settleStopped = (
+  ports: { readonly store: SessionStore["Type"]; readonly events: SessionEvents["Type"] },
+  session: Session,
+  landed: {
+    readonly trajectory: Trajectory
+    readonly state: SessionState
+    readonly seq: number
+    readonly report: Report
+  }
+): Effect.Effect<void, PersistenceFailed> =>
+  Effect.gen(function*() {
+    const { store, events } = ports
+    yield* store.saveTrajectory(landed.trajectory)
+    const current = yield* store.getSession(session.principal.orgId, session.id)
+    if (Option.isSome(current) && current.value.state.status === "running") {
+      yield* store.saveState(session.id, landed.state, landed.trajectory.endedAt)
+    }
+    const reason = landed.trajectory.exitReason
+    yield* events.publish({ _tag: "exit", sessionId: session.id, seq: landed.seq, reason })
+    yield* events.publish({ _tag: "report", sessionId: session.id, seq: landed.seq, report: landed.report })
+  })
+
+/** Runs one burst to its landing. Fails only with `PersistenceFailed` (infrastructure), after ending visibly. */
 export const burst = (
   request: Request
 ): Effect.Effect<Landed, PersistenceFailed, SessionStore | SessionEvents | ToolExecutor | Providers> =>
@@ -106,28 +166,82 @@ export const burst = (
     }
     const startedAt = yield* Clock.currentTimeMillis
     const before = session.state
-    yield* store.saveState(session.id, { ...before, status: "running", pending: [] }, startedAt)
     const b = Burst.start(before, request.history, startedAt)
     if (request.notes !== undefined) b.errors.push(...request.notes)
-    if (request.handled !== undefined) b.toolCalls.push(...request.handled)
+    // Decided writes not yet in any trajectory (an approval round, or an unknown outcome found at recovery).
+    b.toolCalls.push(...unreported(before.pending))
     request.onStart?.(b)
-
-    const loop = Loop.runBurst(ctx, b, request.opening)
-    const cancellable = request.cancel === undefined
-      ? loop
-      : Effect.raceFirst(loop, Effect.as(Deferred.await(request.cancel), "cancelled" as const))
-    const reason: ExitReason = yield* cancellable.pipe(
-      Effect.catchAllDefect((defect) =>
-        Effect.sync(() => {
-          b.errors.push({ code: "crashed", message: Cause.pretty(Cause.die(defect)) })
-          return "crashed" as const
-        })
-      )
+    const log = TrajectoryLog.make(
+      store.saveTrajectory,
+      Effect.map(Clock.currentTimeMillis, (now) => ({ ...Burst.trajectory(ctx, b, "crashed", now), open: true })),
+      (error) => Effect.logWarning(`session ${session.id}: open trajectory ${runId} not saved: ${error.message}`)
     )
+    b.touch = log.touch
+
+    /** The store stopped the burst: end it visibly, land it as `crashed`, save that now or hand it to the host. */
+    const stopped = (error: PersistenceFailed) =>
+      Effect.gen(function*() {
+        yield* log.close
+        b.errors.push({ code: "persistence", message: `${error.operation}: ${error.message}` })
+        yield* Effect.logError(
+          `session ${session.id}: burst ${runId} stopped: the store failed in ${error.operation}: ${error.message}; ` +
+            "the session is interrupted (a follow-up resumes it once the store is back)"
+        )
+        // The client is told what happened, not the driver's words (those are in the log and the trajectory).
+        yield* events.publish({
+          _tag: "error",
+          sessionId: session.id,
+          seq: b.lastSeq,
+          code: "store_unavailable",
+          message: `the store did not take this burst's writes (${error.operation}); the burst stopped and the ` +
+            "session is interrupted: send a follow-up once the store is back"
+        })
+        const reason = "crashed" as const
+        const report = yield* Landing.land(ctx, b, reason)
+        const endedAt = yield* Clock.currentTimeMillis
+        const state: SessionState = {
+          ...(yield* Burst.toState(b, before, reason, endedAt)),
+          status: "interrupted",
+          report
+        }
+        const settle = settleStopped({ store, events }, session, {
+          trajectory: Burst.trajectory(ctx, b, reason, endedAt),
+          state,
+          seq: b.lastSeq,
+          report
+        })
+        const settled = yield* settle.pipe(Effect.as(true), Effect.orElseSucceed(() => false))
+        if (!settled) {
+          if (request.later === undefined) {
+            yield* Effect.logError(`session ${session.id}: the landing of burst ${runId} could not be saved`)
+          } else request.later(settle)
+        }
+        return yield* error
+      })
+
+    const ran = yield* Effect.gen(function*() {
+      yield* store.saveState(session.id, { ...before, status: "running", pending: [] }, startedAt)
+      // The open trajectory exists from the start: a burst that dies in its first model call still leaves a record.
+      yield* b.touch
+      const loop = Loop.runBurst(ctx, b, request.opening)
+      const cancellable = request.cancel === undefined
+        ? loop
+        : Effect.raceFirst(loop, Effect.as(Deferred.await(request.cancel), "cancelled" as const))
+      return yield* cancellable.pipe(
+        Effect.catchAllDefect((defect) =>
+          Effect.sync(() => {
+            b.errors.push({ code: "crashed", message: Cause.pretty(Cause.die(defect)) })
+            return "crashed" as const
+          })
+        )
+      )
+    }).pipe(Effect.either)
+    if (Either.isLeft(ran)) return yield* stopped(ran.left)
+    const reason: ExitReason = ran.right
 
     const report = yield* Landing.land(ctx, b, reason)
     const endedAt = yield* Clock.currentTimeMillis
-    const state: SessionState = { ...(yield* Burst.toState(b, before, reason, endedAt)), report }
+    let state: SessionState = { ...(yield* Burst.toState(b, before, reason, endedAt)), report }
     const trajectory = Burst.trajectory(ctx, b, reason, endedAt)
     // The pending writes' tokens are stored (hashed) before the state that makes the session wait for them.
     const { issued, records } = Approvals.issue({
@@ -137,11 +251,26 @@ export const burst = (
       settings: yield* Approvals.ApprovalSettings,
       mint: ids.token
     })
-    if (records.length > 0) yield* store.issueApprovals(session.id, records)
-    yield* store.saveTrajectory(trajectory).pipe(
-      Effect.catchAll((error) => Effect.sync(() => b.errors.push({ code: "trajectory.save", message: error.message })))
-    )
-    yield* store.saveState(session.id, state, endedAt)
+    const landed = yield* Effect.gen(function*() {
+      if (records.length > 0) yield* store.issueApprovals(session.id, records)
+      // After any provisional save, so the closed trajectory is the one that stays.
+      yield* log.close
+      yield* store.saveTrajectory(trajectory).pipe(
+        Effect.catchAll((error) =>
+          Effect.zipRight(
+            Effect.logError(`session ${session.id}: trajectory ${runId} not saved: ${error.message}`),
+            Effect.sync(() => {
+              state = {
+                ...state,
+                storeError: { operation: "saveTrajectory", message: error.message, at: endedAt, runId }
+              }
+            })
+          )
+        )
+      )
+      yield* store.saveState(session.id, state, endedAt)
+    }).pipe(Effect.either)
+    if (Either.isLeft(landed)) return yield* stopped(landed.left)
     yield* events.publish({ _tag: "exit", sessionId: session.id, seq: b.lastSeq, reason })
     yield* events.publish({ _tag: "report", sessionId: session.id, seq: b.lastSeq, report })
     return { reason, report, state, trajectory, messages: b.messages, tokens: issued }

@@ -21,7 +21,6 @@ import type { Turn, TurnEntry } from "../domain/Message.js"
 import type { Principal } from "../domain/Principal.js"
 import type { PendingConfirmation, Resolution, Session, SessionState } from "../domain/Session.js"
 import { currentRound, undecided } from "../domain/Session.js"
-import type { ToolCallRecord } from "../domain/Trajectory.js"
 import { SessionEvents } from "../events/SessionEvents.js"
 import type { Providers } from "../model/ModelProvider.js"
 import * as Budget from "../rails/Budget.js"
@@ -41,8 +40,10 @@ export type Message =
     readonly text: string
     readonly context?: string
     readonly notes?: ReadonlyArray<{ readonly code: string; readonly message: string }>
+    /** The accepted message (`InboxMessage.id`) this is, when it came through the durable mailbox. */
+    readonly inboxId?: string
   }
-  | { readonly _tag: "Continue"; readonly text: string }
+  | { readonly _tag: "Continue"; readonly text: string; readonly inboxId?: string }
   | {
     readonly _tag: "Approve"
     readonly by: Principal
@@ -131,26 +132,6 @@ const resolutionText = (round: ReadonlyArray<PendingConfirmation>): string =>
     }. Its result:\n${r.content}`
   }).join("\n\n")
 
-const statusOf = (r: Resolution) =>
-  r.status ?? (r.decision === "reject" ? "not_executed" as const : r.isError ? "error" as const : "ok" as const)
-
-/** The trajectory records of a round's decided writes: calls of the approval handler, not of the model. */
-const handledRecords = (round: ReadonlyArray<PendingConfirmation>): ReadonlyArray<ToolCallRecord> =>
-  round.flatMap((p) =>
-    p.resolution === undefined ? [] : [{
-      callId: p.callId,
-      name: p.tool,
-      origin: "handler" as const,
-      effect: "write" as const,
-      source: p.source ?? "none",
-      status: statusOf(p.resolution),
-      durationMs: p.resolution.durationMs ?? 0,
-      arguments: p.arguments,
-      result: p.resolution.content,
-      isError: p.resolution.isError
-    }]
-  )
-
 const unknownOutcome = (p: PendingConfirmation): Resolution => ({
   decision: "approve",
   content: unknownOutcomeText(p.tool),
@@ -170,7 +151,9 @@ export const repairPending = (
 ): Option.Option<{ readonly state: SessionState; readonly notice: TurnEntry }> => {
   if (!state.pending.some((p) => p.dispatchedAt !== undefined && p.resolution === undefined)) return Option.none()
   const pending = state.pending.map((p) =>
-    p.dispatchedAt !== undefined && p.resolution === undefined ? { ...p, resolution: unknownOutcome(p) } : p
+    p.dispatchedAt !== undefined && p.resolution === undefined
+      ? { ...p, resolution: unknownOutcome(p), unreported: true as const }
+      : p
   )
   const waiting = undecided({ pending }).length > 0
   const repaired = state.pending.filter((p) => p.dispatchedAt !== undefined && p.resolution === undefined)
@@ -200,6 +183,8 @@ export const make = (options: {
   readonly start: (drain: Effect.Effect<void, never, Requirements>) => boolean
   /** Called once, synchronously, when the actor closes (the supervisor forgets it). */
   readonly onClose: () => void
+  /** Takes the landing of a burst the store stopped, to save once the store answers (see `Run.Request.later`). */
+  readonly later?: (settle: Effect.Effect<void, PersistenceFailed>) => void
 }): Actor => {
   let session = options.session
   let conversation: ReadonlyArray<TurnEntry> = options.history
@@ -223,7 +208,7 @@ export const make = (options: {
 
   const burst = (
     opening: TurnEntry,
-    extra: Pick<Run.Request, "notes" | "handled"> = {}
+    extra: Pick<Run.Request, "notes"> = {}
   ): Effect.Effect<Reply, PersistenceFailed, Requirements> =>
     Effect.gen(function*() {
       const cancel = yield* Deferred.make<void>()
@@ -237,7 +222,8 @@ export const make = (options: {
         history: conversation,
         opening,
         cancel,
-        ...extra
+        ...extra,
+        ...(options.later === undefined ? {} : { later: options.later })
       })
         .pipe(
           Effect.ensuring(Effect.sync(() => (running = undefined)))
@@ -281,7 +267,9 @@ export const make = (options: {
       if (!(yield* store.spendApproval(tokenHash, now))) return yield* refuse("spent")
       const resolution = yield* resolve(verdict.target, decision, by)
       const pending = session.state.pending.map((p) =>
-        p.callId === verdict.target.callId && p.turnSeq === verdict.target.turnSeq ? { ...p, resolution } : p
+        p.callId === verdict.target.callId && p.turnSeq === verdict.target.turnSeq
+          ? { ...p, resolution, unreported: true as const }
+          : p
       )
       const claimed = resolution.status === "ok" || resolution.status === "error" ? 1 : 0
       yield* save({
@@ -297,7 +285,7 @@ export const make = (options: {
         kind: "user",
         text: "The pending write(s) were decided by a person (see the context). Report the outcome and continue.",
         context: resolutionText(round)
-      }, { handled: handledRecords(round) })
+      })
     })
 
   // The approved call runs FIRST, from exactly what the person was shown; the model only reports it afterwards.
@@ -374,7 +362,8 @@ export const make = (options: {
         return burst({
           kind: "user",
           text: message.text,
-          ...(message.context === undefined ? {} : { context: message.context })
+          ...(message.context === undefined ? {} : { context: message.context }),
+          ...(message.inboxId === undefined ? {} : { messageId: message.inboxId })
         }, message.notes === undefined ? {} : { notes: message.notes })
       case "Continue":
         if (session.state.status === "awaiting_confirmation") {
@@ -385,13 +374,25 @@ export const make = (options: {
             })
           )
         }
-        return burst({ kind: "user", text: message.text })
+        return burst({
+          kind: "user",
+          text: message.text,
+          ...(message.inboxId === undefined ? {} : { messageId: message.inboxId })
+        })
       case "Approve":
         return approve(message.by, message.token, message.decision)
       case "Renew":
         return renew(message.by)
     }
   }
+
+  /** Forgets a settled accepted message; a failure only leaves the row for the next load to settle. */
+  const settle = (inboxId: string) =>
+    Effect.flatMap(SessionStore, (store) => store.settle(session.id, inboxId)).pipe(
+      Effect.catchAll((error) =>
+        Effect.logWarning(`session ${session.id}: accepted message ${inboxId} not settled: ${error.message}`)
+      )
+    )
 
   /** Processes messages until the mailbox is empty; then the actor is idle and the fiber ends. */
   const drain: Effect.Effect<void, never, Requirements> = Effect.gen(function*() {
@@ -400,6 +401,12 @@ export const make = (options: {
       inFlight = envelope
       const exit = yield* Effect.exit(handle(envelope.message))
       inFlight = undefined
+      // The accepted message was taken up (its user turn is stored) or refused: the mailbox row can go. After an
+      // infrastructure failure it stays; the next load finds whether its turn was stored (`messageId`) and runs it
+      // if not.
+      if (inboxOf(envelope.message) !== undefined && !isPersistence(exit)) {
+        yield* settle(inboxOf(envelope.message)!)
+      }
       yield* Deferred.done(envelope.reply, exit)
       // After an infrastructure failure the in-memory state may be ahead of the store: rebuild from the store.
       if (isPersistence(exit)) return close()
@@ -455,6 +462,10 @@ export const make = (options: {
     }
   }
 }
+
+/** The accepted message a mailbox message carries, if it came through the durable mailbox. */
+export const inboxOf = (message: Message): string | undefined =>
+  message._tag === "Run" || message._tag === "Continue" ? message.inboxId : undefined
 
 const isPersistence = (exit: Exit.Exit<Reply, Failure>): boolean =>
   Exit.isFailure(exit) &&

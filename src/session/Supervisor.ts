@@ -11,13 +11,15 @@
  * Actors' drain fibers live in a `FiberSet` tied to the supervisor's scope (closing the scope stops them all, and
  * their messages are answered with `PersistenceFailed`); the session-id → actor map is kept beside it.
  */
-import { Clock, Context, Deferred, Duration, Effect, FiberId, FiberSet, Layer, Option } from "effect"
+import { Clock, Context, Deferred, Duration, Effect, FiberId, FiberSet, Layer, Option, Schedule } from "effect"
 import type { Scope } from "effect"
 import type { AgentSpec } from "../domain/AgentSpec.js"
 import type { InvalidSessionState } from "../domain/Errors.js"
 import { PersistenceFailed, SessionNotFound } from "../domain/Errors.js"
+import type { InboxMessage } from "../domain/Inbox.js"
 import type { TurnEntry } from "../domain/Message.js"
 import type { Session, SessionState } from "../domain/Session.js"
+import { Usage } from "../domain/Usage.js"
 import { SessionEvents } from "../events/SessionEvents.js"
 import { SessionStore } from "../store/SessionStore.js"
 import * as SessionActor from "./SessionActor.js"
@@ -28,8 +30,8 @@ export type SendError = SessionNotFound | PersistenceFailed | InvalidSessionStat
 
 /** The supervisor's service. */
 export interface Service {
-  /** Stores a new session and starts its actor (empty conversation). */
-  readonly create: (session: Session, spec: AgentSpec) => Effect.Effect<void, PersistenceFailed>
+  /** Starts the actor of a session just stored (with its first message: `SessionStore.accept`), empty conversation. */
+  readonly adopt: (session: Session, spec: AgentSpec) => Effect.Effect<void>
   /** Delivers a message to the session's actor (starting it if needed) and awaits the processed result. */
   readonly send: (
     orgId: string,
@@ -46,6 +48,18 @@ export interface Service {
 
 /** The supervisor in force. */
 export class Supervisor extends Context.Tag("corral/session/Supervisor")<Supervisor, Service>() {}
+
+/** The mailbox message an accepted message becomes. */
+export const fromInbox = (message: InboxMessage): SessionActor.Message =>
+  message.kind === "run"
+    ? {
+      _tag: "Run",
+      text: message.text,
+      inboxId: message.id,
+      ...(message.context === undefined ? {} : { context: message.context }),
+      ...(message.notes === undefined ? {} : { notes: message.notes })
+    }
+    : { _tag: "Continue", text: message.text, inboxId: message.id }
 
 /** Supervisor options. */
 export interface Options {
@@ -67,7 +81,45 @@ export const make = (
     yield* Effect.addFinalizer(() => Effect.sync(() => (stopping = true)))
     const idleTimeout = Duration.decode(options.idleTimeout ?? Duration.minutes(5))
     const actors = new Map<string, SessionActor.Actor>()
+    /**
+     * Accepted messages a caller of `send` is delivering right now: a load of the session must not deliver them a
+     * second time from the durable mailbox.
+     */
+    const claimed = new Set<string>()
+    /** Landings of bursts the store stopped, not yet saved: run before the session's actor is rebuilt. */
+    const unsettled = new Map<string, Effect.Effect<void, PersistenceFailed>>()
     const starting = new Map<string, Deferred.Deferred<SessionActor.Actor, SessionNotFound | PersistenceFailed>>()
+
+    /**
+     * Closes the trajectories a process left open (it died mid-burst) as `crashed`, and bills what they recorded:
+     * usage and the counters are charged to the session whatever happened, so a crash never resets a ceiling.
+     */
+    const closeOpen = (session: Session, now: number) =>
+      Effect.gen(function*() {
+        let state: SessionState = { ...session.state, status: "interrupted" }
+        const open = (yield* store.trajectories(session.principal.orgId, session.id)).filter((t) => t.open === true)
+        for (const trajectory of open) {
+          const { open: _, ...closed } = trajectory
+          yield* store.saveTrajectory({
+            ...closed,
+            exitReason: "crashed",
+            endedAt: Math.max(trajectory.endedAt, ...trajectory.modelCalls.map((a) => a.startedAt + a.durationMs)),
+            errors: [...trajectory.errors, {
+              code: "process.stopped",
+              message: `the process stopped during the burst; closed by recovery at ${new Date(now).toISOString()}`
+            }]
+          })
+          const last = trajectory.budgets.at(-1)
+          state = {
+            ...state,
+            usage: Usage.add(state.usage, trajectory.usage),
+            modelCalls: Math.max(state.modelCalls, last?.modelCallsSession ?? 0),
+            toolCalls: Math.max(state.toolCalls, last?.toolCalls ?? 0),
+            bursts: state.bursts + 1
+          }
+        }
+        return state
+      })
 
     /**
      * Recovery of a session left `running` by a process that is gone: it is `interrupted` (resume with Continue), and
@@ -77,7 +129,7 @@ export const make = (
     const recover = (session: Session, now: number) =>
       Effect.gen(function*() {
         if (session.state.status !== "running") return { session, notice: Option.none<TurnEntry>() }
-        let state: SessionState = { ...session.state, status: "interrupted" }
+        let state: SessionState = yield* closeOpen(session, now)
         const repaired = SessionActor.repairPending(state)
         if (Option.isSome(repaired)) {
           yield* Transcript.append({ store, events }, session.id, repaired.value.notice, now, 10_000)
@@ -90,6 +142,37 @@ export const make = (
     // At start: a session still `running` in the store has no live burst anywhere in this fresh process.
     for (const session of yield* store.listRunning()) yield* recover(session, yield* Clock.currentTimeMillis)
 
+    /**
+     * Keeps retrying the landing of a burst the store stopped until the store takes it (backoff 0.5 s doubling to
+     * 5 s, so a session reads `interrupted` within seconds of the store's return), then runs what its mailbox still
+     * holds. `load` runs a waiting landing first, so the two never overwrite a newer state.
+     */
+    const later = (sessionId: string, orgId: string) => (settle: Effect.Effect<void, PersistenceFailed>) => {
+      const lock = Effect.unsafeMakeSemaphore(1)
+      const attempt: Effect.Effect<void, PersistenceFailed> = lock.withPermits(1)(Effect.suspend(() =>
+        unsettled.get(sessionId) === attempt
+          ? Effect.zipRight(settle, Effect.sync(() => void unsettled.delete(sessionId)))
+          : Effect.void
+      ))
+      unsettled.set(sessionId, attempt)
+      runDrain(
+        attempt.pipe(
+          Effect.retry(Schedule.union(Schedule.exponential("500 millis"), Schedule.spaced("5 seconds"))),
+          Effect.zipRight(Effect.logInfo(`session ${sessionId}: the stopped burst's landing is saved`)),
+          Effect.zipRight(pendingInbox(orgId, sessionId)),
+          Effect.catchAllCause((cause) =>
+            Effect.logDebug(`session ${sessionId}: landing retry ended`, cause)
+          )
+        ),
+        { immediate: false }
+      )
+    }
+
+    /** Rebuilds the actor when accepted messages still wait (it delivers them: see `load`). */
+    const pendingInbox = (orgId: string, sessionId: string) =>
+      Effect.flatMap(store.inbox(sessionId), (waiting) =>
+        waiting.length === 0 || actors.has(sessionId) ? Effect.void : Effect.asVoid(acquire(orgId, sessionId)))
+
     const spawn = (session: Session, spec: AgentSpec, history: ReadonlyArray<TurnEntry>) =>
       Effect.map(Clock.currentTimeMillis, (now) => {
         const actor: SessionActor.Actor = SessionActor.make({
@@ -98,13 +181,18 @@ export const make = (
           history,
           now,
           start: (drain) => {
-            if (stopping) return false
+            if (stopping) {
+              return false
+            }
             runDrain(drain, { immediate: false })
             return true
           },
           onClose: () => {
-            if (actors.get(session.id) === actor) actors.delete(session.id)
-          }
+            if (actors.get(session.id) === actor) {
+              actors.delete(session.id)
+            }
+          },
+          later: later(session.id, session.principal.orgId)
         })
         actors.set(session.id, actor)
         return actor
@@ -119,14 +207,23 @@ export const make = (
       // Passivating deletes the actor from the map; deleting visited entries during iteration is safe for a Map.
       for (const actor of actors.values()) {
         const since = actor.idleSince()
-        if (since !== undefined && now - since >= idleMillis) actor.passivate()
+        if (since !== undefined && now - since >= idleMillis) {
+          actor.passivate()
+        }
       }
     })))
 
     const load = (orgId: string, sessionId: string) =>
       Effect.gen(function*() {
+        // A stopped burst's landing first: the state it saves is older than anything the new actor will do.
+        const waiting = unsettled.get(sessionId)
+        if (waiting !== undefined) {
+          yield* waiting
+        }
         const found = yield* store.getSession(orgId, sessionId)
-        if (Option.isNone(found)) return yield* new SessionNotFound({ sessionId })
+        if (Option.isNone(found)) {
+          return yield* new SessionNotFound({ sessionId })
+        }
         const { agentId, agentVersion } = found.value
         const spec = yield* store.getAgent(orgId, agentId, agentVersion)
         if (Option.isNone(spec)) {
@@ -145,8 +242,53 @@ export const make = (
         }
         // Still `running` with no live actor: the actor that ran it stopped (an infrastructure failure).
         const { notice, session } = yield* recover(found.value, now)
-        if (Option.isSome(notice)) entries.push(notice.value)
-        return yield* spawn(session, spec.value, entries)
+        if (Option.isSome(notice)) {
+          entries.push(notice.value)
+        }
+        const actor = yield* spawn(session, spec.value, entries)
+        yield* deliverInbox(actor, entries)
+        return actor
+      })
+
+    /**
+     * Delivers the accepted messages of the session that no burst took up (its user turn carries the message id
+     * when one did), oldest first, ahead of anything sent after; the ones already taken up are settled.
+     */
+    const deliverInbox = (actor: SessionActor.Actor, entries: ReadonlyArray<TurnEntry>) =>
+      Effect.gen(function*() {
+        const waiting = yield* store.inbox(actor.sessionId)
+        if (waiting.length === 0) {
+          return
+        }
+        const taken = new Set<string>()
+        for (const entry of entries) {
+          if (entry.kind === "user" && entry.messageId !== undefined) {
+            taken.add(entry.messageId)
+          }
+        }
+        for (const message of waiting) {
+          if (claimed.has(message.id)) {
+            continue
+          }
+          if (taken.has(message.id)) {
+            yield* store.settle(actor.sessionId, message.id)
+            continue
+          }
+          yield* Effect.logInfo(`session ${actor.sessionId}: running accepted message ${message.id} (${message.kind})`)
+          const reply = actor.offer(fromInbox(message))
+          if (Option.isSome(reply)) {
+            runDrain(
+              Deferred.await(reply.value).pipe(
+                Effect.catchAll((error) =>
+                  Effect.logWarning(
+                    `session ${actor.sessionId}: accepted message ${message.id} failed: ${error.message}`
+                  )
+                )
+              ),
+              { immediate: false }
+            )
+          }
+        }
       })
 
     const acquire = (orgId: string, sessionId: string) =>
@@ -156,21 +298,35 @@ export const make = (
           return live.orgId === orgId ? Effect.succeed(live) : Effect.fail(new SessionNotFound({ sessionId }))
         }
         const pending = starting.get(sessionId)
-        if (pending !== undefined) return Deferred.await(pending)
+        if (pending !== undefined) {
+          return Deferred.await(pending)
+        }
         const started = Deferred.unsafeMake<SessionActor.Actor, SessionNotFound | PersistenceFailed>(FiberId.none)
         starting.set(sessionId, started)
         return load(orgId, sessionId).pipe(
           Effect.exit,
           Effect.flatMap((exit) =>
             Effect.zipRight(
-              Effect.sync(() => starting.delete(sessionId)),
+              Effect.sync(() =>
+                starting.delete(sessionId)
+              ),
               Effect.zipRight(Deferred.done(started, exit), exit)
             )
           )
         )
       })
 
-    const send: Service["send"] = (orgId, sessionId, message) =>
+    const send: Service["send"] = (orgId, sessionId, message) => {
+      const inboxId = SessionActor.inboxOf(message)
+      if (inboxId === undefined) return deliver(orgId, sessionId, message)
+      return Effect.acquireUseRelease(
+        Effect.sync(() => claimed.add(inboxId)),
+        () => deliver(orgId, sessionId, message),
+        () => Effect.sync(() => claimed.delete(inboxId))
+      )
+    }
+
+    const deliver: Service["send"] = (orgId, sessionId, message) =>
       Effect.gen(function*() {
         // An actor may passivate between lookup and offer; then the next attempt starts its successor.
         for (let attempt = 0; attempt < 3; attempt++) {
@@ -182,8 +338,27 @@ export const make = (
         return yield* Effect.dieMessage(`could not deliver a message to session ${sessionId}`)
       })
 
+    // At start, after the interrupted bursts are marked: accepted messages that never ran (their process died between
+    // the acknowledgement and the burst) are delivered, in the background so the host can start serving meanwhile.
+    const accepted = yield* store.inbox()
+    const sessionsWaiting = new Map(accepted.map((m) => [m.sessionId, m.orgId] as const))
+    if (sessionsWaiting.size > 0) {
+      yield* Effect.logInfo(
+        `recovery: ${accepted.length} accepted message(s) of ${sessionsWaiting.size} session(s) to run`
+      )
+      runDrain(
+        Effect.forEach(sessionsWaiting, ([sessionId, orgId]) =>
+          acquire(orgId, sessionId).pipe(
+            Effect.catchAll((error) =>
+              Effect.logError(`recovery: session ${sessionId}: accepted messages not delivered: ${error.message}`)
+            )
+          ), { discard: true, concurrency: 8 }),
+        { immediate: false }
+      )
+    }
+
     return {
-      create: (session, spec) => Effect.zipRight(store.createSession(session), Effect.asVoid(spawn(session, spec, []))),
+      adopt: (session, spec) => Effect.asVoid(spawn(session, spec, [])),
       send,
       cancel: (orgId, sessionId) => {
         const live = actors.get(sessionId)

@@ -68,6 +68,8 @@ export const runTurn = (
     const { run, surplus } = TurnCap.split(calls, ctx.limits)
     const slots: Array<Slot | undefined> = new Array(run.length)
     const started: Array<number> = new Array(run.length).fill(0)
+    // Each call's own end: a turn's calls run concurrently, and each is recorded with its own duration.
+    const ended: Array<number> = new Array(run.length).fill(0)
     const dispatch: Array<number> = []
     let budgetSpent = false
 
@@ -149,7 +151,7 @@ export const runTurn = (
           effect: def?.effect ?? "unknown",
           source: def?.source ?? "none",
           status: slot.status,
-          durationMs: started[i] === 0 ? 0 : Math.max(0, now - started[i]!),
+          durationMs: started[i] === 0 ? 0 : Math.max(0, (ended[i] || now) - started[i]!),
           arguments: call.arguments,
           result: content,
           isError: slot.outcome.isError
@@ -159,6 +161,7 @@ export const runTurn = (
       const entry = { kind: "tool_results" as const, results }
       const turn = yield* Transcript.append(ctx.ports, ctx.session.id, entry, now, ctx.limits.persistTimeoutMs)
       Burst.persisted(burst, turn.seq, entry)
+      yield* burst.touch
       const strikes = Strikes.observeTurn(burst.strikes, turnStrikes, ctx.limits)
       burst.strikes = strikes.strikes
       if (halt) return Option.some<ExitReason>("repeat_call_halt")
@@ -191,6 +194,7 @@ export const runTurn = (
         )
         if (Exit.isSuccess(exit)) {
           slots[i] = { outcome: exit.value, status: exit.value.isError ? "error" : "ok" }
+          ended[i] = now
           continue
         }
         const defect = Cause.dieOption(exit.cause)
@@ -205,16 +209,19 @@ export const runTurn = (
       return Effect.void
     })
     const joinAll = Effect.forEach(inFlight, ([i, fiber]) =>
-      Effect.map(Fiber.join(fiber), (outcome) => {
-        slots[i] = { outcome, status: outcome.isError ? "error" : "ok" }
-      }), { concurrency: "unbounded", discard: true })
+      Effect.flatMap(Fiber.join(fiber), (outcome) =>
+        Effect.map(Clock.currentTimeMillis, (at) => {
+          slots[i] = { outcome, status: outcome.isError ? "error" : "ok" }
+          ended[i] = at
+        })), { concurrency: "unbounded", discard: true })
 
     // If the burst is interrupted mid-dispatch, the calls still running are stopped, and the finished results plus an
     // "interrupted" result for each unfinished call are still persisted: the transcript stays paired and resumable.
     yield* Effect.zipRight(startAll, joinAll).pipe(
       Effect.onInterrupt(() =>
         Effect.zipRight(
-          Effect.forEach(inFlight, ([, fiber]) => Fiber.interrupt(fiber), { discard: true }),
+          Effect.forEach(inFlight, ([, fiber]) =>
+            Fiber.interrupt(fiber), { discard: true }),
           Effect.ignore(persist)
         )
       )

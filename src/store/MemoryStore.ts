@@ -13,10 +13,12 @@ import type { AgentSpec } from "../domain/AgentSpec.js"
 import type { ApprovalRecord } from "../domain/Approval.js"
 import { PersistenceFailed } from "../domain/Errors.js"
 import type { ScopeMismatch } from "../domain/Errors.js"
+import type { IdempotencyRecord, InboxMessage } from "../domain/Inbox.js"
 import type { Turn } from "../domain/Message.js"
 import type { Session } from "../domain/Session.js"
 import type { Trajectory } from "../domain/Trajectory.js"
 import * as Refusals from "./internal/refusals.js"
+import type { AcceptOutcome } from "./SessionStore.js"
 import { decodeCursor, encodeCursor, listedBefore, SessionStore } from "./SessionStore.js"
 
 interface SessionRecord {
@@ -44,6 +46,11 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
   const sessions = new Map<string, SessionRecord>()
   /** token hash → approval. */
   const approvals = new Map<string, ApprovalRecord>()
+  /** message id → accepted message not yet settled, in acceptance order (a Map iterates in insertion order). */
+  const inbox = new Map<string, InboxMessage>()
+  /** `<org>\u0000<key>` → the first answer under that idempotency key. */
+  const idempotency = new Map<string, IdempotencyRecord>()
+  const keyOf = (orgId: string, key: string) => `${orgId}\u0000${key}`
 
   /** The session's record when it belongs to `orgId`: every read goes through here, so no read crosses orgs. */
   const owned = (orgId: string, id: string): SessionRecord | undefined => {
@@ -95,6 +102,45 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
         }
         sessions.set(session.id, { session, turns: [], trajectories: undefined, inherits: undefined })
         return Effect.void
+      }),
+
+    accept: ({ idempotency: first, message, session }) =>
+      Effect.suspend((): Effect.Effect<AcceptOutcome, PersistenceFailed> => {
+        // Checked before anything is written, and written in one synchronous step: all of it or none.
+        if (first !== undefined) {
+          const taken = idempotency.get(keyOf(first.orgId, first.key))
+          if (taken !== undefined) return Effect.succeed({ _tag: "Duplicate" as const, first: taken })
+        }
+        if (session !== undefined && sessions.has(session.id)) {
+          return Effect.fail(
+            new PersistenceFailed({ operation: "accept", message: `session "${session.id}" already exists` })
+          )
+        }
+        if (session === undefined && owned(message.orgId, message.sessionId) === undefined) {
+          return missing("accept", message.sessionId)
+        }
+        if (session !== undefined) {
+          sessions.set(session.id, { session, turns: [], trajectories: undefined, inherits: undefined })
+        }
+        inbox.set(message.id, message)
+        if (first !== undefined) idempotency.set(keyOf(first.orgId, first.key), first)
+        return Effect.succeed({ _tag: "Accepted" as const })
+      }),
+
+    findIdempotency: (orgId, key) => Effect.sync(() => Option.fromNullable(idempotency.get(keyOf(orgId, key)))),
+
+    inbox: (sessionId) =>
+      Effect.sync(() => {
+        const out: Array<InboxMessage> = []
+        for (const message of inbox.values()) {
+          if (sessionId === undefined || message.sessionId === sessionId) out.push(message)
+        }
+        return out
+      }),
+
+    settle: (sessionId, messageId) =>
+      Effect.sync(() => {
+        if (inbox.get(messageId)?.sessionId === sessionId) inbox.delete(messageId)
       }),
 
     getSession: (orgId, id) => Effect.sync(() => Option.fromNullable(owned(orgId, id)?.session)),
@@ -216,7 +262,13 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
         const record = sessions.get(trajectory.sessionId)
         if (record === undefined) return missing("saveTrajectory", trajectory.sessionId)
         if (record.trajectories === undefined) record.trajectories = [trajectory]
-        else record.trajectories.push(trajectory)
+        else {
+          // Saved again as the burst goes (an open trajectory, then the closed one): replace, like the SQL upsert.
+          let at = record.trajectories.length - 1
+          while (at >= 0 && record.trajectories[at]!.runId !== trajectory.runId) at--
+          if (at < 0) record.trajectories.push(trajectory)
+          else record.trajectories[at] = trajectory
+        }
         return Effect.void
       }),
 

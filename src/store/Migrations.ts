@@ -14,6 +14,7 @@ import { persist, sqlState } from "./internal/failure.js"
 import init from "./migrations/0001_init.js"
 import approvals from "./migrations/0002_approvals.js"
 import appendFunction from "./migrations/0003_append_function.js"
+import inbox from "./migrations/0004_inbox.js"
 
 /** The bookkeeping table of applied migrations. */
 export const table = "corral_migrations"
@@ -22,7 +23,8 @@ export const table = "corral_migrations"
 export const all: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
   "0001_init": init,
   "0002_approvals": approvals,
-  "0003_append_function": appendFunction
+  "0003_append_function": appendFunction,
+  "0004_inbox": inbox
 }
 
 const migrate = Migrator.make({})

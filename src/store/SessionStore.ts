@@ -7,6 +7,7 @@ import type { Effect, Option } from "effect"
 import type { AgentSpec } from "../domain/AgentSpec.js"
 import type { ApprovalRecord } from "../domain/Approval.js"
 import type { PersistenceFailed, ScopeMismatch } from "../domain/Errors.js"
+import type { IdempotencyRecord, InboxMessage } from "../domain/Inbox.js"
 import type { Turn, TurnEntry } from "../domain/Message.js"
 import type { Session, SessionState, SessionStatus } from "../domain/Session.js"
 import type { Trajectory } from "../domain/Trajectory.js"
@@ -52,6 +53,20 @@ export const decodeCursor = (cursor: string): CursorPosition | undefined => {
 export const listedBefore = (a: CursorPosition, b: CursorPosition): boolean =>
   a.createdAt !== b.createdAt ? a.createdAt > b.createdAt : a.id > b.id
 
+/** What `accept` stores together: the message, the session it opens (a start), the first answer to an idempotent request. */
+export interface AcceptRequest {
+  readonly message: InboxMessage
+  /** A new session (a start): created with its message, in the same transaction. */
+  readonly session?: Session
+  /** The first answer to a request sent with an `Idempotency-Key`: stored with the message, or not at all. */
+  readonly idempotency?: IdempotencyRecord
+}
+
+/** What `accept` did: stored everything, or found the idempotency key taken (and stored nothing). */
+export type AcceptOutcome =
+  | { readonly _tag: "Accepted" }
+  | { readonly _tag: "Duplicate"; readonly first: IdempotencyRecord }
+
 /**
  * The store. Every failure is a `PersistenceFailed` (drivers wrap their own errors once, at their edge), except
  * the scope refusal of `inheritArtifact`, which is a `ScopeMismatch`.
@@ -82,6 +97,21 @@ export class SessionStore extends Context.Tag("corral/store/SessionStore")<Sessi
    * cursors from the outside world first.
    */
   readonly listSessions: (orgId: string, options: ListSessionsOptions) => Effect.Effect<SessionPage, PersistenceFailed>
+  /**
+   * Stores an accepted message — and, in the same transaction, the session it opens and the first answer to its
+   * idempotency key — before anything acknowledges it. `Duplicate` (nothing stored) when the key was already taken
+   * in the org. Fails with `PersistenceFailed` when the session exists already (a start) or does not (a follow-up).
+   */
+  readonly accept: (request: AcceptRequest) => Effect.Effect<AcceptOutcome, PersistenceFailed>
+  /** The first answer stored under an idempotency key of the org. */
+  readonly findIdempotency: (
+    orgId: string,
+    key: string
+  ) => Effect.Effect<Option.Option<IdempotencyRecord>, PersistenceFailed>
+  /** Accepted messages not yet settled, oldest first: of one session, or of every session (recovery at start). */
+  readonly inbox: (sessionId?: string) => Effect.Effect<ReadonlyArray<InboxMessage>, PersistenceFailed>
+  /** Forgets an accepted message once it was taken up (its user turn is stored) or refused; idempotent. */
+  readonly settle: (sessionId: string, messageId: string) => Effect.Effect<void, PersistenceFailed>
   /** Sessions whose status is `running` (a burst was in flight), across orgs: for crash recovery at start. */
   readonly listRunning: () => Effect.Effect<ReadonlyArray<Session>, PersistenceFailed>
 

@@ -39,6 +39,7 @@ import { persist, sqlState } from "./internal/failure.js"
 import * as GroupCommit from "./internal/groupCommit.js"
 import * as Refusals from "./internal/refusals.js"
 import * as SqlApprovals from "./internal/sqlApprovals.js"
+import * as SqlInbox from "./internal/sqlInbox.js"
 import * as Migrations from "./Migrations.js"
 import { decodeCursor, encodeCursor, SessionStore } from "./SessionStore.js"
 
@@ -176,6 +177,8 @@ export const make = (
 
     const service: Context.Tag.Service<SessionStore> = {
       ...SqlApprovals.make(sql),
+      // Inside `accept`'s transaction: the same statement that creates any session.
+      ...SqlInbox.make(sql, (session) => service.createSession(session)),
       putAgent: (orgId, spec) =>
         Effect.gen(function*() {
           const encoded = JSON.stringify(yield* encodeSpec(spec))

@@ -32,7 +32,7 @@ export const sqlDriverSuite = (name: string, driver: Layer.Layer<SessionStore | 
         expect(applied.map((row) => [row.migration_id, row.name])).toEqual([[1, "init"], [2, "approvals"], [
           3,
           "append_function"
-        ]])
+        ], [4, "inbox"]])
       }))
 
     it.effect("refuses a cross-scope or cross-org artifact row in the database itself", () =>

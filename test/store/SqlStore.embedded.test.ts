@@ -28,7 +28,7 @@ describe("Embedded", () => {
       expect([a, b].sort((x, y) => x.length - y.length)).toEqual([[], [[1, "init"], [2, "approvals"], [
         3,
         "append_function"
-      ]]])
+      ], [4, "inbox"]]])
       expect(yield* Migrations.run).toEqual([])
     }).pipe(Effect.provide(Embedded.layerEmbedded())))
 

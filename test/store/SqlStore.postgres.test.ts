@@ -26,7 +26,7 @@ describe.skipIf(testDatabaseUrl === undefined)(
           expect([a, b].sort((x, y) => x.length - y.length)).toEqual([[], [[1, "init"], [2, "approvals"], [
             3,
             "append_function"
-          ]]])
+          ], [4, "inbox"]]])
           expect(yield* Migrations.run).toEqual([])
         }))
     })

@@ -284,7 +284,9 @@
           refresh()
           break
         case "error":
-          $("conn").textContent = "stream interrupted; reconnecting…"
+          // A burst that failed on infrastructure (`code`), or the stream itself breaking.
+          if (data.code) $("error").textContent = `${data.code}: ${data.message}`
+          else $("conn").textContent = "stream interrupted; reconnecting…"
           break
       }
     }
