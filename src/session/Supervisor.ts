@@ -61,6 +61,23 @@ export const fromInbox = (message: InboxMessage): SessionActor.Message =>
     }
     : { _tag: "Continue", text: message.text, inboxId: message.id }
 
+/** The accepted messages a transcript's user turns took up. */
+const takenIds = (turns: ReadonlyArray<{ readonly entry: TurnEntry }>): Set<string> => {
+  const taken = new Set<string>()
+  for (const { entry } of turns) if (entry.kind === "user" && entry.messageId !== undefined) taken.add(entry.messageId)
+  return taken
+}
+
+const groupBySession = (messages: ReadonlyArray<InboxMessage>): Map<string, Array<InboxMessage>> => {
+  const groups = new Map<string, Array<InboxMessage>>()
+  for (const message of messages) {
+    const group = groups.get(message.sessionId)
+    if (group === undefined) groups.set(message.sessionId, [message])
+    else group.push(message)
+  }
+  return groups
+}
+
 /** Supervisor options. */
 export interface Options {
   /** Passivate an actor after this long without messages. Default 5 minutes. */
@@ -260,12 +277,7 @@ export const make = (
         if (waiting.length === 0) {
           return
         }
-        const taken = new Set<string>()
-        for (const entry of entries) {
-          if (entry.kind === "user" && entry.messageId !== undefined) {
-            taken.add(entry.messageId)
-          }
-        }
+        const taken = takenIds(entries.map((entry) => ({ entry })))
         for (const message of waiting) {
           if (claimed.has(message.id)) {
             continue
@@ -340,14 +352,21 @@ export const make = (
 
     // At start, after the interrupted bursts are marked: accepted messages that never ran (their process died between
     // the acknowledgement and the burst) are delivered, in the background so the host can start serving meanwhile.
-    const accepted = yield* store.inbox()
-    const sessionsWaiting = new Map(accepted.map((m) => [m.sessionId, m.orgId] as const))
-    if (sessionsWaiting.size > 0) {
-      yield* Effect.logInfo(
-        `recovery: ${accepted.length} accepted message(s) of ${sessionsWaiting.size} session(s) to run`
-      )
+    // Messages whose user turn is stored already ran (the process died after taking them up): they are only settled,
+    // and their sessions stay unloaded until someone sends to them.
+    const waiting = new Map<string, string>()
+    for (const [sessionId, messages] of groupBySession(yield* store.inbox())) {
+      const orgId = messages[0]!.orgId
+      const taken = takenIds(yield* store.turns(orgId, sessionId))
+      for (const message of messages) {
+        if (taken.has(message.id)) yield* store.settle(sessionId, message.id)
+        else waiting.set(sessionId, orgId)
+      }
+    }
+    if (waiting.size > 0) {
+      yield* Effect.logInfo(`recovery: accepted messages of ${waiting.size} session(s) never ran; running them`)
       runDrain(
-        Effect.forEach(sessionsWaiting, ([sessionId, orgId]) =>
+        Effect.forEach(waiting, ([sessionId, orgId]) =>
           acquire(orgId, sessionId).pipe(
             Effect.catchAll((error) =>
               Effect.logError(`recovery: session ${sessionId}: accepted messages not delivered: ${error.message}`)

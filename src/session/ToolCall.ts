@@ -67,9 +67,10 @@ export const runTurn = (
   Effect.gen(function*() {
     const { run, surplus } = TurnCap.split(calls, ctx.limits)
     const slots: Array<Slot | undefined> = new Array(run.length)
-    const started: Array<number> = new Array(run.length).fill(0)
+    // -1: not dispatched (0 is a valid Clock time: the TestClock starts there).
+    const started: Array<number> = new Array(run.length).fill(-1)
     // Each call's own end: a turn's calls run concurrently, and each is recorded with its own duration.
-    const ended: Array<number> = new Array(run.length).fill(0)
+    const ended: Array<number> = new Array(run.length).fill(-1)
     const dispatch: Array<number> = []
     let budgetSpent = false
 
@@ -151,7 +152,7 @@ export const runTurn = (
           effect: def?.effect ?? "unknown",
           source: def?.source ?? "none",
           status: slot.status,
-          durationMs: started[i] === 0 ? 0 : Math.max(0, (ended[i] || now) - started[i]!),
+          durationMs: started[i]! < 0 ? 0 : Math.max(0, (ended[i]! >= 0 ? ended[i]! : now) - started[i]!),
           arguments: call.arguments,
           result: content,
           isError: slot.outcome.isError

@@ -9,10 +9,11 @@ import type { Layer } from "effect"
 import { AgentSpec } from "../../src/domain/AgentSpec.js"
 import type { ApprovalRecord } from "../../src/domain/Approval.js"
 import { AgentId } from "../../src/domain/Ids.js"
+import type { InboxMessage } from "../../src/domain/Inbox.js"
 import type { TurnEntry } from "../../src/domain/Message.js"
 import { Principal } from "../../src/domain/Principal.js"
 import type { Session, SessionState } from "../../src/domain/Session.js"
-import { initialState } from "../../src/domain/Session.js"
+import { initialState, view } from "../../src/domain/Session.js"
 import type { Trajectory } from "../../src/domain/Trajectory.js"
 import { Usage } from "../../src/domain/Usage.js"
 import { SessionStore } from "../../src/store/SessionStore.js"
@@ -543,6 +544,76 @@ export const sessionStoreContract = (name: string, storeLayer: Layer.Layer<Sessi
         expect(second.sessions.map((s) => s.id)).toEqual(expected.slice(5, 10).map((s) => s.id))
       }))
 
+    it.effect("accepts a session with its first message in one step; the mailbox lists and settles it", () =>
+      Effect.gen(function*() {
+        const store = yield* SessionStore
+        const org = newOrg()
+        const session = newSession(org)
+        const run = inbound(session, "run", "why is checkout down?")
+        expect(yield* store.accept({ session, message: run })).toEqual({ _tag: "Accepted" })
+        expect(Option.isSome(yield* store.getSession(org, session.id))).toBe(true)
+        const follow = inbound(session, "continue", "and the queue?")
+        expect((yield* store.accept({ message: follow }))._tag).toBe("Accepted")
+        expect(yield* store.inbox(session.id)).toEqual([run, follow])
+        expect((yield* store.inbox()).filter((m) => m.sessionId === session.id)).toEqual([run, follow])
+        yield* store.settle(session.id, run.id)
+        yield* store.settle(session.id, run.id)
+        expect(yield* store.inbox(session.id)).toEqual([follow])
+        // A follow-up for a session that does not exist (or is another org's) is refused, and nothing is stored.
+        const stray = inbound(
+          { ...newSession(org), principal: new Principal({ orgId: newOrg(), userId: "u" }) },
+          "continue",
+          "x"
+        )
+        expect((yield* Effect.flip(store.accept({ message: stray })))._tag).toBe("PersistenceFailed")
+        const foreign = { ...inbound(session, "continue", "x"), orgId: newOrg() }
+        expect((yield* Effect.flip(store.accept({ message: foreign })))._tag).toBe("PersistenceFailed")
+        expect(yield* store.inbox(session.id)).toEqual([follow])
+      }))
+
+    it.effect("an idempotency key is taken once per org: a second accept stores nothing and returns the first", () =>
+      Effect.gen(function*() {
+        const store = yield* SessionStore
+        const org = newOrg()
+        const a = newSession(org)
+        const b = newSession(org)
+        const record = (session: Session) => ({
+          orgId: org,
+          key: "retry-me",
+          fingerprint: "f1",
+          sessionId: session.id,
+          answer: view(session),
+          createdAt: 5
+        })
+        const outcomes = yield* Effect.all([
+          store.accept({ session: a, message: inbound(a, "run", "a"), idempotency: record(a) }),
+          store.accept({ session: b, message: inbound(b, "run", "b"), idempotency: record(b) })
+        ], { concurrency: 2 })
+        const winner = outcomes[0]._tag === "Accepted" ? a : b
+        const loser = winner === a ? b : a
+        expect(outcomes.map((o) => o._tag).sort()).toEqual(["Accepted", "Duplicate"])
+        const duplicate = outcomes.find((o) => o._tag === "Duplicate")
+        expect(duplicate?._tag === "Duplicate" && duplicate.first).toEqual(record(winner))
+        // The loser's session and message were not stored (one transaction).
+        expect(Option.isNone(yield* store.getSession(org, loser.id))).toBe(true)
+        expect(yield* store.inbox(loser.id)).toEqual([])
+        expect(yield* store.findIdempotency(org, "retry-me")).toEqual(Option.some(record(winner)))
+        // Keys are per org.
+        expect(yield* store.findIdempotency(newOrg(), "retry-me")).toEqual(Option.none())
+      }))
+
+    it.effect("saving a trajectory again with its run id replaces it (an open trajectory, then the closed one)", () =>
+      Effect.gen(function*() {
+        const store = yield* SessionStore
+        const org = newOrg()
+        const session = newSession(org)
+        yield* store.createSession(session)
+        const t = trajectory(session, 1)
+        yield* store.saveTrajectory({ ...t, open: true })
+        yield* store.saveTrajectory(t)
+        expect(yield* store.trajectories(org, session.id)).toEqual([t])
+      }))
+
     it.effect("refuses a cursor it did not produce with PersistenceFailed", () =>
       Effect.gen(function*() {
         const store = yield* SessionStore
@@ -550,5 +621,15 @@ export const sessionStoreContract = (name: string, storeLayer: Layer.Layer<Sessi
         expect(error._tag).toBe("PersistenceFailed")
       }))
   })
+
+let messages = 0
+const inbound = (session: Session, kind: "run" | "continue", text: string): InboxMessage => ({
+  id: `msg_${uid()}`,
+  sessionId: session.id,
+  orgId: session.principal.orgId,
+  kind,
+  text,
+  acceptedAt: 1_000 + ++messages
+})
 
 const range = (from: number, to: number): Array<number> => Array.from({ length: to - from + 1 }, (_, i) => from + i)
