@@ -1,6 +1,6 @@
 /**
  * What subscribers of a session see. `turn` events are persisted turns (their `seq` is the resume point);
- * `tool_start` and `delta` are live-only; `exit` and `report` close a burst.
+ * `tool_start`, `tool_progress`, `tool_log` and `delta` are live-only; `exit` and `report` close a burst.
  */
 import { Schema } from "effect"
 import { ExitReason } from "./ExitReason.js"
@@ -16,6 +16,26 @@ export const ToolStartEvent = Schema.TaggedStruct("tool_start", {
   callId: Schema.String,
   name: Schema.String
 })
+/** A running tool call reported progress (an MCP progress notification; not persisted). */
+export const ToolProgressEvent = Schema.TaggedStruct("tool_progress", {
+  sessionId: Schema.String,
+  seq: Schema.Int,
+  callId: Schema.String,
+  name: Schema.String,
+  progress: Schema.Number,
+  total: Schema.optional(Schema.Number),
+  message: Schema.optional(Schema.String)
+})
+/** The tool server of a running call logged a message (an MCP log notification; not persisted). */
+export const ToolLogEvent = Schema.TaggedStruct("tool_log", {
+  sessionId: Schema.String,
+  seq: Schema.Int,
+  callId: Schema.String,
+  name: Schema.String,
+  /** The MCP log level: debug, info, notice, warning, error, critical, alert, emergency. */
+  level: Schema.String,
+  message: Schema.String
+})
 /** A streamed text fragment of the reply being generated (not persisted). */
 export const DeltaEvent = Schema.TaggedStruct("delta", {
   sessionId: Schema.String,
@@ -28,5 +48,13 @@ export const ExitEvent = Schema.TaggedStruct("exit", { sessionId: Schema.String,
 export const ReportEvent = Schema.TaggedStruct("report", { sessionId: Schema.String, seq: Schema.Int, report: Report })
 
 /** Any session event. `seq` is the sequence of the last persisted turn at the time of the event. */
-export const SessionEvent = Schema.Union(TurnEvent, ToolStartEvent, DeltaEvent, ExitEvent, ReportEvent)
+export const SessionEvent = Schema.Union(
+  TurnEvent,
+  ToolStartEvent,
+  ToolProgressEvent,
+  ToolLogEvent,
+  DeltaEvent,
+  ExitEvent,
+  ReportEvent
+)
 export type SessionEvent = typeof SessionEvent.Type
