@@ -22,6 +22,7 @@ import { SessionStatus, SessionView } from "../domain/Session.js"
 import { Trajectory } from "../domain/Trajectory.js"
 import { Authentication } from "./Authentication.js"
 import { NotReady, PayloadTooLarge, Unavailable, UnsupportedMediaType } from "./HttpErrors.js"
+import { ToolsGroup } from "./ToolsApi.js"
 
 /** Bodies list every problem, and an unknown field is a problem (a misspelt optional field must not vanish). */
 const strict = { parseOptions: { errors: "all", onExcessProperty: "error" } } as const
@@ -270,6 +271,7 @@ export class SystemGroup extends HttpApiGroup.make("system")
 export class Api extends HttpApi.make("corral")
   .add(AgentsGroup)
   .add(SessionsGroup)
+  .add(ToolsGroup)
   .add(SystemGroup)
   .addError(PayloadTooLarge)
   .addError(UnsupportedMediaType)
