@@ -172,7 +172,10 @@ export const isUnsent = (error: unknown): boolean => {
 
 /** A one-line description of a transport error, with the network cause when there is one. */
 export const describeError = (error: unknown): string => {
-  const message = messageOf(error)
+  // The SDK's message leaves the status out ("Error POSTing to endpoint: <body>"): a 401 must say it is one.
+  const message = error instanceof StreamableHTTPError && error.code !== undefined && error.code > 0
+    ? `HTTP ${error.code}: ${messageOf(error)}`
+    : messageOf(error)
   const cause = error instanceof Error && error.cause !== undefined ? messageOf(error.cause) : undefined
   return cause === undefined || cause === "{}" || message.includes(cause) ? message : `${message}: ${cause}`
 }
