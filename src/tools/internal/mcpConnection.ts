@@ -9,7 +9,15 @@
  * dependency dies, unjittered restarts of many servers synchronise), capped so a long outage is still retried.
  *
  * A server that stayed up for a while is restarted at once; one that dies soon after starting is crash-looping, so
- * its restarts keep backing off.
+ * its restarts keep backing off. A server that cannot be started at all (a missing command, a dead URL, a 401, an
+ * unset header variable) is no different: it starts `Down` and the same supervisor keeps trying, so one broken
+ * integration never takes the host down. Failed attempts are logged with the server's name, loudly on the 1st, 2nd,
+ * 4th, 8th… in a row or when the reason changes, quietly otherwise: with the delay capped at 30 s, a server down for
+ * a day would otherwise write thousands of identical warnings.
+ *
+ * A Streamable HTTP response stream that breaks mid-read (the server died, the network dropped) marks the connection
+ * lost at once: the SDK never fails the requests waiting on such a stream, so their calls would hang until their
+ * deadline and then blame the request's size.
  *
  * The connection state is a plain field, not a `Ref`: losses are noticed in SDK callbacks, and the switch to `Down`
  * must happen in the same tick, before any call can pick the dead client. A call that finds the server down waits
