@@ -106,7 +106,8 @@ export const TrajectoryList = Schema.Struct({ trajectories: Schema.Array(Traject
 export const EventStream = Schema.String.pipe(
   HttpApiSchema.withEncoding({ kind: "Text", contentType: "text/event-stream" })
 ).annotations({
-  description: "Server-Sent Events. `event:` is turn | notice | tool_start | tool_progress | tool_log | delta | exit | " +
+  description:
+    "Server-Sent Events. `event:` is turn | notice | tool_start | tool_progress | tool_log | delta | exit | " +
     "report | session; " +
     "`id:` is the sequence of the last persisted turn; `data:` is the JSON event. Resume with `Last-Event-ID` " +
     "or `?after=SEQ`: every persisted turn after it is replayed, then live events follow, with no gap and no repeat."
