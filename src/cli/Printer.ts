@@ -43,6 +43,14 @@ export const lines = (event: SessionEvent): ReadonlyArray<string> => {
     }
     case "tool_start":
       return [`    running    ${event.name} …`]
+    case "tool_progress":
+      return [
+        `    progress   ${event.name} ${event.progress}${event.total === undefined ? "" : ` of ${event.total}`}${
+          event.message === undefined ? "" : `  ${clip(event.message)}`
+        }`
+      ]
+    case "tool_log":
+      return [`    tool log   ${event.name} [${event.level}] ${clip(event.message)}`]
     case "delta":
       return []
     case "exit":

@@ -1,6 +1,6 @@
 /**
  * What subscribers of a session see. `turn` events are persisted turns (their `seq` is the resume point);
- * `tool_start`, `delta` and `error` are live-only; `exit` and `report` close a burst.
+ * `tool_start`, `tool_progress`, `tool_log`, `delta` and `error` are live-only; `exit` and `report` close a burst.
  */
 import { Schema } from "effect"
 import { ExitReason } from "./ExitReason.js"
@@ -15,6 +15,26 @@ export const ToolStartEvent = Schema.TaggedStruct("tool_start", {
   seq: Schema.Int,
   callId: Schema.String,
   name: Schema.String
+})
+/** A running tool call reported progress (an MCP progress notification; not persisted). */
+export const ToolProgressEvent = Schema.TaggedStruct("tool_progress", {
+  sessionId: Schema.String,
+  seq: Schema.Int,
+  callId: Schema.String,
+  name: Schema.String,
+  progress: Schema.Number,
+  total: Schema.optional(Schema.Number),
+  message: Schema.optional(Schema.String)
+})
+/** The tool server of a running call logged a message (an MCP log notification; not persisted). */
+export const ToolLogEvent = Schema.TaggedStruct("tool_log", {
+  sessionId: Schema.String,
+  seq: Schema.Int,
+  callId: Schema.String,
+  name: Schema.String,
+  /** The MCP log level: debug, info, notice, warning, error, critical, alert, emergency. */
+  level: Schema.String,
+  message: Schema.String
 })
 /** A streamed text fragment of the reply being generated (not persisted). */
 export const DeltaEvent = Schema.TaggedStruct("delta", {
@@ -41,5 +61,14 @@ export const ErrorEvent = Schema.TaggedStruct("error", {
 })
 
 /** Any session event. `seq` is the sequence of the last persisted turn at the time of the event. */
-export const SessionEvent = Schema.Union(TurnEvent, ToolStartEvent, DeltaEvent, ExitEvent, ReportEvent, ErrorEvent)
+export const SessionEvent = Schema.Union(
+  TurnEvent,
+  ToolStartEvent,
+  ToolProgressEvent,
+  ToolLogEvent,
+  DeltaEvent,
+  ExitEvent,
+  ReportEvent,
+  ErrorEvent
+)
 export type SessionEvent = typeof SessionEvent.Type

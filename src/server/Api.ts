@@ -22,6 +22,7 @@ import { SessionStatus, SessionView } from "../domain/Session.js"
 import { Trajectory } from "../domain/Trajectory.js"
 import { Authentication } from "./Authentication.js"
 import { NotReady, PayloadTooLarge, Unavailable, UnsupportedMediaType } from "./HttpErrors.js"
+import { ToolsGroup } from "./ToolsApi.js"
 
 /** Bodies list every problem, and an unknown field is a problem (a misspelt optional field must not vanish). */
 const strict = { parseOptions: { errors: "all", onExcessProperty: "error" } } as const
@@ -111,7 +112,9 @@ export const TrajectoryList = Schema.Struct({ trajectories: Schema.Array(Traject
 export const EventStream = Schema.String.pipe(
   HttpApiSchema.withEncoding({ kind: "Text", contentType: "text/event-stream" })
 ).annotations({
-  description: "Server-Sent Events. `event:` is turn | notice | tool_start | delta | exit | report | session; " +
+  description:
+    "Server-Sent Events. `event:` is turn | notice | tool_start | tool_progress | tool_log | delta | exit | " +
+    "report | session; " +
     "`id:` is the sequence of the last persisted turn; `data:` is the JSON event. Resume with `Last-Event-ID` " +
     "or `?after=SEQ`: every persisted turn after it is replayed, then live events follow, with no gap and no repeat."
 })
@@ -278,6 +281,7 @@ export class SystemGroup extends HttpApiGroup.make("system")
 export class Api extends HttpApi.make("corral")
   .add(AgentsGroup)
   .add(SessionsGroup)
+  .add(ToolsGroup)
   .add(SystemGroup)
   .addError(PayloadTooLarge)
   .addError(UnsupportedMediaType)

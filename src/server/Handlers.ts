@@ -29,6 +29,7 @@ import { NotReady, Unavailable } from "./HttpErrors.js"
 import { Readiness } from "./Readiness.js"
 import { Shutdown } from "./Shutdown.js"
 import * as Sse from "./Sse.js"
+import * as ToolsHandlers from "./ToolsHandlers.js"
 
 /** Handler settings. */
 export interface Options {
@@ -270,4 +271,4 @@ const system = HttpApiBuilder.group(Api, "system", (handlers) =>
   }))
 
 /** Every group's handlers. Needs the Corral service, the store (session listing), readiness and shutdown state. */
-export const layer = (options: Options) => Layer.mergeAll(agents, sessions(options), system)
+export const layer = (options: Options) => Layer.mergeAll(agents, sessions(options), ToolsHandlers.layer, system)

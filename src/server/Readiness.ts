@@ -47,3 +47,17 @@ export const layerSql: Layer.Layer<Readiness, never, SqlClient.SqlClient> = Laye
     return { check: Effect.catchAllDefect(check, () => Effect.fail({ database: "probe failed" })) }
   })
 )
+
+/**
+ * `readiness` with the tool servers' states added to its checks (`mcp:<name>` → `up`, `starting`, `down since …`).
+ * A tool server that is down withdraws its tools, not the process: it never fails the probe.
+ */
+export const withToolServers = (
+  readiness: Context.Tag.Service<Readiness>,
+  servers: Effect.Effect<Record<string, string>>
+): Context.Tag.Service<Readiness> => ({
+  check: Effect.matchEffect(readiness.check, {
+    onFailure: (checks) => Effect.flatMap(servers, (more) => Effect.fail({ ...checks, ...more })),
+    onSuccess: (checks) => Effect.map(servers, (more) => ({ ...checks, ...more }))
+  })
+})

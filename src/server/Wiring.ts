@@ -5,16 +5,19 @@
  * their runtime here, so a new adapter is wired once.
  *
  * Fallbacks are deliberate: no providers configured still gives a working server (the demo agent only); no MCP
- * servers gives the built-in demo tools; `database.store: "memory"` skips SQL entirely.
+ * servers gives the built-in demo tools; `database.store: "memory"` skips SQL entirely; an MCP server that is down
+ * is reported (by `/readyz` and `GET /v1/tools`), never fatal.
  */
 import type { SqlClient } from "@effect/sql"
-import { Effect, Layer, Option } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
 import type { ConfigError } from "effect"
 import type { Settings } from "../config/Config.js"
 import { Corral } from "../Corral.js"
 import type { InvalidRequest, PersistenceFailed } from "../domain/Errors.js"
 import type { Principal } from "../domain/Principal.js"
+import type { SessionEvent } from "../domain/SessionEvent.js"
 import * as LiveEvents from "../events/LiveEvents.js"
+import { SessionEvents } from "../events/SessionEvents.js"
 import { Providers } from "../model/ModelProvider.js"
 import * as ProviderConfig from "../model/ProviderConfig.js"
 import * as Limits from "../rails/Limits.js"
@@ -28,6 +31,7 @@ import * as SqlStore from "../store/SqlStore.js"
 import * as Approvals from "../tools/Approvals.js"
 import * as McpRegistry from "../tools/McpRegistry.js"
 import { ToolExecutor } from "../tools/ToolExecutor.js"
+import { ToolNotices } from "../tools/ToolNotices.js"
 import * as ToolRegistry from "../tools/ToolRegistry.js"
 import * as DemoAgent from "./DemoAgent.js"
 import * as Readiness from "./Readiness.js"
@@ -40,7 +44,7 @@ export type WiringError =
   | InvalidRequest
 
 /** What the runtime provides to the server and the CLI. */
-export type Services = Corral | Supervisor.Supervisor | SessionStore | Readiness.Readiness
+export type Services = Corral | Supervisor.Supervisor | SessionStore | Readiness.Readiness | ToolExecutor
 
 /** The SQL client of the configured database (Postgres or embedded PGlite). */
 export const database = (
@@ -88,7 +92,11 @@ export const providers = (settings: Settings, options: { readonly demoEverywhere
   ).pipe(Layer.provide(configured))
 }
 
-/** The tools: MCP servers' tools over the demo tools (when the demo is on). */
+/**
+ * The tools: MCP servers' tools over the demo tools (when the demo is on). An MCP server that cannot start does not
+ * fail the layer (it is down and retried); a tool name two servers export does. A running call's notices go to the
+ * `ToolNotices` in context, if any.
+ */
 export const tools = (settings: Settings): Layer.Layer<ToolExecutor, McpRegistry.McpStartError> => {
   const builtIn = ToolRegistry.make(settings.demo.enabled ? DemoAgent.tools : [])
   if (Object.keys(settings.mcpServers).length === 0) return Layer.succeed(ToolExecutor, builtIn)
@@ -97,6 +105,68 @@ export const tools = (settings: Settings): Layer.Layer<ToolExecutor, McpRegistry
     Effect.map(McpRegistry.make(settings.mcpServers), (mcp) => ToolRegistry.layered(mcp, builtIn))
   )
 }
+
+/** Sessions whose last event sequence is remembered for tool notices, at most (the oldest is forgotten first). */
+const NOTICE_SESSIONS = 10_000
+
+/**
+ * Live events, plus the sink that turns tool notices into `tool_progress` / `tool_log` events. A notice's `seq`
+ * must be the session's last persisted turn (the SSE resume point), which only the burst knows: the sink remembers
+ * the last sequence each session published (a burst publishes at least its opening turn before any tool runs) and
+ * forgets it at the burst's `report`, so the map holds only sessions with a burst in flight.
+ */
+export const events: Layer.Layer<SessionEvents | ToolNotices, never, SessionStore> = Layer.effectContext(
+  Effect.map(LiveEvents.make, (live) => {
+    const lastSeq = new Map<string, number>()
+    const remember = (event: SessionEvent) => {
+      if (event._tag === "report") {
+        lastSeq.delete(event.sessionId)
+        return
+      }
+      lastSeq.delete(event.sessionId) // re-inserted last: the map's order is oldest first
+      lastSeq.set(event.sessionId, event.seq)
+      if (lastSeq.size > NOTICE_SESSIONS) lastSeq.delete(lastSeq.keys().next().value!)
+    }
+    const publish = (event: SessionEvent) => Effect.zipRight(Effect.sync(() => remember(event)), live.publish(event))
+    const notices: Context.Tag.Service<ToolNotices> = {
+      notify: (notice) =>
+        Effect.suspend(() => {
+          const seq = lastSeq.get(notice.sessionId)
+          // No burst in flight for it (an approval handler's call): nobody is following a live call there.
+          if (seq === undefined) return Effect.void
+          const base = { sessionId: notice.sessionId, seq, callId: notice.callId, name: notice.name }
+          return live.publish(
+            notice._tag === "progress"
+              ? {
+                _tag: "tool_progress",
+                ...base,
+                progress: notice.progress,
+                ...(notice.total === undefined ? {} : { total: notice.total }),
+                ...(notice.message === undefined ? {} : { message: notice.message })
+              }
+              : { _tag: "tool_log", ...base, level: notice.level, message: notice.message }
+          )
+        })
+    }
+    return Context.make(SessionEvents, { ...live, publish }).pipe(Context.add(ToolNotices, notices))
+  })
+)
+
+/** Readiness that also reports each MCP server's state; a server that is down never fails it. */
+const readiness = Layer.effect(
+  Readiness.Readiness,
+  Effect.zipWith(Readiness.Readiness, ToolExecutor, (base, executor) =>
+    Readiness.withToolServers(
+      base,
+      Effect.map(executor.servers ?? Effect.succeed([]), (servers) =>
+        Object.fromEntries(servers.map((s) => [
+          `mcp:${s.name}`,
+          s.state === "down"
+            ? `down since ${new Date(s.since).toISOString()}${s.lastError === undefined ? "" : `: ${s.lastError}`}`
+            : s.state
+        ])))
+    ))
+)
 
 /** Publishes the demo agent into each org (idempotent: the same version replaces itself). */
 export const publishDemo = (orgs: ReadonlyArray<Principal>) =>
@@ -114,10 +184,11 @@ export const layer = (
   orgs: ReadonlyArray<Principal>,
   options: { readonly demoEverywhere?: boolean } = {}
 ): Layer.Layer<Services, WiringError> => {
-  const ports = Layer.mergeAll(tools(settings), providers(settings, options), LiveEvents.layer).pipe(
+  const ports = Layer.mergeAll(tools(settings), providers(settings, options)).pipe(
+    Layer.provideMerge(events),
     Layer.provideMerge(store(settings))
   )
-  const corral = Corral.layer().pipe(Layer.provideMerge(ports))
+  const corral = Corral.layer().pipe(Layer.provideMerge(Layer.provideMerge(readiness, ports)))
   const withDemo = settings.demo.enabled ? Layer.provideMerge(publishDemo(orgs), corral) : corral
   return withDemo.pipe(
     Layer.provide(settings.limits === undefined ? Layer.empty : Limits.layer(settings.limits)),

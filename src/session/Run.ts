@@ -71,17 +71,25 @@ export interface Landed {
   readonly tokens: ReadonlyArray<IssuedToken>
 }
 
-/** The tools an agent may call: its allowlist ∩ what the executor offers, sorted by name. */
+/**
+ * The tools an agent may call: its allowlist ∩ what the executor offers, sorted by name; an allowed tool that is
+ * unavailable now (its server is down) is left out, with a note for the trajectory saying why.
+ */
 const allowedTools = (all: ReadonlyArray<ToolDef>, spec: AgentSpec) => {
   const allow = new Set(spec.tools)
   const tools = new Map<string, ToolDef>()
   const specs: Array<ToolSpec> = []
+  const notes: Array<{ readonly code: string; readonly message: string }> = []
   for (const def of all) {
     if (!allow.has(def.name)) continue
+    if (def.unavailable !== undefined) {
+      notes.push({ code: "tool_unavailable", message: `tool "${def.name}" was not offered: ${def.unavailable}` })
+      continue
+    }
     tools.set(def.name, def)
     specs.push({ name: def.name, description: def.description, parameters: def.parameters })
   }
-  return { tools, specs }
+  return { tools, specs, notes }
 }
 
 /** The trajectory records of decided writes no trajectory has recorded yet: calls of the approval handler. */
@@ -152,7 +160,7 @@ export const burst = (
       scope: session.scope,
       runId
     })
-    const { specs, tools } = allowedTools(listed, spec)
+    const { notes, specs, tools } = allowedTools(listed, spec)
     const ctx: Burst.Context = {
       session,
       spec,
@@ -168,6 +176,7 @@ export const burst = (
     const before = session.state
     const b = Burst.start(before, request.history, startedAt)
     if (request.notes !== undefined) b.errors.push(...request.notes)
+    b.errors.push(...notes)
     // Decided writes not yet in any trajectory (an approval round, or an unknown outcome found at recovery).
     b.toolCalls.push(...unreported(before.pending))
     request.onStart?.(b)

@@ -7,7 +7,7 @@
  * "expected A | B" an undiscriminated union would print. Unknown keys are errors: a misspelt `efects` silently
  * ignored would leave a write tool advertised as whatever the server claims.
  */
-import { Array as Arr, Either, ParseResult, Schema } from "effect"
+import { Array as Arr, Config, Effect, Either, ParseResult, Redacted, Schema } from "effect"
 import { FieldIssue } from "../domain/Errors.js"
 import { HttpUrl } from "../domain/HttpUrl.js"
 
@@ -31,7 +31,12 @@ const common = {
   /** Per-call timeout in ms; `Limits.toolTimeoutMs` still caps it. */
   timeoutMs: optional(Schema.Int.pipe(Schema.positive({ message: () => "a positive integer (ms)" }))),
   /** Tools of this server that are never advertised nor callable (also resolves a name collision). */
-  exclude: optional(Schema.Array(Schema.String))
+  exclude: optional(Schema.Array(Schema.String)),
+  /**
+   * Tools this server is expected to offer. Until it has listed its tools once (it is down at start), these names —
+   * and those of `effects` — are its known tools: agents naming them can be published, and runs note them missing.
+   */
+  tools: optional(Schema.Array(Schema.String))
 }
 
 /** A server Corral spawns as a child process and talks to over stdin/stdout. */
@@ -44,10 +49,21 @@ export const StdioServer = Schema.Struct({
 })
 export type StdioServer = typeof StdioServer.Type
 
+/**
+ * A header value read from an environment variable (like a provider's `apiKeyEnv`), so a bearer token need not sit
+ * in the config file: `{ "env": "GITHUB_TOKEN", "prefix": "Bearer " }` sends `Bearer <value of GITHUB_TOKEN>`.
+ */
+export const HeaderFromEnv = Schema.Struct({
+  env: Schema.NonEmptyTrimmedString,
+  prefix: optional(Schema.String)
+})
+export type HeaderFromEnv = typeof HeaderFromEnv.Type
+
 /** A server reached over MCP Streamable HTTP. */
 export const HttpServer = Schema.Struct({
   url: HttpUrl,
-  headers: optional(Strings),
+  /** Sent with every request: a literal value, or `{ env, prefix? }` read from the environment at each connect. */
+  headers: optional(Schema.Record({ key: Schema.String, value: Schema.Union(Schema.String, HeaderFromEnv) })),
   ...common
 })
 export type HttpServer = typeof HttpServer.Type
@@ -62,6 +78,28 @@ export type McpServers = typeof McpServers.Type
 
 /** Whether a server is spawned over stdio (else it is reached over Streamable HTTP). */
 export const isStdio = (server: McpServer): server is StdioServer => "command" in server
+
+/**
+ * The headers of `server` with every `{ env, prefix? }` value read through `Config` (so tests and embedders can
+ * swap the `ConfigProvider`); a stdio server has none. Fails with a message naming the header and the variable
+ * when the variable is unset or empty — never with the value.
+ */
+export const headersOf = (server: McpServer): Effect.Effect<Readonly<Record<string, string>>, string> => {
+  if (isStdio(server) || server.headers === undefined) return Effect.succeed({})
+  return Effect.map(
+    Effect.forEach(Object.entries(server.headers), ([name, value]) =>
+      typeof value === "string"
+        ? Effect.succeed([name, value] as const)
+        : Config.redacted(value.env).pipe(
+          Effect.filterOrFail((secret) => Redacted.value(secret).length > 0, () => "empty"),
+          Effect.mapBoth({
+            onFailure: () => `header "${name}": environment variable ${value.env} is not set`,
+            onSuccess: (secret) => [name, `${value.prefix ?? ""}${Redacted.value(secret)}`] as const
+          })
+        )),
+    Object.fromEntries
+  )
+}
 
 /** The `mcpServers` section is invalid; every problem is listed with its path. */
 export class McpConfigInvalid extends Schema.TaggedError<McpConfigInvalid>()("McpConfigInvalid", {

@@ -1,11 +1,18 @@
 /**
  * McpRegistry — tools from MCP servers behind the `ToolExecutor` port.
  *
- * Servers come from the `mcpServers` config. All are connected at start and their tools listed (every page): a
- * server that cannot start fails the start, and so does a tool name exported by two servers — silently picking one
- * would let a config change reroute a call to a different server. The merged list is advertised sorted by name,
- * with source `mcp:<server>` and effect `read` only when the server promises `readOnlyHint: true` (an unannotated
- * tool may change things, so it waits for a person), unless the config overrides it.
+ * Servers come from the `mcpServers` config. All are connected at start (concurrently, each within the connect
+ * timeout) and their tools listed (every page). A server that cannot start — a missing command, a dead URL, a 401 —
+ * does NOT fail the start: one broken integration must not take the whole service down. It is marked down, its
+ * tools are known only by config (`tools` and `effects` names) and marked unavailable, and it is retried in the
+ * background with the jittered, capped restart schedule; when it comes up its tools are listed and swapped in.
+ * `list` returns every known tool, those of a server that is not up marked `unavailable` with the reason (so a burst
+ * leaves them out and says why, and publishing an agent naming them is still accepted); `servers` tells each
+ * server's state, since when, and its last error. A tool name exported by two servers at start fails the start —
+ * silently picking one would let a config change reroute a call to a different server. The merged list is
+ * advertised sorted by name, with source `mcp:<server>` and effect `read` only when the server promises
+ * `readOnlyHint: true` (an unannotated tool may change things, so it waits for a person), unless the config
+ * overrides it.
  *
  * The list follows the servers: when one sends `notifications/tools/list_changed`, or comes back from a restart, its
  * tools are listed again and the registry rebuilt from every server's last list, then swapped in whole, so a call
@@ -16,35 +23,27 @@
  *
  * `call` never fails, and speaks like the in-process registry (same texts): the arguments must be a JSON object
  * (never repaired) that passes the tool's input schema (ajv, compiled once per tool) before anything is sent. Every
- * call has a deadline — the server's `timeoutMs`, capped by `Limits.toolTimeoutMs` — enforced by Corral, not only by
- * the SDK: over Streamable HTTP a server killed mid-call leaves the request hanging until then. Interrupting the
- * call aborts the MCP request (the server is sent a cancellation). Tool errors, protocol errors, crashes and lost
- * connections all become error-flagged outcomes saying what happened; crashed servers are restarted (see
- * `internal/mcpConnection`).
+ * call has a deadline — the server's `timeoutMs`, capped by `Limits.toolTimeoutMs`, restarted by progress up to a
+ * hard cap (`internal/progressDeadline`) — enforced by Corral, not only by the SDK. Interrupting the call aborts the
+ * MCP request (the server is sent a cancellation). Tool errors, protocol errors, crashes and lost connections (a
+ * Streamable HTTP stream that breaks mid-call fails the call at once) all become error-flagged outcomes saying what
+ * happened; lost servers are restarted (see `internal/mcpConnection`). A call's progress and its server's log
+ * messages go to `ToolNotices` when the runtime provides one.
  */
 import type { Tool } from "@modelcontextprotocol/sdk/types.js"
 import { Ajv } from "ajv"
 import type { ValidateFunction } from "ajv"
 import { Ajv2020 } from "ajv/dist/2020.js"
-import { Chunk, Deferred, Effect, Layer, Queue, Schedule, Schema } from "effect"
+import { Chunk, Clock, Deferred, Effect, Either, Layer, Queue, Runtime, Schedule, Schema } from "effect"
 import type { Context, Scope } from "effect"
 import * as McpCall from "./internal/mcpCall.js"
 import type { Entry } from "./internal/mcpCall.js"
 import * as Connection from "./internal/mcpConnection.js"
 import * as Texts from "./internal/texts.js"
-import type * as McpConfig from "./McpConfig.js"
+import * as McpConfig from "./McpConfig.js"
 import { ToolExecutor } from "./ToolExecutor.js"
-import type { ToolDef, ToolOutcome } from "./ToolExecutor.js"
-
-/** A configured server could not be spawned/reached, initialized or listed at start. */
-export class McpServerFailedToStart extends Schema.TaggedError<McpServerFailedToStart>()("McpServerFailedToStart", {
-  server: Schema.String,
-  reason: Schema.String
-}) {
-  override get message(): string {
-    return `MCP server "${this.server}" failed to start: ${this.reason}`
-  }
-}
+import type { ToolContext, ToolDef, ToolOutcome, ToolServerStatus } from "./ToolExecutor.js"
+import { ToolNotices } from "./ToolNotices.js"
 
 /** Two servers (or one server twice) export the same tool name; `exclude` one of them in the config. */
 export class McpToolNameCollision extends Schema.TaggedError<McpToolNameCollision>()("McpToolNameCollision", {
@@ -59,12 +58,12 @@ export class McpToolNameCollision extends Schema.TaggedError<McpToolNameCollisio
   }
 }
 
-/** Why `make` failed. */
-export type McpStartError = McpServerFailedToStart | McpToolNameCollision
+/** Why `make` failed (a server that cannot start is not a failure: it is down, and retried). */
+export type McpStartError = McpToolNameCollision
 
 /** The registry: the `ToolExecutor` service plus the advertised tools. */
 export interface McpRegistry extends Context.Tag.Service<ToolExecutor> {
-  /** Every tool advertised now (what `list` returns), sorted by name; it changes as the servers' lists change. */
+  /** Every tool known now (what `list` returns), sorted by name; it changes as the servers' lists change. */
   readonly tools: ReadonlyArray<ToolDef>
   /**
    * Completes once every tool-list change noticed so far (a notification, a restart) has been applied, or given up
@@ -186,11 +185,66 @@ const toEntry = (
     return { def, handle, validate, expected: Texts.summarize(tool.inputSchema) }
   })
 
-const dispatch = (snapshot: Snapshot, name: string, argumentsJson: string): Effect.Effect<ToolOutcome> => {
+/**
+ * The tools a server is known by before it has listed any (it is down at start): its config's `tools` and
+ * `effects` names, never offered (they are unavailable until it lists them) and described as such.
+ */
+const configuredEntries = (handle: Connection.Handle): ReadonlyArray<Entry> => {
+  const excluded = new Set(handle.config.exclude ?? [])
+  const overrides = handle.config.effects ?? {}
+  const names = [...new Set([...(handle.config.tools ?? []), ...Object.keys(overrides)])]
+  const parameters = { type: "object" }
+  return names.filter((name) => !excluded.has(name)).map((name) => ({
+    def: {
+      name,
+      description: `(not listed yet: MCP server "${handle.name}" has not started)`,
+      parameters,
+      effect: overrides[name] ?? "write",
+      source: `mcp:${handle.name}`
+    },
+    handle,
+    validate: undefined,
+    expected: Texts.summarize(parameters)
+  }))
+}
+
+/** Why the tools of `handle` cannot be called now; `undefined` when it is up. */
+const unavailability = (handle: Connection.Handle): string | undefined => {
+  switch (Connection.phaseOf(handle)) {
+    case "up":
+      return undefined
+    case "starting":
+      return `MCP server "${handle.name}" is starting`
+    case "down":
+      return `MCP server "${handle.name}" is down since ${new Date(handle.since).toISOString()}` +
+        (handle.lastError === undefined ? "" : `: ${handle.lastError}`)
+  }
+}
+
+/** The snapshot's tools, each of a server that is not up marked `unavailable` (read live: states change in callbacks). */
+const known = (snapshot: Snapshot, handles: ReadonlyArray<Connection.Handle>): ReadonlyArray<ToolDef> => {
+  const reasons = new Map<Connection.Handle, string>()
+  for (const handle of handles) {
+    const reason = unavailability(handle)
+    if (reason !== undefined) reasons.set(handle, reason)
+  }
+  if (reasons.size === 0) return snapshot.tools
+  return snapshot.tools.map((def) => {
+    const reason = reasons.get(snapshot.entries.get(def.name)!.handle)
+    return reason === undefined ? def : { ...def, unavailable: reason }
+  })
+}
+
+const dispatch = (
+  snapshot: Snapshot,
+  name: string,
+  argumentsJson: string,
+  notify: McpCall.Notify | undefined
+): Effect.Effect<ToolOutcome> => {
   const entry = snapshot.entries.get(name)
   return entry === undefined
     ? Effect.succeed(Texts.unknownTool(name, snapshot.available))
-    : McpCall.call(entry, argumentsJson)
+    : McpCall.call(entry, argumentsJson, notify)
 }
 
 /** A server whose tools may have changed, or a caller waiting for every change before it to be applied. */
@@ -200,9 +254,10 @@ type Change =
 
 /**
  * Connects to every server (concurrently), lists their tools and builds the registry; the connections live as long
- * as the scope (closing it stops restarts, refreshes and stdio children). Fails with `McpServerFailedToStart` naming
- * the first server that could not start, or `McpToolNameCollision` naming the tool and both servers. Tools listed in
- * a server's `exclude` are neither advertised nor callable; `effects` overrides win over `readOnlyHint`.
+ * as the scope (closing it stops restarts, refreshes and stdio children). A server that cannot start is down, not a
+ * failure: its config-known tools are listed unavailable and it is retried in the background. Fails only with
+ * `McpToolNameCollision`, naming the tool and both servers. Tools listed in a server's `exclude` are neither
+ * advertised nor callable; `effects` overrides win over `readOnlyHint`.
  */
 export const make = (
   servers: McpConfig.McpServers,
@@ -215,21 +270,27 @@ export const make = (
       restart: options?.restartSchedule ?? defaultRestartSchedule,
       onToolsChanged: (handle) => Queue.unsafeOffer(changes, { _tag: "Changed", handle })
     }
+    const now = yield* Clock.currentTimeMillis
     // Sorted, so a collision always names the servers in the same order.
-    const handles = Object.keys(servers).sort().map((name) => Connection.makeHandle(name, servers[name]!))
+    const handles = Object.keys(servers).sort().map((name) => Connection.makeHandle(name, servers[name]!, now))
     // One finalizer closing every server at once: a graceful stdio close can take seconds, and they add up.
     yield* Effect.addFinalizer(() =>
       Effect.forEach(handles, Connection.shutdown, { concurrency: "unbounded", discard: true })
     )
-    const started = yield* Effect.forEach(handles, (handle) =>
-      Connection.start(handle, connection).pipe(
-        Effect.mapError((reason) => new McpServerFailedToStart({ server: handle.name, reason }))
-      ), { concurrency: "unbounded" })
+    const started = yield* Effect.forEach(handles, (handle) => Connection.start(handle, connection), {
+      concurrency: "unbounded"
+    })
 
-    // Each server's last successful listing, as entries; the registry is always merged from these.
+    // Each server's last successful listing, as entries (its config-known tools until it has listed any); the
+    // registry is always merged from these.
     const listed = new Map<Connection.Handle, ReadonlyArray<Entry>>()
     for (const [i, handle] of handles.entries()) {
-      const tools = started[i] ?? []
+      const result = started[i]!
+      if (Either.isLeft(result)) {
+        listed.set(handle, configuredEntries(handle))
+        continue
+      }
+      const tools = result.right
       for (const name of Object.keys(handle.config.effects ?? {})) {
         if (!tools.some((t) => t.name === name)) {
           yield* Effect.logWarning(`MCP server "${handle.name}" has no tool "${name}"; its effect override is unused`)
@@ -295,13 +356,42 @@ export const make = (
       Deferred.make<void>(),
       (done) => Effect.zipRight(Queue.offer(changes, { _tag: "Barrier", done }), Deferred.await(done))
     )
+
+    const notices = yield* Effect.serviceOption(ToolNotices)
+    const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+    const notifyFor = (ctx: ToolContext, name: string): McpCall.Notify | undefined => {
+      if (notices._tag === "None") return undefined
+      const sink = notices.value
+      const at = { sessionId: ctx.sessionId, callId: ctx.callId, name }
+      return (notice) => {
+        runFork(sink.notify(notice._tag === "progress" ? { ...notice, ...at } : { ...notice, ...at }))
+      }
+    }
+
+    const statuses = Effect.sync(() =>
+      handles.map((handle): ToolServerStatus => {
+        let tools = 0
+        for (const entry of current.entries.values()) if (entry.handle === handle) tools++
+        return {
+          name: handle.name,
+          transport: McpConfig.isStdio(handle.config) ? "stdio" : "http",
+          state: Connection.phaseOf(handle),
+          since: handle.since,
+          lastError: handle.lastError,
+          failures: handle.failures,
+          tools
+        }
+      })
+    )
     return {
       get tools() {
-        return current.tools
+        return known(current, handles)
       },
       refreshed,
-      list: () => Effect.sync(() => current.tools),
-      call: (name, argumentsJson) => Effect.suspend(() => dispatch(current, name, argumentsJson))
+      servers: statuses,
+      list: () => Effect.sync(() => known(current, handles)),
+      call: (name, argumentsJson, ctx) =>
+        Effect.suspend(() => dispatch(current, name, argumentsJson, notifyFor(ctx, name)))
     }
   })
 

@@ -1,6 +1,9 @@
 /**
  * The `ToolExecutor` port. `call` never fails: unknown tools, invalid JSON, schema-invalid arguments, tool errors,
  * timeouts and cancellation all come back as error-flagged outcomes whose text tells the model what to do next.
+ *
+ * `list` returns every KNOWN tool, including those of a tool server that is down right now (marked `unavailable`
+ * with the reason): an agent naming them can still be published, and a burst leaves them out and says why.
  */
 import { Context } from "effect"
 import type { Effect } from "effect"
@@ -18,6 +21,29 @@ export interface ToolDef {
   readonly effect: ToolEffect
   /** `core`, `job`, `session`, or `mcp:<server>`. */
   readonly source: string
+  /**
+   * Set when the tool cannot be called now (its MCP server is down or has not started): why, for the operator and
+   * the trajectory. Such a tool is known (publishing an agent naming it is accepted) but never offered to a model.
+   */
+  readonly unavailable?: string
+}
+
+/** Where a tool server stands: starting (its first connection attempt), up, or down (being retried). */
+export type ToolServerState = "starting" | "up" | "down"
+
+/** One configured tool server (an MCP server), as operators see it. */
+export interface ToolServerStatus {
+  readonly name: string
+  readonly transport: "stdio" | "http"
+  readonly state: ToolServerState
+  /** When it entered `state` (epoch ms). */
+  readonly since: number
+  /** Why it was last lost or could not be (re)started; kept once it is back, for the record. */
+  readonly lastError: string | undefined
+  /** Failed (re)start attempts since it was last up. */
+  readonly failures: number
+  /** How many of the known tools are its. */
+  readonly tools: number
 }
 
 /** Who is calling, for which session. Tools may scope what they read by the principal. */
@@ -48,4 +74,6 @@ export class ToolExecutor extends Context.Tag("corral/tools/ToolExecutor")<ToolE
   readonly list: (ctx: Omit<ToolContext, "callId">) => Effect.Effect<ReadonlyArray<ToolDef>>
   /** Runs one call. Never fails; interruption of the caller interrupts the tool. */
   readonly call: (name: string, argumentsJson: string, ctx: ToolContext) => Effect.Effect<ToolOutcome>
+  /** The tool servers behind this executor and their state, sorted by name; absent = none (in-process tools only). */
+  readonly servers?: Effect.Effect<ReadonlyArray<ToolServerStatus>>
 }>() {}

@@ -296,6 +296,14 @@ export const layered = (
 ): Context.Tag.Service<ToolExecutor> => {
   const top = statics.get(session)
   const bottom = statics.get(shared)
+  // Both layers' tool servers (a session layer has none in practice).
+  const servers = session.servers === undefined && shared.servers === undefined ? {} : {
+    servers: Effect.zipWith(
+      session.servers ?? Effect.succeed([]),
+      shared.servers ?? Effect.succeed([]),
+      (a, b) => [...a, ...b].sort((x, y) => (x.name < y.name ? -1 : x.name > y.name ? 1 : 0))
+    )
+  }
   if (top !== undefined && bottom !== undefined) {
     // Both layers are fixed: resolve names from precomputed sets, never by listing on the hot path.
     const tools = mergeLists(top.tools, bottom.tools)
@@ -303,6 +311,7 @@ export const layered = (
     const listed = Effect.succeed(tools)
     const has = (name: string) => top.has(name) || bottom.has(name)
     const service: Context.Tag.Service<ToolExecutor> = {
+      ...servers,
       list: () => listed,
       call: (name, argumentsJson, ctx) =>
         top.has(name)
@@ -316,6 +325,7 @@ export const layered = (
   }
   // A dynamic layer may change what it lists: ask both on every call.
   return {
+    ...servers,
     list: (ctx) => Effect.zipWith(session.list(ctx), shared.list(ctx), mergeLists),
     call: (name, argumentsJson, ctx) =>
       Effect.flatMap(

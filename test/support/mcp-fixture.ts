@@ -12,7 +12,9 @@
  *   `remove_tool` and `fail_listing` (makes `tools/list` fail, or work again); each changes the list, then sends
  *   `notifications/tools/list_changed` before it answers, so the client has the notification when the call returns;
  * - `--tools-file F` reads `{ "add"?: [{ name, inputSchema?, readOnly? }], "remove"?: [name] }` from F at start, if
- *   it exists (names as exported, after prefixing): a restarted fixture can list other tools than before.
+ *   it exists (names as exported, after prefixing): a restarted fixture can list other tools than before;
+ * - `--require-file F` exits at once (code 2, a line on stderr) unless F exists: a server that is down until the
+ *   test brings it up.
  * Tools are listed in pages of 3, so every client of the fixture exercises `nextCursor` pagination.
  *
  * Built on the SDK's low-level `Server` with plain JSON Schemas: the project does not depend on zod directly, and
@@ -34,6 +36,11 @@ const prefix = option("--prefix") ?? ""
 const only = option("--only")?.split(",")
 const mutable = argv.includes("--mutable")
 const toolsFile = option("--tools-file")
+const required = option("--require-file")
+if (required !== undefined && !fs.existsSync(required)) {
+  process.stderr.write(`fixture: ${required} does not exist\n`)
+  process.exit(2)
+}
 
 const PAGE_SIZE = 3
 

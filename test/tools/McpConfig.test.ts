@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Either } from "effect"
+import { ConfigProvider, Effect, Either } from "effect"
 import * as McpConfig from "../../src/tools/McpConfig.js"
 
 const issues = (input: unknown) =>
@@ -47,4 +47,38 @@ describe("McpConfig", () => {
   it("says what it expected when the section is not an object", () => {
     expect(issues(["github"])).toEqual(["mcpServers: expected an object"])
   })
+
+  it("decodes a header read from an environment variable, and the tools a server is expected to offer", () => {
+    const remote = {
+      url: "https://mcp.example.com/mcp",
+      headers: { Authorization: { env: "GITHUB_TOKEN", prefix: "Bearer " }, "X-Team": "sre" },
+      tools: ["search"]
+    }
+    expect(Either.getOrThrow(McpConfig.decode({ remote }))).toEqual({ remote })
+    expect(issues({ remote: { url: "https://mcp.example.com/mcp", headers: { A: { env: "" }, B: { name: "X" } } } }))
+      .toEqual([
+        "mcpServers.remote.headers.A: Expected string, actual {\"env\":\"\"}",
+        "mcpServers.remote.headers.A.env: Expected a non empty string, actual \"\"",
+        "mcpServers.remote.headers.B: Expected string, actual {\"name\":\"X\"}",
+        "mcpServers.remote.headers.B.name: unknown key",
+        "mcpServers.remote.headers.B.env: is missing"
+      ])
+  })
+
+  it.effect("reads env headers through Config, naming the variable (never a value) when it is unset", () =>
+    Effect.gen(function*() {
+      const server: McpConfig.McpServer = {
+        url: "https://mcp.example.com/mcp",
+        headers: { Authorization: { env: "GITHUB_TOKEN", prefix: "Bearer " }, "X-Team": "sre" }
+      }
+      const set = ConfigProvider.fromMap(new Map([["GITHUB_TOKEN", "ghp_123"]]))
+      expect(yield* McpConfig.headersOf(server).pipe(Effect.withConfigProvider(set))).toEqual({
+        Authorization: "Bearer ghp_123",
+        "X-Team": "sre"
+      })
+      const unset = ConfigProvider.fromMap(new Map())
+      expect(yield* Effect.flip(McpConfig.headersOf(server).pipe(Effect.withConfigProvider(unset)))).toBe(
+        "header \"Authorization\": environment variable GITHUB_TOKEN is not set"
+      )
+    }))
 })

@@ -271,6 +271,18 @@
         case "tool_start":
           setCall(data.callId, "running", "running…")
           break
+        case "tool_progress":
+          // Live-only: the call's badge says how far it got; the result turn replaces it.
+          setCall(
+            data.callId,
+            "running",
+            `running… ${data.progress}${data.total === undefined ? "" : ` of ${data.total}`}` +
+              (data.message === undefined ? "" : ` (${data.message})`)
+          )
+          break
+        case "tool_log":
+          setCall(data.callId, "running", `running… [${data.level}] ${data.message.slice(0, 200)}`)
+          break
         case "delta":
           $("typing").textContent += data.text
           break

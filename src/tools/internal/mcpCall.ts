@@ -1,17 +1,21 @@
 /**
- * One call of one MCP tool: argument check, send on the live connection, deadline, and every way it can end turned
- * into an outcome that says what happened (tool error, protocol error, timeout with the last progress, lost or stale
- * connection). Interrupting the call aborts the MCP request, so the server is sent a cancellation.
+ * One call of one MCP tool: argument check, send on the live connection, deadline (extended by progress, up to a
+ * hard cap: see `progressDeadline`), and every way it can end turned into an outcome that says what happened (tool
+ * error, protocol error, timeout with the last progress, lost or stale connection). Interrupting the call aborts the
+ * MCP request, so the server is sent a cancellation. Its progress and the server's log messages while it runs are
+ * handed to a `Notify` (the session's stream), at most `MAX_NOTICES` of each per call: a chatty server must not
+ * flood a session's subscribers.
  */
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
 import type { ValidateFunction } from "ajv"
-import { Effect, Either } from "effect"
+import { Effect, Either, Queue } from "effect"
 import { Limits } from "../../rails/Limits.js"
 import type { ToolDef, ToolOutcome } from "../ToolExecutor.js"
 import * as Arguments from "./arguments.js"
 import * as Connection from "./mcpConnection.js"
 import * as Content from "./mcpContent.js"
+import * as Deadline from "./progressDeadline.js"
 import * as Texts from "./texts.js"
 
 /** A tool as the registry holds it: its definition, its server, and its compiled input schema. */
@@ -35,6 +39,31 @@ interface Track {
   progress: string | undefined
 }
 
+/** Something a running call reports: progress, or a log message of its server. */
+export type Notice =
+  | {
+    readonly _tag: "progress"
+    readonly progress: number
+    readonly total: number | undefined
+    readonly message: string | undefined
+  }
+  | { readonly _tag: "log"; readonly level: string; readonly message: string }
+
+/** A progress notification's parameters. */
+interface Progress {
+  readonly progress: number
+  readonly total?: number | undefined
+  readonly message?: string | undefined
+}
+
+/** Receives a running call's notices; called from SDK callbacks, so it must only take note. */
+export type Notify = (notice: Notice) => void
+
+/** Notices of each kind passed on per call; the rest are dropped (the deadline still sees every progress). */
+export const MAX_NOTICES = 50
+/** A log message longer than this is cut: it is a notice on a stream, not a transcript entry. */
+const MAX_LOG_CHARS = 2000
+
 /** The outcome of a call whose connection was lost mid-flight. */
 const lostOutcome = (server: string, name: string, loss: Connection.Loss): ToolOutcome => {
   switch (loss._tag) {
@@ -48,7 +77,13 @@ const lostOutcome = (server: string, name: string, loss: Connection.Loss): ToolO
 }
 
 /** Sends one call on the live connection; retries once on a fresh client when the HTTP session went stale. */
-const send = (entry: Entry, args: Record<string, unknown>, ms: number, track: Track) => {
+const send = (
+  entry: Entry,
+  args: Record<string, unknown>,
+  ms: number,
+  track: Track,
+  onProgress: (p: Progress) => void
+) => {
   const { handle } = entry
   const server = handle.name
   const name = entry.def.name
@@ -59,8 +94,9 @@ const send = (entry: Entry, args: Record<string, unknown>, ms: number, track: Tr
         onLeft: (detail) => Effect.succeed(Texts.serverUnavailable(server, name, detail)),
         onRight: (conn) => {
           track.sent = true
-          const onprogress = (p: { readonly progress: number; readonly total?: number | undefined }) => {
+          const onprogress = (p: Progress) => {
             track.progress = p.total === undefined ? String(p.progress) : `${p.progress} of ${p.total}`
+            onProgress(p)
           }
           const request = Effect.tryPromise({
             // The signal is aborted when this fiber is interrupted: the SDK then sends `notifications/cancelled`.
@@ -118,11 +154,22 @@ const errorOutcome = (server: string, name: string, ms: number, error: unknown, 
   }
   return Texts.toolError(name, `MCP server "${server}": ${Connection.describeError(error)}`)
 }
+/** The timeout outcome: not sent (the server never came back), silent for a whole window, or at the hard cap. */
+const expired = (entry: Entry, ms: number, capMs: number, track: Track, why: Deadline.Expiry): ToolOutcome => {
+  const name = entry.def.name
+  if (!track.sent) return Texts.serverUnavailable(entry.handle.name, name, `it did not come back within ${ms} ms`)
+  return why === "cap"
+    ? Texts.progressCapReached(name, capMs, track.progress)
+    : Texts.timedOutAfterProgress(name, ms, track.progress)
+}
+
 /**
  * Calls `entry`'s tool with `argumentsJson`: checked against its input schema first, then sent with a deadline (the
- * server's `timeoutMs`, capped by `Limits.toolTimeoutMs`) enforced here, not only by the SDK. Never fails.
+ * server's `timeoutMs`, capped by `Limits.toolTimeoutMs`, restarted by each progress notification up to
+ * `PROGRESS_CAP_FACTOR` times that) enforced here on Corral's clock, not only by the SDK. Progress and the server's
+ * log messages go to `notify` while the call runs. Never fails.
  */
-export const call = (entry: Entry, argumentsJson: string): Effect.Effect<ToolOutcome> => {
+export const call = (entry: Entry, argumentsJson: string, notify?: Notify): Effect.Effect<ToolOutcome> => {
   const name = entry.def.name
   const checked = Arguments.check(name, argumentsJson, entry.validate, entry.expected)
   if (!checked.ok) return Effect.succeed(checked.outcome)
@@ -130,16 +177,30 @@ export const call = (entry: Entry, argumentsJson: string): Effect.Effect<ToolOut
   return Effect.flatMap(Limits, (limits) => {
     const own = entry.handle.config.timeoutMs
     const ms = own === undefined ? limits.toolTimeoutMs : Math.min(own, limits.toolTimeoutMs)
+    const capMs = ms * Deadline.PROGRESS_CAP_FACTOR
     const track: Track = { sent: false, progress: undefined }
-    return send(entry, valid, ms, track).pipe(
-      Effect.timeoutTo({
-        duration: ms,
-        onSuccess: (outcome) => outcome,
-        onTimeout: () =>
-          track.sent
-            ? Texts.timedOutAfterProgress(name, ms, track.progress)
-            : Texts.serverUnavailable(entry.handle.name, name, `it did not come back within ${ms} ms`)
-      }),
+    return Effect.flatMap(Queue.sliding<void>(1), (progressed) => {
+      const sent = { progress: 0, log: 0 }
+      const onProgress = (p: Progress) => {
+        Queue.unsafeOffer(progressed, undefined)
+        if (notify !== undefined && sent.progress++ < MAX_NOTICES) {
+          notify({ _tag: "progress", progress: p.progress, total: p.total, message: p.message })
+        }
+      }
+      const onLog = (level: string, message: string) => {
+        if (notify !== undefined && sent.log++ < MAX_NOTICES) {
+          notify({ _tag: "log", level, message: message.slice(0, MAX_LOG_CHARS) })
+        }
+      }
+      const listening = Effect.acquireRelease(
+        Effect.sync(() => entry.handle.logListeners.add(onLog)),
+        () => Effect.sync(() => entry.handle.logListeners.delete(onLog))
+      )
+      // The SDK's own timeout is only a backstop past the cap: Corral's deadline decides, on Corral's clock.
+      const request = send(entry, valid, capMs + 1000, track, onProgress)
+      const deadline = Effect.map(Deadline.run(ms, capMs, progressed), (why) => expired(entry, ms, capMs, track, why))
+      return Effect.scoped(Effect.zipRight(listening, Effect.raceFirst(request, deadline)))
+    }).pipe(
       Effect.withSpan("mcp.tool_call", {
         attributes: { "mcp.server": entry.handle.name, "gen_ai.tool.name": name, "mcp.timeout_ms": ms }
       })

@@ -9,7 +9,15 @@
  * dependency dies, unjittered restarts of many servers synchronise), capped so a long outage is still retried.
  *
  * A server that stayed up for a while is restarted at once; one that dies soon after starting is crash-looping, so
- * its restarts keep backing off.
+ * its restarts keep backing off. A server that cannot be started at all (a missing command, a dead URL, a 401, an
+ * unset header variable) is no different: it starts `Down` and the same supervisor keeps trying, so one broken
+ * integration never takes the host down. Failed attempts are logged with the server's name, loudly on the 1st, 2nd,
+ * 4th, 8th… in a row or when the reason changes, quietly otherwise: with the delay capped at 30 s, a server down for
+ * a day would otherwise write thousands of identical warnings.
+ *
+ * A Streamable HTTP response stream that breaks mid-read (the server died, the network dropped) marks the connection
+ * lost at once: the SDK never fails the requests waiting on such a stream, so their calls would hang until their
+ * deadline and then blame the request's size.
  *
  * The connection state is a plain field, not a `Ref`: losses are noticed in SDK callbacks, and the switch to `Down`
  * must happen in the same tick, before any call can pick the dead client. A call that finds the server down waits
@@ -25,15 +33,16 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import type { StdioServerParameters } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js"
+import { LoggingMessageNotificationSchema, ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js"
 import type { Tool } from "@modelcontextprotocol/sdk/types.js"
 import { Clock, Deferred, Duration, Effect, Either, Exit, FiberId, Schedule } from "effect"
 import type { Scope } from "effect"
 import * as McpConfig from "../McpConfig.js"
 import { messageOf } from "./texts.js"
 
-/** Why a connection ended. */
+/** Why a connection ended (or, `NeverStarted`, why there never was one). */
 export type Loss =
+  | { readonly _tag: "NeverStarted"; readonly detail: string }
   | { readonly _tag: "Exited" }
   | { readonly _tag: "TooLarge" }
   | { readonly _tag: "SessionExpired"; readonly detail: string }
@@ -52,7 +61,7 @@ export interface Conn {
 }
 
 /**
- * `Down` keeps the connection it replaced (so a shutdown can still close it) and three signals: `ready`, completed
+ * `Down` keeps the connection it replaced, if any (so a shutdown can still close it), and three signals: `ready`, completed
  * by the successful restart; `nextFailed`, completed with the error of the next restart attempt to START if it fails
  * (so a waiting call always hears about an attempt made after it arrived, never a stale one); and `kick`, a call
  * asking to skip the rest of the backoff that follows the attempt in progress.
@@ -63,18 +72,40 @@ export type State =
   | {
     readonly _tag: "Down"
     readonly loss: Loss
-    readonly previous: Conn
+    readonly previous: Conn | undefined
     readonly ready: Deferred.Deferred<Conn>
     readonly nextFailed: Deferred.Deferred<string>
     readonly kick: Deferred.Deferred<void>
   }
 
-/** One configured server and its current state. */
+/** One configured server, its current state, and what an operator needs to know about it. */
 export interface Handle {
   readonly name: string
   readonly config: McpConfig.McpServer
   state: State
+  /** When the state last changed between starting, up and down (epoch ms, from `Clock`). */
+  since: number
+  /** The last reason the server was lost or could not be (re)started; kept after it comes back. */
+  lastError: string | undefined
+  /** Failed (re)start attempts since it was last up. */
+  failures: number
+  /**
+   * Told every `notifications/message` (MCP log) the server sends. MCP log messages are not tied to a request, so
+   * each call in flight on the server registers here for its duration and hears them all.
+   */
+  readonly logListeners: Set<(level: string, message: string) => void>
 }
+
+/** A server's state as reported to operators. */
+export type Phase = "starting" | "up" | "down"
+
+/** The phase of a handle's state. */
+export const phaseOf = (handle: Handle): Phase =>
+  handle.state._tag === "Up" ?
+    (handle.state.conn.loss === undefined ? "up" : "down") :
+    handle.state._tag === "Down" ?
+    "down" :
+    "starting"
 
 /** How `start` connects and restarts. */
 export interface Options {
@@ -92,6 +123,8 @@ export interface Options {
 /** What the SDK's stdio transport allows per message: larger answers close the connection. */
 export const STDIO_MAX_MESSAGE = "10 MiB"
 const TOO_LARGE = /ReadBuffer exceeded maximum size/
+/** What the SDK reports when a Streamable HTTP response or notification stream breaks mid-read. */
+const SSE_BROKEN = /^SSE stream disconnected/
 const STDERR_TAIL = 4096
 /** A server that keeps handing out cursors is broken; stop rather than list for ever. */
 const MAX_PAGES = 1000
@@ -101,17 +134,17 @@ const STABLE_MS = 30_000
 
 /** Switches the handle from `Up` on `conn` to `Down`; a no-op when `conn` is not the live connection. */
 const goDown = (handle: Handle, conn: Conn, loss: Loss): void => {
-  if (handle.state._tag === "Up" && handle.state.conn === conn) {
-    handle.state = {
-      _tag: "Down",
-      loss,
-      previous: conn,
-      ready: Deferred.unsafeMake<Conn>(FiberId.none),
-      nextFailed: Deferred.unsafeMake<string>(FiberId.none),
-      kick: Deferred.unsafeMake<void>(FiberId.none)
-    }
-  }
+  if (handle.state._tag === "Up" && handle.state.conn === conn) handle.state = downState(loss, conn)
 }
+
+const downState = (loss: Loss, previous: Conn | undefined): State => ({
+  _tag: "Down",
+  loss,
+  previous,
+  ready: Deferred.unsafeMake<Conn>(FiberId.none),
+  nextFailed: Deferred.unsafeMake<string>(FiberId.none),
+  kick: Deferred.unsafeMake<void>(FiberId.none)
+})
 
 /**
  * Marks `conn` lost (once) and, when it is the handle's live connection, switches the handle to `Down` in the same
@@ -147,7 +180,10 @@ export const isUnsent = (error: unknown): boolean => {
 
 /** A one-line description of a transport error, with the network cause when there is one. */
 export const describeError = (error: unknown): string => {
-  const message = messageOf(error)
+  // The SDK's message leaves the status out ("Error POSTing to endpoint: <body>"): a 401 must say it is one.
+  const message = error instanceof StreamableHTTPError && error.code !== undefined && error.code > 0
+    ? `HTTP ${error.code}: ${messageOf(error)}`
+    : messageOf(error)
   const cause = error instanceof Error && error.cause !== undefined ? messageOf(error.cause) : undefined
   return cause === undefined || cause === "{}" || message.includes(cause) ? message : `${message}: ${cause}`
 }
@@ -155,6 +191,8 @@ export const describeError = (error: unknown): string => {
 /** What a loss means, for texts and logs. */
 export const describeLoss = (loss: Loss): string => {
   switch (loss._tag) {
+    case "NeverStarted":
+      return `it could not be started: ${loss.detail}`
     case "Exited":
       return "the server process exited"
     case "TooLarge":
@@ -166,7 +204,10 @@ export const describeLoss = (loss: Loss): string => {
   }
 }
 
-const transportFor = (config: McpConfig.McpServer): StdioClientTransport | StreamableHTTPClientTransport => {
+const transportFor = (
+  config: McpConfig.McpServer,
+  headers: Readonly<Record<string, string>>
+): StdioClientTransport | StreamableHTTPClientTransport => {
   if (McpConfig.isStdio(config)) {
     const params: StdioServerParameters = {
       command: config.command,
@@ -180,7 +221,7 @@ const transportFor = (config: McpConfig.McpServer): StdioClientTransport | Strea
   }
   return new StreamableHTTPClientTransport(
     new URL(config.url),
-    config.headers === undefined ? undefined : { requestInit: { headers: { ...config.headers } } }
+    Object.keys(headers).length === 0 ? undefined : { requestInit: { headers: { ...headers } } }
   )
 }
 
@@ -229,12 +270,12 @@ export const close = (conn: Conn, force = false): Effect.Effect<void> =>
  * interruption.
  */
 const open = (handle: Handle, options: Options): Effect.Effect<{ conn: Conn; tools: ReadonlyArray<Tool> }, string> =>
-  Effect.suspend(() => {
+  Effect.flatMap(McpConfig.headersOf(handle.config), (headers) => {
     const timeoutMs = options.connectTimeoutMs
     const client = new Client(CLIENT_INFO, { capabilities: {} })
     const conn: Conn = {
       client,
-      transport: transportFor(handle.config),
+      transport: transportFor(handle.config, headers),
       lost: Deferred.unsafeMake<Loss>(FiberId.none),
       loss: undefined,
       closing: false,
@@ -249,12 +290,21 @@ const open = (handle: Handle, options: Options): Effect.Effect<{ conn: Conn; too
     // Before the close that follows, the transport reports an oversized message as an error: remember why.
     client.onerror = (error) => {
       if (TOO_LARGE.test(error.message)) lose(handle, conn, { _tag: "TooLarge" })
+      // A response stream (or the notification stream) of a Streamable HTTP server broke: the server died or the
+      // network dropped. The SDK would only resume a stream the server made resumable, and never fails the calls
+      // waiting on it, so they would hang until their deadline: the connection is lost, now, and rebuilt.
+      else if (SSE_BROKEN.test(error.message)) lose(handle, conn, { _tag: "Unreachable", detail: error.message })
     }
     // Junk lines and SSE hiccups are errors too, but only a close means the connection is gone.
     client.onclose = () => lose(handle, conn, { _tag: "Exited" })
     // Handled even when the server did not declare `tools.listChanged`: a stale list is worse than a spare listing.
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
       if (conn.loss === undefined && !conn.closing) options.onToolsChanged(handle)
+    })
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
+      const { data, level, logger } = notification.params
+      const text = typeof data === "string" ? data : JSON.stringify(data) ?? String(data)
+      for (const listener of handle.logListeners) listener(level, logger === undefined ? text : `${logger}: ${text}`)
     })
     return Effect.tryPromise({
       try: async (signal) => {
@@ -286,6 +336,9 @@ const attemptStarts = (handle: Handle): Deferred.Deferred<string> | undefined =>
   return s.nextFailed
 }
 
+/** Bounded logging: the 1st, 2nd, 4th, 8th… failure in a row, or any failure whose reason changed, is a warning. */
+const loud = (failures: number, changed: boolean): boolean => changed || (failures & (failures - 1)) === 0
+
 /**
  * Restarts until connected, waiting the schedule's next delay before every attempt but the first of a stable
  * server. A call's kick cuts the current wait short. A schedule that ends leaves only kicks.
@@ -307,16 +360,56 @@ const reconnect = (
       const failed = attemptStarts(handle)
       const opened = yield* Effect.either(open(handle, options))
       if (Either.isRight(opened)) return opened.right
-      yield* Effect.logWarning(`MCP server "${handle.name}" restart failed: ${opened.left}`)
+      const changed = opened.left !== handle.lastError
+      handle.failures++
+      handle.lastError = opened.left
+      const line = `MCP server "${handle.name}" restart failed (attempt ${handle.failures}): ${opened.left}`
+      yield* (loud(handle.failures, changed) ? Effect.logWarning(line) : Effect.logDebug(line)).pipe(
+        Effect.annotateLogs({ mcpServer: handle.name })
+      )
       if (failed !== undefined) yield* Deferred.succeed(failed, opened.left)
     }
   })
 
-const supervise = (handle: Handle, first: Conn, options: Options): Effect.Effect<never> =>
+/**
+ * Brings a down handle back: reconnects, publishes it `Up`, reports its tools as changed (so the owner lists them
+ * again) and releases the calls that waited for it.
+ */
+const comeBack = (
+  handle: Handle,
+  options: Options,
+  driver: Schedule.ScheduleDriver<unknown, unknown>,
+  backoffFirst: boolean
+): Effect.Effect<Conn> =>
+  Effect.uninterruptibleMask((restore) =>
+    Effect.flatMap(
+      restore(reconnect(handle, options, driver, backoffFirst)),
+      ({ conn }) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          Effect.suspend(() => {
+            const down = handle.state
+            handle.state = { _tag: "Up", conn }
+            handle.since = now
+            handle.failures = 0
+            // The restarted server may list other tools. Noted before the waiting calls resume, so whoever waited
+            // for the restart can wait for the re-list too. Re-listed on the live connection, not taken from the
+            // listing `open` made: a change notified in between would be applied first, then overwritten by it.
+            options.onToolsChanged(handle)
+            return down._tag === "Down" ? Effect.as(Deferred.succeed(down.ready, conn), conn) : Effect.succeed(conn)
+          }))
+    )
+  ).pipe(Effect.tap(() =>
+    Effect.logInfo(`MCP server "${handle.name}" is up`).pipe(
+      Effect.annotateLogs({ mcpServer: handle.name })
+    )
+  ))
+
+/** Supervises the handle for as long as the scope lives: brings it up when it starts down, and back after each loss. */
+const supervise = (handle: Handle, first: Conn | undefined, options: Options): Effect.Effect<never> =>
   Effect.gen(function*() {
     // One driver for the life of the server: crash loops keep backing off across restarts.
     const driver = yield* Schedule.driver(options.restart)
-    let current = first
+    let current = first ?? (yield* comeBack(handle, options, driver, true))
     let upSince = yield* Clock.currentTimeMillis
     while (true) {
       const loss = yield* Deferred.await(current.lost)
@@ -324,58 +417,73 @@ const supervise = (handle: Handle, first: Conn, options: Options): Effect.Effect
       goDown(handle, current, loss)
       const down = handle.state
       if (down._tag !== "Down") return yield* Effect.dieMessage(`MCP server ${handle.name} lost without going down`)
+      handle.since = yield* Clock.currentTimeMillis
+      handle.lastError = describeLoss(loss)
       yield* Effect.logWarning(`MCP server "${handle.name}" connection lost (${describeLoss(loss)}); restarting`).pipe(
         Effect.annotateLogs({ mcpServer: handle.name, stderr: current.stderr.slice(-1024) })
       )
       yield* close(current)
       const stable = (yield* Clock.currentTimeMillis) - upSince >= STABLE_MS
       if (stable) yield* driver.reset
-      current = yield* Effect.uninterruptibleMask((restore) =>
-        Effect.flatMap(restore(reconnect(handle, options, driver, !stable)), ({ conn }) =>
-          Effect.suspend(() => {
-            handle.state = { _tag: "Up", conn }
-            // The restarted server may list other tools. Noted before the waiting calls resume, so whoever waited
-            // for the restart can wait for the re-list too. Re-listed on the live connection, not taken from the
-            // listing `open` made: a change notified in between would be applied first, then overwritten by it.
-            options.onToolsChanged(handle)
-            return Effect.as(Deferred.succeed(down.ready, conn), conn)
-          }))
-      )
+      current = yield* comeBack(handle, options, driver, !stable)
       upSince = yield* Clock.currentTimeMillis
-      yield* Effect.logInfo(`MCP server "${handle.name}" is back`)
     }
   })
 
 /** A handle for one configured server, not yet started. */
-export const makeHandle = (name: string, config: McpConfig.McpServer): Handle => ({
+export const makeHandle = (name: string, config: McpConfig.McpServer, now: number): Handle => ({
   name,
   config,
-  state: { _tag: "Starting" }
+  state: { _tag: "Starting" },
+  since: now,
+  lastError: undefined,
+  failures: 0,
+  logListeners: new Set()
 })
 
 /**
- * Connects to the handle's server and keeps it connected for the life of the scope: the initial connection must
- * succeed (else fails with a message), later losses are restarted by a supervisor fiber the scope interrupts.
+ * Connects to the handle's server and keeps it connected for the life of the scope. Never fails: the first attempt
+ * (bounded by the connect timeout) either brings it up, and its tools are returned, or leaves it `Down` with the
+ * reason returned as `Left`; either way a supervisor fiber the scope interrupts brings it (back) up with the
+ * restart schedule — a server that is down at start must not take the service down with it.
  * Closing the client is `shutdown`'s job, registered by the caller BEFORE `start` so that it runs after the
  * supervisor has stopped (finalizers run in reverse) and cannot race a restart.
  */
-export const start = (handle: Handle, options: Options): Effect.Effect<ReadonlyArray<Tool>, string, Scope.Scope> =>
+export const start = (
+  handle: Handle,
+  options: Options
+): Effect.Effect<Either.Either<ReadonlyArray<Tool>, string>, never, Scope.Scope> =>
   Effect.gen(function*() {
     const opened = yield* Effect.uninterruptibleMask((restore) =>
-      Effect.tap(restore(open(handle, options)), ({ conn }) =>
+      Effect.tap(Effect.either(restore(open(handle, options))), (result) =>
         Effect.sync(() => {
-          handle.state = { _tag: "Up", conn }
+          handle.state = Either.isRight(result)
+            ? { _tag: "Up", conn: result.right.conn }
+            : downState({ _tag: "NeverStarted", detail: result.left }, undefined)
         }))
     )
-    yield* Effect.forkScoped(supervise(handle, opened.conn, options))
-    return opened.tools
+    handle.since = yield* Clock.currentTimeMillis
+    if (Either.isLeft(opened)) {
+      handle.failures = 1
+      handle.lastError = opened.left
+      yield* Effect.logWarning(
+        `MCP server "${handle.name}" could not be started (${opened.left}); its tools are withdrawn while Corral ` +
+          "keeps trying in the background"
+      ).pipe(Effect.annotateLogs({ mcpServer: handle.name }))
+    }
+    yield* Effect.forkScoped(supervise(handle, Either.isRight(opened) ? opened.right.conn : undefined, options))
+    return Either.map(opened, ({ tools }) => tools)
   })
 
 /** Closes whatever connection the handle holds (ending a stdio child). Idempotent; never fails. */
 export const shutdown = (handle: Handle): Effect.Effect<void> =>
   Effect.suspend(() => {
     const s = handle.state
-    return s._tag === "Up" ? close(s.conn) : s._tag === "Down" ? close(s.previous) : Effect.void
+    return s._tag === "Up"
+      ? close(s.conn)
+      : s._tag === "Down" && s.previous !== undefined
+      ? close(s.previous)
+      : Effect.void
   })
 
 /**

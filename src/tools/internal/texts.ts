@@ -166,3 +166,11 @@ export const timedOutAfterProgress = (name: string, ms: number, progress: string
   const outcome = timedOut(name, ms)
   return progress === undefined ? outcome : failed("timeout", `${outcome.content} Last progress reported: ${progress}.`)
 }
+
+/** `timeout` for a tool that kept reporting progress until the hard cap on one call. */
+export const progressCapReached = (name: string, capMs: number, progress: string | undefined): ToolOutcome =>
+  failed(
+    "timeout",
+    `tool "${name}" was still reporting progress after ${capMs} ms, the most one call may run; it was stopped.` +
+      `${progress === undefined ? "" : ` Last progress reported: ${progress}.`} Split the work into smaller requests.`
+  )
