@@ -8,7 +8,7 @@
  */
 import { Clock, Context, Effect, Layer, Option, ParseResult, Schema, Stream } from "effect"
 import { AgentSpec } from "./domain/AgentSpec.js"
-import type { InvalidSessionState, PersistenceFailed } from "./domain/Errors.js"
+import type { AlreadyDecided, InvalidSessionState, PersistenceFailed } from "./domain/Errors.js"
 import { AgentNotFound, FieldIssue, InvalidRequest, ScopeMismatch, SessionNotFound } from "./domain/Errors.js"
 import { AgentId, SessionId } from "./domain/Ids.js"
 import type { LimitsOverride } from "./domain/Limits.js"
@@ -49,7 +49,7 @@ export const StartRequest = Schema.Struct({
 export type StartRequest = typeof StartRequest.Encoded
 
 /** Anything `send`-like can fail with. */
-export type SessionError = SessionNotFound | PersistenceFailed | InvalidSessionState | ScopeMismatch
+export type SessionError = SessionNotFound | PersistenceFailed | InvalidSessionState | ScopeMismatch | AlreadyDecided
 
 /** The Corral service. */
 export interface Service {

@@ -15,7 +15,7 @@ import { HttpApiBuilder, HttpApiError, HttpServerResponse } from "@effect/platfo
 import { Clock, Effect, Layer, Option } from "effect"
 import type { StartRequest } from "../Corral.js"
 import { Corral } from "../Corral.js"
-import { InvalidSessionState, SessionNotFound } from "../domain/Errors.js"
+import { AlreadyDecided, InvalidSessionState, SessionNotFound } from "../domain/Errors.js"
 import type { PersistenceFailed } from "../domain/Errors.js"
 import type { Principal } from "../domain/Principal.js"
 import type { SessionView } from "../domain/Session.js"
@@ -26,6 +26,7 @@ import type { Accepted } from "./Api.js"
 import { Api } from "./Api.js"
 import { CurrentPrincipal } from "./Authentication.js"
 import { NotReady, Unavailable } from "./HttpErrors.js"
+import * as InputLimits from "./InputLimits.js"
 import { Readiness } from "./Readiness.js"
 import { Shutdown } from "./Shutdown.js"
 import * as Sse from "./Sse.js"
@@ -97,6 +98,19 @@ const precheck = (by: Principal, sessionId: string, token: string) =>
     return Approvals.check({ record, by, session: found.value, now: yield* Clock.currentTimeMillis })
   })
 
+/**
+ * Only a decision can meet a token whose write was already decided; for any other message the actor's
+ * `AlreadyDecided` is its plain 409 (the union of a send's failures is shared by every message).
+ */
+const noDecision = <A, E, R>(
+  self: Effect.Effect<A, E | AlreadyDecided, R>
+): Effect.Effect<A, E | InvalidSessionState, R> =>
+  Effect.catchIf(
+    self,
+    (error): error is AlreadyDecided => error instanceof AlreadyDecided,
+    (error) => Effect.fail(new InvalidSessionState({ sessionId: error.sessionId, message: error.message }))
+  ) as Effect.Effect<A, E | InvalidSessionState, R>
+
 const decodeError = (path: string, message: string) =>
   new HttpApiError.HttpApiDecodeError({
     message: `${path}: ${message}`,
@@ -136,13 +150,18 @@ const sessions = (options: Options) =>
               ...(payload.version === undefined ? {} : { version: payload.version }),
               ...(payload.inheritedArtifacts === undefined ? {} : { inheritedArtifacts: payload.inheritedArtifacts })
             }
-            if (urlParams.wait === true) return yield* orUnavailable(corral.run(by, request))
-            return accepted(yield* orUnavailable(corral.start(by, request)))
+            if (urlParams.wait === true) return yield* noDecision(orUnavailable(corral.run(by, request)))
+            return accepted(yield* noDecision(orUnavailable(corral.start(by, request))))
           }))
         .handle("listSessions", ({ urlParams }) =>
           Effect.gen(function*() {
             const by = yield* CurrentPrincipal
-            if (urlParams.cursor !== undefined && decodeCursor(urlParams.cursor) === undefined) {
+            const cursor = urlParams.cursor === undefined ? undefined : decodeCursor(urlParams.cursor)
+            // A cursor decodes to an id the store compares; one that holds a control character was not ours.
+            if (
+              urlParams.cursor !== undefined &&
+              (cursor === undefined || InputLimits.urlStringProblem(cursor.id) !== undefined)
+            ) {
               return yield* decodeError("cursor", "not a cursor this server returned (use nextCursor verbatim)")
             }
             const page = yield* orUnavailable(store.listSessions(by.orgId, {
@@ -163,7 +182,9 @@ const sessions = (options: Options) =>
         .handle("sendMessage", ({ path, payload, urlParams }) =>
           Effect.gen(function*() {
             const by = yield* CurrentPrincipal
-            if (urlParams.wait === true) return yield* orUnavailable(corral.continue(by, path.id, payload.text))
+            if (urlParams.wait === true) {
+              return yield* noDecision(orUnavailable(corral.continue(by, path.id, payload.text)))
+            }
             const session = yield* orUnavailable(provide(notAwaiting(by, path.id)))
             yield* detach(corral.continue(by, path.id, payload.text))
             return accepted({ ...session, status: "running" })
@@ -186,11 +207,12 @@ const sessions = (options: Options) =>
           }))
         .handle(
           "renewApprovals",
-          ({ path }) => Effect.flatMap(CurrentPrincipal, (by) => orUnavailable(corral.renewApprovals(by, path.id)))
+          ({ path }) =>
+            Effect.flatMap(CurrentPrincipal, (by) => noDecision(orUnavailable(corral.renewApprovals(by, path.id))))
         )
         .handle(
           "cancel",
-          ({ path }) => Effect.flatMap(CurrentPrincipal, (by) => orUnavailable(corral.cancel(by, path.id)))
+          ({ path }) => Effect.flatMap(CurrentPrincipal, (by) => noDecision(orUnavailable(corral.cancel(by, path.id))))
         )
         .handle(
           "turns",
