@@ -16,8 +16,7 @@
  * whose every body accessor answers from the text read once, declared as `application/json`; no accessor can
  * wait on a drained stream, whatever the content type.
  */
-import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import type { HttpApp } from "@effect/platform"
+import { HttpApp, HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Cause, Effect, Option, Stream } from "effect"
 import * as ErrorBodies from "./ErrorBodies.js"
 import * as InputLimits from "./InputLimits.js"
@@ -76,17 +75,15 @@ export const jsonMediaType = (header: string): boolean => {
 const encoder = new TextEncoder()
 
 /**
- * `request` with its body already read as `text`: every body accessor answers from it, and the content type says
- * `application/json` (see the module header for why both matter).
+ * Makes every body accessor of `request` answer from `text` (already read) and its content type say
+ * `application/json` (see the module header for why both matter). The request object itself is changed, not
+ * wrapped: the server marks the object it answered, and a wrapper's mark would not be seen on the original, which
+ * would then be answered twice.
  */
-const readOnce = (
-  request: HttpServerRequest.HttpServerRequest,
-  text: string,
-  value: unknown
-): HttpServerRequest.HttpServerRequest => {
+const readOnce = (request: HttpServerRequest.HttpServerRequest, text: string, value: unknown): void => {
   const bytes = encoder.encode(text)
   const headers = { ...request.headers, "content-type": "application/json" }
-  return Object.create(request, {
+  Object.defineProperties(request, {
     headers: { value: headers },
     text: { value: Effect.succeed(text) },
     json: { value: Effect.succeed(value) },
@@ -95,7 +92,7 @@ const readOnce = (
     urlParamsBody: { value: Effect.die("the body is JSON") },
     multipart: { value: Effect.die("the body is JSON") },
     multipartStream: { value: Stream.die("the body is JSON") }
-  }) as HttpServerRequest.HttpServerRequest
+  })
 }
 
 /** What reaches no route: 405 with `Allow` when the path is served with other methods, else 404. */
@@ -117,22 +114,40 @@ const isRouteNotFound = (cause: Cause.Cause<unknown>) =>
     (e) => typeof e === "object" && e !== null && "_tag" in e && e._tag === "RouteNotFound"
   )
 
-/** Runs `app`; a path nobody serves, or a defect, becomes a JSON answer; an interruption stays one. */
-const answered = <E, R>(app: HttpApp.Default<E, R>, method: string, path: string): HttpApp.Default<never, R> =>
-  Effect.catchAllCause(app, (cause) => {
-    if (isRouteNotFound(cause)) return Effect.succeed(unrouted(method, path))
-    if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
-    return Effect.as(
-      Effect.logError(`unanswered ${method} ${InputLimits.excerpt(path, 200)}`, cause),
-      error(500, { _tag: "InternalError", message: "the server failed to answer; the failure is logged" })
-    )
+/**
+ * The last look at an answer before it is written: the server's bodiless 404 (no route) and 500 (a defect) get
+ * JSON bodies, and every error body is put in normal form. It runs as a pre-response handler because the server
+ * writes the app's answer before a serve middleware sees it.
+ */
+const finish = (request: HttpServerRequest.HttpServerRequest, response: HttpServerResponse.HttpServerResponse) =>
+  Effect.sync(() => {
+    if (response.body._tag === "Empty" && response.status === 404) {
+      return unrouted(request.method, request.url.split("?")[0] ?? "")
+    }
+    if (response.body._tag === "Empty" && response.status >= 500) {
+      return error(response.status, {
+        _tag: ErrorBodies.tagOf(response.status),
+        message: "the server failed to answer; the failure is logged"
+      })
+    }
+    return ErrorBodies.response(response)
   })
+
+/** Runs `app` with `finish` on its answer; a defect is logged in full (the client sees only that it happened). */
+const answered = <E, R>(app: HttpApp.Default<E, R>, method: string, path: string): HttpApp.Default<E, R> =>
+  HttpApp.withPreResponseHandler(
+    Effect.tapErrorCause(app, (cause) =>
+      isRouteNotFound(cause) || Cause.isInterruptedOnly(cause)
+        ? Effect.void
+        : Effect.logError(`unanswered ${method} ${InputLimits.excerpt(path, 200)}`, cause)),
+    finish
+  )
 
 /** The guard as an HttpApp middleware. Adds no failure; every refusal is a JSON response. */
 export const middleware = (options: Options) => <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
   Effect.map(guarded(options, app), ErrorBodies.response)
 
-const guarded = <E, R>(options: Options, app: HttpApp.Default<E, R>): HttpApp.Default<never, R> =>
+const guarded = <E, R>(options: Options, app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const path = request.url.split("?")[0] ?? ""
@@ -182,9 +197,6 @@ const guarded = <E, R>(options: Options, app: HttpApp.Default<E, R>): HttpApp.De
     }
     const checked = InputLimits.checkValue(value)
     if (Option.isSome(checked)) return badInput(checked.value)
-    return yield* answered(
-      Effect.provideService(app, HttpServerRequest.HttpServerRequest, readOnce(request, text.right, value)),
-      method,
-      path
-    )
+    readOnce(request, text.right, value)
+    return yield* answered(app, method, path)
   })

@@ -12,7 +12,7 @@
  * nests objects some twenty levels (two JSON levels per schema level), so 64 leaves room and still bounds every
  * recursion over the value; no field accepts a string longer than a prompt (200,000 characters), so a longer one
  * can only be refused later, at a higher cost; ids are Corral's own (`ses_` + 32 hex) or an agent id (64
- * characters at most), so 128 characters of a URL-safe alphabet hold every real one.
+ * characters at most), so 100 characters of a URL-safe alphabet hold every real one.
  */
 import { Option } from "effect"
 
@@ -22,8 +22,11 @@ export const maxDepth = 64
 /** The longest string (or object key) a body may hold, in UTF-16 code units: the longest field any route accepts. */
 export const maxStringChars = 200_000
 
-/** The longest path id (`/v1/sessions/{id}`, `/v1/agents/{id}`). */
-export const maxIdChars = 128
+/**
+ * The longest path id (`/v1/sessions/{id}`, `/v1/agents/{id}`), and of any path segment: the router matches no
+ * parameter longer than 100 characters (find-my-way's `maxParamLength`), so a longer one would be a 404 "no route".
+ */
+export const maxIdChars = 100
 
 /** The alphabet of a path id: URL-safe, printable, no whitespace. */
 export const idPattern = /^[A-Za-z0-9][A-Za-z0-9._:~@+=-]*$/
@@ -78,6 +81,13 @@ export const checkTarget = (target: string): Option.Option<Violation> => {
     const problem = urlStringProblem(decoded)
     if (problem !== undefined) {
       return Option.some({ limit: "charset", path: ["path"], message: `a path segment ${problem}` })
+    }
+    if (decoded.length > maxIdChars) {
+      return Option.some({
+        limit: "maxIdChars",
+        path: ["path"],
+        message: `a path segment (an id) is longer than ${maxIdChars} characters; ids are at most ${maxIdChars}`
+      })
     }
   }
   if (query === "") return Option.none()
