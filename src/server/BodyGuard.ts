@@ -2,8 +2,8 @@
  * BodyGuard — the server's front door: every request gets an answer, and what must never reach a handler is
  * answered here, before routing: a server that drains (503), a wrong method on a known path (405 with `Allow`), a
  * request target with a malformed escape, a control character or an overlong query value (400), a body over the
- * size limit (413), a body not declared as JSON (415), a body that is not JSON or breaks an `InputLimits` bound
- * (400 naming the limit). On the way out every error answer is put in normal form (`ErrorBodies`): JSON with a
+ * size limit (413), a body that does not arrive in time (408), a body not declared as JSON (415), a body that is
+ * not JSON or breaks an `InputLimits` bound (400 naming the limit). On the way out every error answer is put in normal form (`ErrorBodies`): JSON with a
  * `_tag`, a `message`, and excerpts only; a path nobody serves is a 404 with such a body, and a defect a 500 with
  * one (logged in full, never shown).
  *
@@ -17,7 +17,7 @@
  * wait on a drained stream, whatever the content type.
  */
 import { HttpApp, HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Cause, Effect, Option, Stream } from "effect"
+import { Cause, Effect, Fiber, Option, Stream } from "effect"
 import * as ErrorBodies from "./ErrorBodies.js"
 import * as InputLimits from "./InputLimits.js"
 import * as Routes from "./Routes.js"
@@ -27,7 +27,16 @@ export interface Options {
   readonly limitBytes: number
   /** Whether the server is draining (then everything but the probes gets 503). */
   readonly draining: () => boolean
+  /** How long a body may take to arrive (default `bodyReadTimeoutMs`); then 408 and the connection is closed. */
+  readonly readTimeoutMs?: number
 }
+
+/**
+ * How long a request body may take to arrive. A client that declares a body and sends it a byte at a time holds a
+ * fiber, a socket and a buffer for as long as it likes; 30 s is far beyond any real upload of at most
+ * `server.bodyLimitBytes` (1 MiB by default), and far short of Node's own 5-minute request timeout.
+ */
+export const bodyReadTimeoutMs = 30_000
 
 const withBody = new Set(["POST", "PUT", "PATCH", "DELETE"])
 
@@ -175,10 +184,26 @@ const guarded = <E, R>(options: Options, app: HttpApp.Default<E, R>): HttpApp.De
     }
     const declared = Number(request.headers["content-length"] ?? "0")
     if (Number.isFinite(declared) && declared > options.limitBytes) return tooLarge(options.limitBytes)
-    const text = yield* request.text.pipe(
+    // The read runs on its own fiber and is never interrupted: interrupting it destroys the Node request, and with
+    // it the socket the 408 must be written to. On timeout only the wait ends (interruptibly: the server runs each
+    // request uninterruptibly); the 408 closes the connection.
+    const reading = yield* Effect.forkDaemon(request.text.pipe(
       HttpIncomingMessage.withMaxBodySize(Option.some(options.limitBytes)),
       Effect.either
+    ))
+    const read = yield* Fiber.join(reading).pipe(
+      Effect.timeoutOption(options.readTimeoutMs ?? bodyReadTimeoutMs),
+      Effect.interruptible
     )
+    if (Option.isNone(read)) {
+      // The read ends when the connection does; if the client keeps it open, it is ended a second after the 408.
+      yield* Effect.forkDaemon(Effect.delay(Fiber.interrupt(reading), "1 second"))
+      return error(408, {
+        _tag: "RequestTimeout",
+        message: `the request body did not arrive within ${options.readTimeoutMs ?? bodyReadTimeoutMs} ms`
+      }, close)
+    }
+    const text = read.value
     if (text._tag === "Left") {
       return causeMessage(text.left) === "maxBytes exceeded"
         ? tooLarge(options.limitBytes)

@@ -139,7 +139,7 @@ const tooLong = (): Violation => ({
 
 /**
  * Scans JSON text once, without parsing it: the first nesting deeper than `maxDepth` or string longer than
- * `maxStringChars` (counted in source characters, so escapes count a little long). Linear time, constant space;
+ * `maxStringChars` (in UTF-16 units, as `String.length` counts them, an escape as one). Linear time, constant space;
  * text that is not JSON is the parser's to refuse, after this scan.
  */
 export const scanJson = (text: string): Option.Option<Violation> => {
@@ -149,15 +149,13 @@ export const scanJson = (text: string): Option.Option<Violation> => {
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i)
     if (inString) {
-      if (c === 0x5c) {
-        i++
-        run += 2
-      } else if (c === 0x22) {
+      if (c === 0x22) {
         inString = false
-      } else {
-        run++
+        continue
       }
-      if (run > maxStringChars + 8) return Option.some(tooLong())
+      // An escape is one UTF-16 unit, like the character it stands for: `\uXXXX` spans six source characters.
+      if (c === 0x5c) i += text.charCodeAt(i + 1) === 0x75 ? 5 : 1
+      if (++run > maxStringChars) return Option.some(tooLong())
       continue
     }
     if (c === 0x22) {
