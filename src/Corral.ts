@@ -84,7 +84,8 @@ export interface Service {
    * Decides a pending write with its approval token; when it was the last one, the session resumes and this awaits
    * its landing. Only the session's own user decides, with an unspent, unexpired token issued for exactly the write
    * that waits; anything else fails with `InvalidSessionState` saying why, and the refusal is recorded in the
-   * transcript. Deciding twice with the same token answers the session as it stands.
+   * transcript. Deciding again with a token whose write was already decided fails with `AlreadyDecided` (naming the
+   * decision taken, which stands), recorded the same way.
    */
   readonly approve: (
     by: Principal,

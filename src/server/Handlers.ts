@@ -99,8 +99,8 @@ const precheck = (by: Principal, sessionId: string, token: string) =>
   })
 
 /**
- * Only a decision can meet a token whose write was already decided; for any other message the actor's
- * `AlreadyDecided` is its plain 409 (the union of a send's failures is shared by every message).
+ * `AlreadyDecided` answers only a decision. The other messages share the actor's failure type but cannot produce
+ * it; should one ever do so, it is their documented 409 `InvalidSessionState`, not an undocumented tag.
  */
 const noDecision = <A, E, R>(
   self: Effect.Effect<A, E | AlreadyDecided, R>
