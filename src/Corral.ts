@@ -8,7 +8,7 @@
  */
 import { Clock, Context, Effect, Layer, Option, ParseResult, Schema, Stream } from "effect"
 import { AgentSpec } from "./domain/AgentSpec.js"
-import type { PersistenceFailed } from "./domain/Errors.js"
+import type { AlreadyDecided, PersistenceFailed } from "./domain/Errors.js"
 import {
   AgentNotFound,
   FieldIssue,
@@ -67,7 +67,7 @@ export interface SendOptions {
 }
 
 /** Anything `send`-like can fail with. */
-export type SessionError = SessionNotFound | PersistenceFailed | InvalidSessionState | ScopeMismatch
+export type SessionError = SessionNotFound | PersistenceFailed | InvalidSessionState | ScopeMismatch | AlreadyDecided
 
 /** The Corral service. */
 export interface Service {
@@ -125,7 +125,8 @@ export interface Service {
    * Decides a pending write with its approval token; when it was the last one, the session resumes and this awaits
    * its landing. Only the session's own user decides, with an unspent, unexpired token issued for exactly the write
    * that waits; anything else fails with `InvalidSessionState` saying why, and the refusal is recorded in the
-   * transcript. Deciding twice with the same token answers the session as it stands.
+   * transcript. Deciding again with a token whose write was already decided fails with `AlreadyDecided` (naming the
+   * decision taken, which stands), recorded the same way.
    */
   readonly approve: (
     by: Principal,

@@ -200,8 +200,8 @@ describe("Corral sessions", () => {
           expect(done.exitReason).toBe("completed")
           const opening = (yield* c.turns(alice, v.id)).find((t, i) => i > 0 && t.entry.kind === "user")?.entry
           expect(opening?.kind === "user" && opening.context).toContain("restarted db")
-          // Approving twice is not an error and does not run the write again.
-          yield* c.approve(alice, v.id, token)
+          // Approving twice is refused as already decided and does not run the write again.
+          expect((yield* Effect.flip(c.approve(alice, v.id, token)))._tag).toBe("AlreadyDecided")
           expect(ran).toHaveLength(1)
         }), { tools: [...Tools.all.filter((t) => t.name !== "restart"), restart] })
     }))

@@ -29,16 +29,45 @@ export class PersistenceFailed extends Schema.TaggedError<PersistenceFailed>()("
   message: Schema.String
 }) {}
 
-/** No session with this id is visible to the caller's org. */
+/**
+ * No session with this id is visible to the caller's org. `message` defaults to a sentence that does not say
+ * whether the session exists in another org (it is a 404 either way).
+ */
 export class SessionNotFound extends Schema.TaggedError<SessionNotFound>()("SessionNotFound", {
-  sessionId: Schema.String
-}) {}
+  sessionId: Schema.String,
+  message: Schema.String
+}) {
+  constructor(
+    props: { readonly sessionId: string; readonly message?: string },
+    options?: Schema.MakeOptions
+  ) {
+    super(
+      { sessionId: props.sessionId, message: props.message ?? "no session with this id is visible to you" },
+      options
+    )
+  }
+}
 
-/** No agent with this id (and version) is published in the caller's org. */
+/** No agent with this id (and version) is published in the caller's org. `message` defaults to saying which. */
 export class AgentNotFound extends Schema.TaggedError<AgentNotFound>()("AgentNotFound", {
   agentId: Schema.String,
-  version: Schema.optional(Schema.Int)
-}) {}
+  version: Schema.optional(Schema.Int),
+  message: Schema.String
+}) {
+  constructor(
+    props: { readonly agentId: string; readonly version?: number | undefined; readonly message?: string },
+    options?: Schema.MakeOptions
+  ) {
+    super({
+      agentId: props.agentId,
+      ...(props.version === undefined ? {} : { version: props.version }),
+      message: props.message ??
+        (props.version === undefined
+          ? "no agent with this id is published in your org"
+          : `no version ${props.version} of this agent is published in your org`)
+    }, options)
+  }
+}
 
 /** One problem with a submitted document: where (a dotted path) and what was expected. */
 export class FieldIssue extends Schema.Class<FieldIssue>("FieldIssue")({
@@ -59,8 +88,27 @@ export class ScopeMismatch extends Schema.TaggedError<ScopeMismatch>()("ScopeMis
   actual: Schema.String
 }) {}
 
-/** A message was sent to a session that cannot take it now (for example `Approve` with nothing pending). */
+/**
+ * A message was sent to a session that cannot take it now (for example `Approve` with nothing pending). `reason`
+ * is a stable code when there is one (a refused approval token: `unknown`, `other_principal`, `not_pending`,
+ * `spent`, `expired`, `mismatch`).
+ */
 export class InvalidSessionState extends Schema.TaggedError<InvalidSessionState>()("InvalidSessionState", {
   sessionId: Schema.String,
-  message: Schema.String
+  message: Schema.String,
+  reason: Schema.optional(Schema.String)
+}) {}
+
+/**
+ * A decision came with a token whose write was already decided: the first decision stands, and this one did
+ * nothing. Names the decision taken, so a client that retried an "approve" learns whether the write ran.
+ */
+export class AlreadyDecided extends Schema.TaggedError<AlreadyDecided>()("AlreadyDecided", {
+  sessionId: Schema.String,
+  message: Schema.String,
+  reason: Schema.Literal("already_decided"),
+  /** The decision that was taken (and stands). */
+  decision: Schema.Literal("approve", "reject"),
+  /** The tool call it decided. */
+  callId: Schema.String
 }) {}

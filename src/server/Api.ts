@@ -8,12 +8,21 @@
  * problem with its path (bodies are decoded with `errors: "all"` and unknown fields rejected); a well-formed
  * document Corral refuses (an agent spec naming an unknown tool, a loosened limit, an invalid report schema) is a
  * 422 `InvalidRequest` naming each field; another org's session is a 404 like a missing one; a message the session
- * cannot take now (a follow-up while a write awaits approval, an unknown approval token) is a 409.
+ * cannot take now (a follow-up while a write awaits approval, an unknown approval token) is a 409, and so is a
+ * second decision with a token whose write was already decided (`AlreadyDecided`, naming the decision taken).
+ * Ids and query values are bounded here too (`PathId`, the listing's filters): nothing unbounded reaches a store.
  */
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { JSONSchema, Schema } from "effect"
 import { AgentSpec } from "../domain/AgentSpec.js"
-import { AgentNotFound, InvalidRequest, InvalidSessionState, ScopeMismatch, SessionNotFound } from "../domain/Errors.js"
+import {
+  AgentNotFound,
+  AlreadyDecided,
+  InvalidRequest,
+  InvalidSessionState,
+  ScopeMismatch,
+  SessionNotFound
+} from "../domain/Errors.js"
 import { AgentId } from "../domain/Ids.js"
 import { Turn } from "../domain/Message.js"
 import { Report } from "../domain/Report.js"
@@ -22,12 +31,26 @@ import { SessionStatus, SessionView } from "../domain/Session.js"
 import { Trajectory } from "../domain/Trajectory.js"
 import { Authentication } from "./Authentication.js"
 import { NotReady, PayloadTooLarge, Unavailable, UnsupportedMediaType } from "./HttpErrors.js"
+import * as InputLimits from "./InputLimits.js"
 import { ToolsGroup } from "./ToolsApi.js"
 
 /** Bodies list every problem, and an unknown field is a problem (a misspelt optional field must not vanish). */
 const strict = { parseOptions: { errors: "all", onExcessProperty: "error" } } as const
 
-const IdPath = Schema.Struct({ id: Schema.NonEmptyTrimmedString })
+/**
+ * A path id (a session's or an agent's): bounded and URL-safe, so an id no store could hold (a NUL byte, 100 KB of
+ * text) is a 400 from the contract and never reaches a store call (see `InputLimits`).
+ */
+export const PathId = Schema.String.pipe(
+  Schema.maxLength(InputLimits.maxIdChars, {
+    message: () => `an id of at most ${InputLimits.maxIdChars} characters`
+  }),
+  Schema.pattern(InputLimits.idPattern, {
+    message: () => "an id of letters, digits and . _ : ~ @ + = - (starting with a letter or digit)"
+  })
+).annotations({ identifier: "PathId", description: "A session id (`ses_…`) or an agent id" })
+
+const IdPath = Schema.Struct({ id: PathId })
 
 const Wait = Schema.Struct({
   /** `true`: answer when the burst has landed (200, the landed view) instead of at once (202). */
@@ -67,7 +90,7 @@ export const SendMessage = Schema.Struct({ text: Schema.NonEmptyString.pipe(Sche
 
 /** A person's decision on a pending write. */
 export const Decide = Schema.Struct({
-  token: Schema.NonEmptyString,
+  token: Schema.NonEmptyString.pipe(Schema.maxLength(256)),
   decision: Schema.Literal("approve", "reject")
 }).annotations({ ...strict, identifier: "Decide" })
 
@@ -90,10 +113,12 @@ export const SessionPage = Schema.Struct({
 
 /** Filters and paging of the session listing. */
 export const ListSessionsParams = Schema.Struct({
-  scope: Schema.optional(Schema.String),
+  scope: Schema.optional(
+    Schema.String.pipe(Schema.maxLength(200, { message: () => "a scope of at most 200 characters" }))
+  ),
   status: Schema.optional(SessionStatus),
   limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 100))),
-  cursor: Schema.optional(Schema.String)
+  cursor: Schema.optional(Schema.String.pipe(Schema.maxLength(2048)))
 })
 
 /** What the POSTs that create sessions or messages say about retries (the header is read by the handlers). */
@@ -205,6 +230,7 @@ export class SessionsGroup extends HttpApiGroup.make("sessions")
       .addError(ScopeMismatch, { status: 422 })
       .addError(SessionNotFound, { status: 404 })
       .addError(InvalidSessionState, { status: 409 })
+      .addError(AlreadyDecided, { status: 409 })
       .annotate(OpenApi.Summary, "Approve or reject a pending write by its token")
   )
   .add(

@@ -15,7 +15,7 @@ import { HttpApiBuilder, HttpApiError, HttpServerRequest, HttpServerResponse } f
 import { Clock, Effect, Layer, Option } from "effect"
 import type { StartRequest } from "../Corral.js"
 import { Corral } from "../Corral.js"
-import { InvalidSessionState, SessionNotFound } from "../domain/Errors.js"
+import { AlreadyDecided, InvalidSessionState, SessionNotFound } from "../domain/Errors.js"
 import type { PersistenceFailed } from "../domain/Errors.js"
 import type { Principal } from "../domain/Principal.js"
 import type { SessionView } from "../domain/Session.js"
@@ -26,6 +26,7 @@ import type { Accepted } from "./Api.js"
 import { Api } from "./Api.js"
 import { CurrentPrincipal } from "./Authentication.js"
 import { NotReady, Unavailable } from "./HttpErrors.js"
+import * as InputLimits from "./InputLimits.js"
 import { Readiness } from "./Readiness.js"
 import { Shutdown } from "./Shutdown.js"
 import * as Sse from "./Sse.js"
@@ -108,6 +109,19 @@ const precheck = (by: Principal, sessionId: string, token: string) =>
     return Approvals.check({ record, by, session: found.value, now: yield* Clock.currentTimeMillis })
   })
 
+/**
+ * `AlreadyDecided` answers only a decision. The other messages share the actor's failure type but cannot produce
+ * it; should one ever do so, it is their documented 409 `InvalidSessionState`, not an undocumented tag.
+ */
+const noDecision = <A, E, R>(
+  self: Effect.Effect<A, E | AlreadyDecided, R>
+): Effect.Effect<A, E | InvalidSessionState, R> =>
+  Effect.catchIf(
+    self,
+    (error): error is AlreadyDecided => error instanceof AlreadyDecided,
+    (error) => Effect.fail(new InvalidSessionState({ sessionId: error.sessionId, message: error.message }))
+  ) as Effect.Effect<A, E | InvalidSessionState, R>
+
 const decodeError = (path: string, message: string) =>
   new HttpApiError.HttpApiDecodeError({
     message: `${path}: ${message}`,
@@ -148,14 +162,19 @@ const sessions = (options: Options) =>
               ...(payload.inheritedArtifacts === undefined ? {} : { inheritedArtifacts: payload.inheritedArtifacts })
             }
             const options = yield* idempotencyKey
-            if (urlParams.wait === true) return yield* orUnavailable(corral.run(by, request, options))
+            if (urlParams.wait === true) return yield* noDecision(orUnavailable(corral.run(by, request, options)))
             // Answered only once the session and its prompt are stored (Corral.start).
-            return accepted(yield* orUnavailable(corral.start(by, request, options)))
+            return accepted(yield* noDecision(orUnavailable(corral.start(by, request, options))))
           }))
         .handle("listSessions", ({ urlParams }) =>
           Effect.gen(function*() {
             const by = yield* CurrentPrincipal
-            if (urlParams.cursor !== undefined && decodeCursor(urlParams.cursor) === undefined) {
+            const cursor = urlParams.cursor === undefined ? undefined : decodeCursor(urlParams.cursor)
+            // A cursor decodes to an id the store compares; one that holds a control character was not ours.
+            if (
+              urlParams.cursor !== undefined &&
+              (cursor === undefined || InputLimits.urlStringProblem(cursor.id) !== undefined)
+            ) {
               return yield* decodeError("cursor", "not a cursor this server returned (use nextCursor verbatim)")
             }
             const page = yield* orUnavailable(store.listSessions(by.orgId, {
@@ -178,12 +197,12 @@ const sessions = (options: Options) =>
             const by = yield* CurrentPrincipal
             const options = yield* idempotencyKey
             if (urlParams.wait === true) {
-              return yield* orUnavailable(corral.continue(by, path.id, payload.text, options))
+              return yield* noDecision(orUnavailable(corral.continue(by, path.id, payload.text, options)))
             }
             // The session is read from the store (a follow-up to a session that waits for a decision is refused
             // now, with 409), then the message is stored before the 202 (Corral.post).
             yield* orUnavailable(provide(notAwaiting(by, path.id)))
-            return accepted(yield* orUnavailable(corral.post(by, path.id, payload.text, options)))
+            return accepted(yield* noDecision(orUnavailable(corral.post(by, path.id, payload.text, options))))
           }))
         .handle("decide", ({ path, payload, urlParams }) =>
           Effect.gen(function*() {
@@ -203,11 +222,12 @@ const sessions = (options: Options) =>
           }))
         .handle(
           "renewApprovals",
-          ({ path }) => Effect.flatMap(CurrentPrincipal, (by) => orUnavailable(corral.renewApprovals(by, path.id)))
+          ({ path }) =>
+            Effect.flatMap(CurrentPrincipal, (by) => noDecision(orUnavailable(corral.renewApprovals(by, path.id))))
         )
         .handle(
           "cancel",
-          ({ path }) => Effect.flatMap(CurrentPrincipal, (by) => orUnavailable(corral.cancel(by, path.id)))
+          ({ path }) => Effect.flatMap(CurrentPrincipal, (by) => noDecision(orUnavailable(corral.cancel(by, path.id))))
         )
         .handle(
           "turns",

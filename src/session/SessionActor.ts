@@ -16,7 +16,7 @@
 import { Cause, Clock, Deferred, Effect, Exit, FiberId, Option } from "effect"
 import type { AgentSpec } from "../domain/AgentSpec.js"
 import type { IssuedToken } from "../domain/Approval.js"
-import { InvalidSessionState, PersistenceFailed } from "../domain/Errors.js"
+import { AlreadyDecided, InvalidSessionState, PersistenceFailed } from "../domain/Errors.js"
 import type { Turn, TurnEntry } from "../domain/Message.js"
 import type { Principal } from "../domain/Principal.js"
 import type { PendingConfirmation, Resolution, Session, SessionState } from "../domain/Session.js"
@@ -60,7 +60,7 @@ export interface Reply {
 }
 
 /** Why a message could not be processed. */
-export type Failure = PersistenceFailed | InvalidSessionState
+export type Failure = PersistenceFailed | InvalidSessionState | AlreadyDecided
 
 interface Envelope {
   readonly message: Message
@@ -242,17 +242,21 @@ export const make = (options: {
     })
 
   // A refused decision is recorded in the transcript (the person and the model see it), then answered with the
-  // reason; the session keeps waiting for a valid decision.
-  const refuse = (refusal: Approvals.Refusal) =>
+  // reason; the session keeps waiting for a valid decision (or, when its write was decided, as it stands).
+  const recordRefusal = <E>(text: string, error: E) =>
     Effect.gen(function*() {
       const limits = yield* Limits.Limits
-      const text = Approvals.refusalText(refusal)
       const entry: TurnEntry = { kind: "notice", rail: "Approvals", text: `A decision was refused: ${text}.` }
       const ports = { store: yield* SessionStore, events: yield* SessionEvents }
       yield* Transcript.append(ports, session.id, entry, yield* Clock.currentTimeMillis, limits.persistTimeoutMs)
       conversation = [...conversation, entry]
-      return yield* new InvalidSessionState({ sessionId: session.id, message: text })
+      return yield* Effect.fail(error)
     })
+
+  const refuse = (refusal: Approvals.Refusal) => {
+    const text = Approvals.refusalText(refusal)
+    return recordRefusal(text, new InvalidSessionState({ sessionId: session.id, message: text, reason: refusal }))
+  }
 
   const approve = (by: Principal, token: string, decision: "approve" | "reject") =>
     Effect.gen(function*() {
@@ -261,8 +265,21 @@ export const make = (options: {
       const tokenHash = Approvals.hashToken(token)
       const record = yield* store.findApproval(session.principal.orgId, session.id, tokenHash)
       const verdict = Approvals.check({ record, by, session, now })
-      // Deciding twice is not an error: the first decision stands.
-      if (verdict._tag === "AlreadyDecided") return reply()
+      // Deciding twice is refused and recorded: the first decision stands, and the client is told which it was (a
+      // 200 here read as "approved" to a client whose approve came after a reject, and nothing showed it).
+      if (verdict._tag === "AlreadyDecided") {
+        const text = Approvals.alreadyDecidedText(verdict.target)
+        return yield* recordRefusal(
+          text,
+          new AlreadyDecided({
+            sessionId: session.id,
+            message: text,
+            reason: "already_decided",
+            decision: verdict.decision,
+            callId: verdict.target.callId
+          })
+        )
+      }
       if (verdict._tag === "Refused") return yield* refuse(verdict.refusal)
       if (!(yield* store.spendApproval(tokenHash, now))) return yield* refuse("spent")
       const resolution = yield* resolve(verdict.target, decision, by)

@@ -14,7 +14,7 @@
 import { Clock, Context, Deferred, Duration, Effect, FiberId, FiberSet, Layer, Option, Schedule } from "effect"
 import type { Scope } from "effect"
 import type { AgentSpec } from "../domain/AgentSpec.js"
-import type { InvalidSessionState } from "../domain/Errors.js"
+import type { AlreadyDecided, InvalidSessionState } from "../domain/Errors.js"
 import { PersistenceFailed, SessionNotFound } from "../domain/Errors.js"
 import type { InboxMessage } from "../domain/Inbox.js"
 import type { TurnEntry } from "../domain/Message.js"
@@ -26,7 +26,7 @@ import * as SessionActor from "./SessionActor.js"
 import * as Transcript from "./Transcript.js"
 
 /** What hosting a session can fail with. */
-export type SendError = SessionNotFound | PersistenceFailed | InvalidSessionState
+export type SendError = SessionNotFound | PersistenceFailed | InvalidSessionState | AlreadyDecided
 
 /** The supervisor's service. */
 export interface Service {

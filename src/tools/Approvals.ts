@@ -74,8 +74,11 @@ export type Refusal = "unknown" | "other_principal" | "not_pending" | "spent" | 
 export type Verdict =
   /** The token is good: decide `target` (spend the token first). */
   | { readonly _tag: "Decide"; readonly target: PendingConfirmation }
-  /** The token already decided `target`: deciding twice is answered with the session as it stands. */
-  | { readonly _tag: "AlreadyDecided"; readonly target: PendingConfirmation }
+  /**
+   * The token already decided `target` (its round is still the latest): the first decision stands, and this one is
+   * refused as `already_decided`, naming the decision taken, so a client that retried learns what happened.
+   */
+  | { readonly _tag: "AlreadyDecided"; readonly target: PendingConfirmation; readonly decision: "approve" | "reject" }
   | { readonly _tag: "Refused"; readonly refusal: Refusal }
 
 /**
@@ -99,9 +102,10 @@ export const check = (options: {
   if (target === undefined) return { _tag: "Refused", refusal: record.usedAt === undefined ? "not_pending" : "spent" }
   if (target.resolution !== undefined) {
     if (record.usedAt === undefined) return { _tag: "Refused", refusal: "not_pending" }
-    // The same decision again, while its round is the latest, is answered; once the session moved on, it is a replay.
+    // A second decision while its round is the latest is told what the first was; once the session moved on, it is a
+    // replay of a spent token.
     return target.turnSeq === latestRound(session.state.pending)
-      ? { _tag: "AlreadyDecided", target }
+      ? { _tag: "AlreadyDecided", target, decision: target.resolution.decision }
       : { _tag: "Refused", refusal: "spent" }
   }
   if (record.usedAt !== undefined) return { _tag: "Refused", refusal: "spent" }
@@ -128,4 +132,12 @@ export const refusalText = (refusal: Refusal): string => {
     case "mismatch":
       return "this token was issued for another tool or other arguments than the write that waits"
   }
+}
+
+/** What the person (and the transcript) is told when a token's write was already decided: which way, and by whom. */
+export const alreadyDecidedText = (target: PendingConfirmation): string => {
+  const resolution = target.resolution
+  const taken = resolution?.decision === "reject" ? "rejected" : "approved"
+  const by = resolution?.decidedBy === undefined ? "" : ` by ${resolution.decidedBy}`
+  return `this token's write (${target.tool}) was already ${taken}${by}; the first decision stands and this one did nothing`
 }

@@ -125,7 +125,32 @@ describe("Approvals", () => {
         expect((yield* c.approve(alice, v.id, fresh)).exitReason).toBe("completed")
       })))
 
-  it.effect("a token approves once: twice is answered, a replay on a later identical write is refused", () =>
+  it.effect("a token decides once: a second decision is refused as already decided, naming the first, and recorded", () =>
+    Effect.gen(function*() {
+      const ran: Array<unknown> = []
+      const restart = { ...Tools.restart, run: (args: unknown) => Effect.sync(() => (ran.push(args), "restarted")) }
+      const model = Scripted.make({ script: [restartDb, Scripted.text("not restarting")] })
+      yield* withCorral(model, (c) =>
+        Effect.gen(function*() {
+          const v = yield* c.run(alice, { agentId: "triage", scope: "incident:1", prompt: "fix it" })
+          const token = v.pending[0]?.token ?? ""
+          yield* c.approve(alice, v.id, token, "reject")
+          // Approving with the token of a rejected write: refused, the rejection named, and nothing runs.
+          const second = yield* Effect.flip(c.approve(alice, v.id, token, "approve"))
+          expect(second._tag).toBe("AlreadyDecided")
+          if (second._tag !== "AlreadyDecided") return
+          expect(second.reason).toBe("already_decided")
+          expect(second.decision).toBe("reject")
+          expect(second.message).toContain("already rejected by alice")
+          expect(ran).toEqual([])
+          expect((yield* notices(c, v.id)).at(-1)).toBe(`A decision was refused: ${second.message}.`)
+          // The same decision again is refused too: a client retrying an approve learns it did nothing new.
+          expect(yield* refusal(c.approve(alice, v.id, token, "reject"))).toContain("AlreadyDecided")
+          expect(yield* notices(c, v.id)).toHaveLength(2)
+        }), [Tools.echo, restart])
+    }))
+
+  it.effect("a token approves once: twice is refused as already decided, a replay on a later identical write is refused", () =>
     Effect.gen(function*() {
       const ran: Array<unknown> = []
       const restart = { ...Tools.restart, run: (args: unknown) => Effect.sync(() => (ran.push(args), "restarted")) }
@@ -135,8 +160,11 @@ describe("Approvals", () => {
           const v = yield* c.run(alice, { agentId: "triage", scope: "incident:1", prompt: "fix it" })
           const first = v.pending[0]?.token ?? ""
           const done = yield* c.approve(alice, v.id, first)
-          // Approving twice is not an error and does not run the write again.
-          expect(yield* c.approve(alice, v.id, first)).toEqual(done)
+          expect(done.exitReason).toBe("completed")
+          // Approving twice is refused (the first decision stands, named) and does not run the write again.
+          expect(yield* refusal(c.approve(alice, v.id, first))).toContain(
+            "AlreadyDecided: this token's write (restart) was already approved"
+          )
           expect(ran).toHaveLength(1)
           // The model asks for the same restart again: the first token does not approve the new call.
           const again = yield* c.continue(alice, v.id, "it is down again")
@@ -220,8 +248,9 @@ describe("Approvals", () => {
         expect(recovered.pending).toEqual([])
         const notice = (yield* notices(c2, v.id)).at(-1)
         expect(notice).toContain("outcome is unknown and it was NOT run again")
-        // Deciding it again answers the session as it stands; nothing runs.
-        expect((yield* c2.approve(alice, v.id, v.pending[0]?.token ?? "")).status).toBe("interrupted")
+        // Deciding it again is refused as already decided (approved); nothing runs.
+        expect(yield* refusal(c2.approve(alice, v.id, v.pending[0]?.token ?? ""))).toContain("already approved")
+        expect((yield* c2.get(alice, v.id)).status).toBe("interrupted")
         const next = yield* c2.continue(alice, v.id, "what happened?")
         expect(next.exitReason).toBe("completed")
         const seen = model.requests[0]?.messages.map((m) => m.kind === "notice" ? m.text : "").join("\n") ?? ""

@@ -40,23 +40,52 @@ export interface Raw {
   readonly status: number
   readonly contentType: string
   readonly text: string
+  /** The response headers, lowercase names. */
+  readonly headers: Readonly<Record<string, string>>
+  /** Milliseconds from sending to the whole body read (headers only, for an event stream). */
+  readonly elapsedMs: number
 }
 
-/** A raw request with fetch (any body, any header). Never fails with an HTTP status; network errors die. */
-export const raw = (
-  url: string,
-  init: { readonly method?: string; readonly body?: string; readonly headers?: Record<string, string> } = {}
-): Effect.Effect<Raw> =>
+/** Options of `raw`. */
+export interface RawInit {
+  readonly method?: string
+  readonly body?: string
+  readonly headers?: Record<string, string>
+  /** Dies when no complete answer came within this bound (default 10 s): "every request gets an answer". */
+  readonly timeoutMs?: number
+}
+
+/**
+ * A raw request with fetch (any body, any header). Never fails with an HTTP status; network errors and answers
+ * later than `timeoutMs` die. An event stream is read up to its headers only, then closed.
+ */
+export const raw = (url: string, init: RawInit = {}): Effect.Effect<Raw> =>
   Effect.promise(async () => {
-    const response = await fetch(url, {
-      method: init.method ?? "GET",
-      ...(init.body === undefined ? {} : { body: init.body }),
-      headers: init.headers ?? {}
-    })
-    return {
-      status: response.status,
-      contentType: response.headers.get("content-type") ?? "",
-      text: await response.text()
+    const started = performance.now()
+    const timeoutMs = init.timeoutMs ?? 10_000
+    const signal = AbortSignal.timeout(timeoutMs)
+    const method = init.method ?? "GET"
+    try {
+      const response = await fetch(url, {
+        method,
+        ...(init.body === undefined ? {} : { body: init.body }),
+        headers: init.headers ?? {},
+        signal
+      })
+      const contentType = response.headers.get("content-type") ?? ""
+      let text = ""
+      if (contentType.startsWith("text/event-stream")) await response.body?.cancel()
+      else text = await response.text()
+      return {
+        status: response.status,
+        contentType,
+        text,
+        headers: Object.fromEntries(response.headers.entries()),
+        elapsedMs: performance.now() - started
+      }
+    } catch (error) {
+      if (signal.aborted) throw new Error(`no answer within ${timeoutMs} ms: ${method} ${url.slice(0, 200)}`)
+      throw error
     }
   })
 
