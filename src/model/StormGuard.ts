@@ -1,28 +1,44 @@
 /**
  * StormGuard — storm safety for one provider, shared by every session that calls it.
  *
- * Prevents the thundering herd. The provider chain's rules are per session: each session obeys Retry-After and
- * jitters its own backoff, but a provider shedding load drops MANY sessions at once, and a Retry-After is an
- * exact instant — two hundred sessions told "1 second" all come back on the same millisecond, are shed again, and
- * the wave repeats. A session cannot see the others; this guard, wrapped around the provider once per process,
- * can. Two mechanisms:
+ * Prevents the thundering herd without making anyone wait for it. Each session obeys its own Retry-After (the
+ * chain sleeps it), but a provider shedding load drops MANY sessions at once, and a Retry-After is an exact instant:
+ * two hundred sessions told "2 s" come back on the same millisecond, are shed again, and the wave repeats. A session
+ * cannot see the others; this guard, wrapped around the provider once per process, can. Two mechanisms:
  *
- * - **A shared jittered gate.** A `rate_limit` or `overloaded` answer closes the gate for the provider's
- *   Retry-After (or, without one, a jittered pause of ~`pauseMs`). Every attempt that arrives while the gate is
- *   closed — a retry or a new session — waits, then is released at its own uniformly random instant in a window
- *   after the gate reopens, so the provider sees a ramp instead of a wall. The window is as wide as the wait
- *   (clamped to [`pauseMs`, `spreadMaxMs`]): a provider that asked for 1 s gets the herd back over ~1 s. A
- *   Retry-After beyond `maxGateMs` (the chain's 60 s cap) does not close the gate: each session then fails over
- *   at once, and holding them for a minute first would only delay that. No single wait exceeds half the
- *   provider's attempt timeout, so a gated attempt still has time to run.
- * - **A circuit breaker.** `failureThreshold` (5) consecutive transient failures — `server`, `timeout`,
- *   `overloaded`, across all sessions — open the circuit for a jittered period in [`openMs`/2, `openMs`]
- *   (5–10 s: long enough for a load balancer to move traffic or a replica to restart, short against a session's
- *   5-minute active time; jittered so that several Corral processes do not re-probe in lockstep). While open,
- *   attempts fail at once with the same kind and a Retry-After spread over the end of the period, so the chain
- *   fails over or backs off without sending a request. After the period the circuit is half-open: one more
- *   failure reopens it, a success closes it. `rate_limit` does not count: it is pacing, handled by the gate.
- *   Five because one or two failures are noise in a fleet of sessions and a few more are already a pattern.
+ * **A paced release with additive increase, multiplicative decrease.** While calm, attempts pass untouched. A
+ * `rate_limit` or `overloaded` answer starts a storm: the provider's Retry-After (or, without one, a jittered pause
+ * in [`pauseMs`/2, `pauseMs`]) closes a gate, and only the answer that OPENS the storm sets it — a throttle that
+ * answers an attempt released later never moves the gate (that was how an old design stalled the herd for a
+ * minute): its own session waits its own Retry-After, and the release rate is halved instead. During the storm
+ * every attempt takes a place in one pacer, in arrival order: it goes at
+ * `max(max(now, gate) + jitter, previous place + 1 / rate)`, jitter uniform in [0, `jitterMs`]. The rate starts at
+ * `startRate` when the gate reopens — so the first release is alone: the probe — and grows linearly by `rampRate`
+ * per second up to `maxRate`; a throttle after the reopening halves it (at most once per `decreaseEveryMs`, never
+ * below `minRate`) and waiters not yet released re-take places at the new rate. The storm ends once the rate is back
+ * at `maxRate` and nobody waits.
+ *
+ * Bounds (defaults). (1) Released attempts: consecutive releases are at least 1 / `maxRate` apart — at most
+ * ⌈10 ms · `maxRate`⌉ = 4 per 10 ms window while a storm lasts, whatever the herd. (2) Waiting: when the provider
+ * has recovered by the time the gate reopens, an attempt that arrives at the guard when its Retry-After is over
+ * leaves within `jitterMs` + `releaseSpreadMs(n)` of that instant, `n` the attempts ahead of it in the storm —
+ * the time the ramp takes to release `n` attempts (~1 s for 200; a lone session waits its Retry-After plus at most
+ * `jitterMs` = 100 ms). The chain sleeps the Retry-After itself: nothing is added on top but this. (3) No wait at
+ * the guard exceeds half the provider's attempt timeout (the wait counts against it), so a paced attempt always
+ * has time to run and nobody fails only because it waited. Why these numbers: 20/s probes once per 50 ms, long
+ * enough for a throttling provider's answer to come back and halve the rate before the next few; 400/s reached in
+ * ~1 s brings a herd of 200 back within ~1 s of its Retry-After; 100 ms of jitter de-synchronises several Corral
+ * processes at a cost a person does not notice. A Retry-After beyond `maxGateMs` (the chain's 60 s cap) starts no
+ * storm: the chain fails over at once, and holding the others first would only delay that.
+ *
+ * **A circuit breaker.** `failureThreshold` (5) consecutive transient failures — `server`, `timeout`,
+ * `overloaded`, across all sessions — open the circuit for a jittered period in [`openMs`/2, `openMs`] (5–10 s:
+ * long enough for a load balancer to move traffic or a replica to restart, short against a session's 5-minute
+ * active time; jittered so that several Corral processes do not re-probe in lockstep). While open, attempts fail at
+ * once with the same kind and a Retry-After spread over the end of the period, so the chain fails over or backs off
+ * without sending a request. After the period the circuit is half-open: one more failure reopens it, a success
+ * closes it. `rate_limit` does not count: it is pacing, handled above. Five because one or two failures are noise
+ * in a fleet of sessions and a few more are already a pattern.
  *
  * An attempt interrupted from outside (the chain's timeout, which cannot be told apart from a cancelled session)
  * counts as a `timeout` failure: a provider that hangs must open the circuit like one that errors. Time comes from
@@ -41,15 +57,25 @@ export interface Options {
   readonly openMs?: number
   /** The gate's pause when a throttle gives no Retry-After, in ms (default 1 000, jittered in [pause/2, pause]). */
   readonly pauseMs?: number
-  /** The widest release window after the gate reopens, in ms (default 5 000). */
-  readonly spreadMaxMs?: number
-  /** The longest Retry-After the gate honours, in ms (default 60 000, the chain's cap); beyond it: no gate. */
+  /** The longest Retry-After that starts a storm, in ms (default 60 000, the chain's cap); beyond it: no storm. */
   readonly maxGateMs?: number
+  /** The widest random delay added to a release during a storm, in ms (default 100). */
+  readonly jitterMs?: number
+  /** Releases per second when the gate reopens: the probe rate (default 20). */
+  readonly startRate?: number
+  /** How fast the release rate grows, in releases per second per second (default 400). */
+  readonly rampRate?: number
+  /** The release rate's ceiling during a storm, per second (default 400: at most 4 releases per 10 ms). */
+  readonly maxRate?: number
+  /** The floor a throttle can halve the release rate to, per second (default 5). */
+  readonly minRate?: number
+  /** At most one halving per this many ms (default 100: a batch of throttles from one burst counts once). */
+  readonly decreaseEveryMs?: number
   /**
-   * Called when a gated attempt is released, with the `Clock` instant it arrived and the instant the gate planned
-   * to let it go (metrics, tests). Must not throw.
+   * Called when an attempt that waited is released, with the `Clock` instants it arrived and was released
+   * (metrics, tests). Must not throw.
    */
-  readonly onRelease?: (release: { readonly arrivedAt: number; readonly slot: number }) => void
+  readonly onRelease?: (release: { readonly arrivedAt: number; readonly releasedAt: number }) => void
 }
 
 /** The defaults of `Options`. */
@@ -57,21 +83,33 @@ export const defaults = {
   failureThreshold: 5,
   openMs: 10_000,
   pauseMs: 1_000,
-  spreadMaxMs: 5_000,
-  maxGateMs: 60_000
+  maxGateMs: 60_000,
+  jitterMs: 100,
+  startRate: 20,
+  rampRate: 400,
+  maxRate: 400,
+  minRate: 5,
+  decreaseEveryMs: 100
 } as const
 
 /** What the guard currently believes about its provider (epoch milliseconds of the `Clock`). */
 export interface Status {
-  /** Attempts arriving before this instant wait (then spread over `gateSpreadMs`). */
+  /** Whether a storm is on: attempts are paced. */
+  readonly storm: boolean
+  /** Attempts do not go before this instant (the storm's opening Retry-After). */
   readonly gateUntil: number
-  readonly gateSpreadMs: number
+  /** The current release rate, per second (`maxRate` when calm). */
+  readonly rate: number
+  /** Attempts waiting for their release now. */
+  readonly waiting: number
   /** Attempts arriving before this instant fail fast. */
   readonly openUntil: number
   readonly consecutiveFailures: number
   /** How many times the circuit opened. */
   readonly opened: number
-  /** How many attempts waited at the gate. */
+  /** How many storms started. */
+  readonly storms: number
+  /** How many attempts waited for a release. */
   readonly gated: number
   /** How many attempts failed fast on the open circuit. */
   readonly rejected: number
@@ -90,8 +128,35 @@ const throttled = new Set<ErrorKind>(["rate_limit", "overloaded"])
 const uniform = (lo: number, hi: number): Effect.Effect<number> =>
   Random.nextIntBetween(Math.floor(lo), Math.floor(Math.max(lo, hi)) + 1)
 
+interface Pace {
+  readonly startRate: number
+  readonly rampRate: number
+  readonly maxRate: number
+}
+
+const paceOf = (options: Options): Pace => {
+  const maxRate = Math.max(1, options.maxRate ?? defaults.maxRate)
+  return {
+    maxRate,
+    startRate: Math.min(maxRate, Math.max(1, options.startRate ?? defaults.startRate)),
+    rampRate: Math.max(0, options.rampRate ?? defaults.rampRate)
+  }
+}
+
 /**
- * Wraps `provider` so every session calling the result shares one gate and one circuit (module comment). Same
+ * How long, in ms, the ramp takes from the gate's reopening to release `releases` attempts one after another — the
+ * pacing part of the wait bound (module comment, bound 2): the last of a herd of `releases + 1` leaves this long
+ * after the first. Pure; 0 for 0 releases.
+ */
+export const releaseSpreadMs = (releases: number, options: Options = {}): number => {
+  const { maxRate, rampRate, startRate } = paceOf(options)
+  let at = 0
+  for (let i = 0; i < releases; i++) at += 1000 / Math.min(maxRate, startRate + rampRate * at / 1000)
+  return at
+}
+
+/**
+ * Wraps `provider` so every session calling the result shares one pacer and one circuit (module comment). Same
  * name, model, timeout and attempts as `provider`. The guarded `complete` fails with the provider's errors, or —
  * while the circuit is open — at once with a `ProviderError` of the kind that opened it, carrying the wait until
  * this caller's jittered slot as `retryAfterMs`. Wrap each provider once per process: two wrappers are two guards.
@@ -100,25 +165,64 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
   const threshold = Math.max(1, options.failureThreshold ?? defaults.failureThreshold)
   const openMs = Math.max(1, options.openMs ?? defaults.openMs)
   const pauseMs = Math.max(1, options.pauseMs ?? defaults.pauseMs)
-  const spreadMaxMs = Math.max(pauseMs, options.spreadMaxMs ?? defaults.spreadMaxMs)
   const maxGateMs = options.maxGateMs ?? defaults.maxGateMs
+  const jitterMs = Math.max(0, options.jitterMs ?? defaults.jitterMs)
+  const { maxRate, rampRate, startRate } = paceOf(options)
+  const minRate = Math.min(startRate, Math.max(0.001, options.minRate ?? defaults.minRate))
+  const decreaseEveryMs = Math.max(0, options.decreaseEveryMs ?? defaults.decreaseEveryMs)
   const maxWaitMs = Math.floor(provider.timeoutMs / 2)
 
+  // The storm: the gate, and the pacer's line (rate = rampFrom + rampRate · (t − rampStart), at most maxRate).
+  let storm = false
   let gateUntil = 0
-  let gateSpreadMs = 0
+  let rampStart = 0
+  let rampFrom = startRate
+  let nextFree = 0
+  let lastDecrease = Number.NEGATIVE_INFINITY
+  // Bumped by every halving: a waiter that sees it changed re-takes its place at the new rate.
+  let epoch = 0
+  let waiting = 0
+  let storms = 0
+  let gated = 0
+  // The circuit.
   let openUntil = 0
   let openSpreadMs = 0
   let openKind: ErrorKind = "server"
   let consecutive = 0
   let opened = 0
-  let gated = 0
   let rejected = 0
 
-  const closeGate = (now: number, waitMs: number) => {
-    const spread = Math.min(spreadMaxMs, Math.max(pauseMs, waitMs))
-    // A gate still in force keeps its wider window: the herd it holds is at least as large.
-    gateSpreadMs = now < gateUntil + gateSpreadMs ? Math.max(gateSpreadMs, spread) : spread
-    gateUntil = Math.max(gateUntil, now + waitMs)
+  const rateAt = (t: number) => Math.min(maxRate, rampFrom + rampRate * Math.max(0, t - rampStart) / 1000)
+
+  // Takes the next place in line no earlier than `earliest`.
+  const place = (earliest: number) => {
+    const slot = Math.max(earliest, nextFree)
+    nextFree = slot + 1000 / rateAt(slot)
+    return slot
+  }
+
+  const calmNow = (now: number) => {
+    if (storm && now >= gateUntil && waiting === 0 && nextFree <= now && rateAt(now) >= maxRate) storm = false
+    return !storm
+  }
+
+  const onThrottle = (now: number, waitMs: number) => {
+    if (calmNow(now)) {
+      storm = true
+      storms++
+      gateUntil = now + waitMs
+      rampStart = gateUntil
+      rampFrom = startRate
+      nextFree = gateUntil
+      return
+    }
+    // Before the reopening the herd is held already; after it, a throttle means the rate is still too high.
+    if (now < gateUntil || now - lastDecrease < decreaseEveryMs) return
+    lastDecrease = now
+    rampFrom = Math.max(minRate, rateAt(now) / 2)
+    rampStart = now
+    nextFree = Math.min(nextFree, now + 1000 / rampFrom)
+    epoch++
   }
 
   const onFailure = (error: ProviderError) =>
@@ -126,8 +230,8 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
       const now = yield* Clock.currentTimeMillis
       if (throttled.has(error.kind)) {
         const retryAfter = error.retryAfterMs
-        if (retryAfter === undefined) closeGate(now, yield* uniform(pauseMs / 2, pauseMs))
-        else if (retryAfter <= maxGateMs) closeGate(now, retryAfter)
+        if (retryAfter === undefined) onThrottle(now, yield* uniform(pauseMs / 2, pauseMs))
+        else if (retryAfter <= maxGateMs) onThrottle(now, retryAfter)
       }
       if (!transient.has(error.kind)) {
         // Auth, quota, a bad request, a refusal: the provider answered coherently, so it is not sick.
@@ -138,33 +242,45 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
       if (consecutive < threshold || now < openUntil) return
       const period = yield* uniform(openMs / 2, openMs)
       openUntil = now + period
-      openSpreadMs = Math.min(spreadMaxMs, Math.max(pauseMs, Math.floor(period / 2)))
+      openSpreadMs = Math.max(pauseMs, Math.floor(period / 2))
       openKind = error.kind
       opened++
       // Half-open once the period ends: the next failure reopens at once, a success resets the count.
       consecutive = threshold - 1
     })
 
-  // Waits while the gate is closed, then until this caller's random slot in the release window.
-  const passGate = Effect.gen(function*() {
-    let waited = 0
-    let now = yield* Clock.currentTimeMillis
-    if (now >= gateUntil + gateSpreadMs) return
-    const arrivedAt = now
-    gated++
-    let slot = now
-    while (waited < maxWaitMs) {
-      slot = gateUntil + (yield* uniform(0, gateSpreadMs))
-      if (slot <= now) break
-      const wait = Math.min(slot - now, maxWaitMs - waited)
-      yield* Effect.sleep(wait)
-      waited += wait
-      now = yield* Clock.currentTimeMillis
-      // Released, unless new throttles closed the gate again while we slept.
-      if (now >= gateUntil) break
-    }
-    options.onRelease?.({ arrivedAt, slot: Math.min(slot, arrivedAt + maxWaitMs) })
-  })
+  // During a storm: waits for this attempt's place in the pacer (re-taken when a throttle halved the rate).
+  const wait = (arrivedAt: number) =>
+    Effect.gen(function*() {
+      const jitter = yield* uniform(0, jitterMs)
+      let seen = epoch
+      let slot = place(Math.max(arrivedAt, gateUntil) + jitter)
+      let now = arrivedAt
+      while (slot > now && now - arrivedAt < maxWaitMs) {
+        // Whole milliseconds, rounded up: a release never precedes its place (clocks tick in ms).
+        yield* Effect.sleep(Math.ceil(Math.min(slot - now, maxWaitMs - (now - arrivedAt))))
+        now = yield* Clock.currentTimeMillis
+        if (seen !== epoch && now - arrivedAt < maxWaitMs) {
+          seen = epoch
+          slot = place(now)
+        }
+      }
+      options.onRelease?.({ arrivedAt, releasedAt: now })
+    })
+
+  // `waiting` counts exactly the attempts inside `wait`: incremented and decremented outside interruption.
+  const pass = (arrivedAt: number) =>
+    Effect.acquireUseRelease(
+      Effect.sync(() => {
+        gated++
+        waiting++
+      }),
+      () => wait(arrivedAt),
+      () =>
+        Effect.sync(() => {
+          waiting--
+        })
+    )
 
   const rejectOpen = (now: number) =>
     Effect.gen(function*() {
@@ -190,7 +306,7 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
         if (now < openUntil) return yield* rejectOpen(now)
-        yield* passGate
+        if (!calmNow(now)) yield* pass(now)
         return yield* provider.complete(request).pipe(
           Effect.tap(() =>
             Effect.sync(() => {
@@ -204,11 +320,14 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
         )
       }),
     status: () => ({
+      storm,
       gateUntil,
-      gateSpreadMs,
+      rate: storm ? rateAt(Math.max(gateUntil, nextFree)) : maxRate,
+      waiting,
       openUntil,
       consecutiveFailures: consecutive,
       opened,
+      storms,
       gated,
       rejected
     })
