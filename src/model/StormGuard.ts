@@ -8,26 +8,30 @@
  *
  * **A paced release with additive increase, multiplicative decrease.** While calm, attempts pass untouched. A
  * `rate_limit` or `overloaded` answer starts a storm: the provider's Retry-After (or, without one, a jittered pause
- * in [`pauseMs`/2, `pauseMs`]) closes a gate, and only the answer that OPENS the storm sets it — a throttle that
- * answers an attempt released later never moves the gate (that was how an old design stalled the herd for a
- * minute): its own session waits its own Retry-After, and the release rate is halved instead. During the storm
- * every attempt takes a place in one pacer, in arrival order: it goes at
- * `max(max(now, gate) + jitter, previous place + 1 / rate)`, jitter uniform in [0, `jitterMs`]. The rate starts at
- * `startRate` when the gate reopens — so the first release is alone: the probe — and grows linearly by `rampRate`
- * per second up to `maxRate`; a throttle after the reopening halves it (at most once per `decreaseEveryMs`, never
- * below `minRate`) and waiters not yet released re-take places at the new rate. The storm ends once the rate is back
- * at `maxRate` and nobody waits.
+ * in [`pauseMs`/2, `pauseMs`]) plus a jitter in [0, `jitterMs`], drawn once per storm, closes a gate. Only the answer
+ * that OPENS the storm sets it — a throttle answering an attempt released later never moves the gate (that was how
+ * an earlier design stalled the herd for a minute, then let it go in a wave): its own session waits its own
+ * Retry-After, and the release rate is halved instead. During the storm every attempt — a retry whose Retry-After
+ * is over, or a new session's first — joins one line, in arrival order, and leaves at its planned place:
+ * `max(arrival, gate)`, and at least 1 / rate after the place before it. The rate starts at `startRate` when the
+ * gate reopens — so the first release goes alone: the probe — and grows linearly by `rampRate` per second up to
+ * `maxRate`. A throttle after the reopening halves it (at most once per `decreaseEveryMs`, never below `minRate`)
+ * and the line is planned again, order kept. A waiter woken late (this process stalled, and every due timer fires
+ * at once) plans the line again from the last release, so a stall delays the line instead of bunching it. The
+ * storm ends once the rate is back at `maxRate` and nobody waits.
  *
  * Bounds (defaults). (1) Released attempts: consecutive releases are at least 1 / `maxRate` apart — at most
- * ⌈10 ms · `maxRate`⌉ = 4 per 10 ms window while a storm lasts, whatever the herd. (2) Waiting: when the provider
- * has recovered by the time the gate reopens, an attempt that arrives at the guard when its Retry-After is over
- * leaves within `jitterMs` + `releaseSpreadMs(n)` of that instant, `n` the attempts ahead of it in the storm —
- * the time the ramp takes to release `n` attempts (~1 s for 200; a lone session waits its Retry-After plus at most
- * `jitterMs` = 100 ms). The chain sleeps the Retry-After itself: nothing is added on top but this. (3) No wait at
- * the guard exceeds half the provider's attempt timeout (the wait counts against it), so a paced attempt always
- * has time to run and nobody fails only because it waited. Why these numbers: 20/s probes once per 50 ms, long
- * enough for a throttling provider's answer to come back and halve the rate before the next few; 400/s reached in
- * ~1 s brings a herd of 200 back within ~1 s of its Retry-After; 100 ms of jitter de-synchronises several Corral
+ * ⌈10 ms · `maxRate`⌉ = 2 per 10 ms window while a storm lasts, whatever the herd. (2) Waiting: when the provider has
+ * recovered by the time the gate reopens, an attempt that reaches the guard as its own Retry-After ends leaves
+ * within `jitterMs` + `releaseSpreadMs(n)` of that instant, `n` the attempts ahead of it in line — the time the ramp
+ * takes to release `n` attempts (~1.2 s for 200; a lone session waits its Retry-After plus at most `jitterMs` =
+ * 100 ms). The chain sleeps the Retry-After itself: nothing else is added on top. (3) No wait at the guard exceeds
+ * half the provider's attempt timeout (the wait counts against it), so a paced attempt always has time to run, and
+ * a line in arrival order hands a provider's remaining rejections to the sessions that have had the fewest. Why
+ * these numbers: 20/s probes once per 50 ms, long enough for a throttling provider's answer to come back and halve
+ * the rate before many more go; 200/s (one release per 5 ms, leaving room for the event loop to bunch sends) is
+ * reached within 0.5 s; one halving per 250 ms lets a provider that keeps rejecting settle the line at ~100/s
+ * (the ramp's gain over 250 ms) instead of crawling at the floor; 100 ms of jitter de-synchronises several Corral
  * processes at a cost a person does not notice. A Retry-After beyond `maxGateMs` (the chain's 60 s cap) starts no
  * storm: the chain fails over at once, and holding the others first would only delay that.
  *
@@ -59,17 +63,17 @@ export interface Options {
   readonly pauseMs?: number
   /** The longest Retry-After that starts a storm, in ms (default 60 000, the chain's cap); beyond it: no storm. */
   readonly maxGateMs?: number
-  /** The widest random delay added to a release during a storm, in ms (default 100). */
+  /** The widest random delay added to a storm's gate, drawn once per storm, in ms (default 100). */
   readonly jitterMs?: number
   /** Releases per second when the gate reopens: the probe rate (default 20). */
   readonly startRate?: number
   /** How fast the release rate grows, in releases per second per second (default 400). */
   readonly rampRate?: number
-  /** The release rate's ceiling during a storm, per second (default 400: at most 4 releases per 10 ms). */
+  /** The release rate's ceiling during a storm, per second (default 200: at most 2 releases per 10 ms). */
   readonly maxRate?: number
   /** The floor a throttle can halve the release rate to, per second (default 5). */
   readonly minRate?: number
-  /** At most one halving per this many ms (default 100: a batch of throttles from one burst counts once). */
+  /** At most one halving per this many ms (default 250: a batch of throttles from one burst counts once). */
   readonly decreaseEveryMs?: number
   /**
    * Called when an attempt that waited is released, with the `Clock` instants it arrived and was released
@@ -87,9 +91,9 @@ export const defaults = {
   jitterMs: 100,
   startRate: 20,
   rampRate: 400,
-  maxRate: 400,
+  maxRate: 200,
   minRate: 5,
-  decreaseEveryMs: 100
+  decreaseEveryMs: 250
 } as const
 
 /** What the guard currently believes about its provider (epoch milliseconds of the `Clock`). */
@@ -178,10 +182,10 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
   let rampStart = 0
   let rampFrom = startRate
   let nextFree = 0
+  let lastRelease = Number.NEGATIVE_INFINITY
   let lastDecrease = Number.NEGATIVE_INFINITY
-  // Bumped by every halving: a waiter that sees it changed re-takes its place at the new rate.
-  let epoch = 0
-  let waiting = 0
+  // The waiters, in arrival order (a Set iterates in insertion order): each holds its planned release instant.
+  const line = new Set<{ readonly earliest: number; slot: number }>()
   let storms = 0
   let gated = 0
   // The circuit.
@@ -193,24 +197,32 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
   let rejected = 0
 
   const rateAt = (t: number) => Math.min(maxRate, rampFrom + rampRate * Math.max(0, t - rampStart) / 1000)
+  const minGapMs = 1000 / maxRate
 
-  // Takes the next place in line no earlier than `earliest`.
+  // The next place in line no earlier than `earliest`.
   const place = (earliest: number) => {
     const slot = Math.max(earliest, nextFree)
     nextFree = slot + 1000 / rateAt(slot)
     return slot
   }
 
+  // Plans every waiter again from `now`, in the same order: after a halving, or when the process stalled and
+  // timers fired late (all at once, whatever the plan), so the line keeps its spacing and its order.
+  const replan = (now: number) => {
+    nextFree = Math.max(now, lastRelease + minGapMs)
+    for (const waiter of line) waiter.slot = place(Math.max(waiter.earliest, now))
+  }
+
   const calmNow = (now: number) => {
-    if (storm && now >= gateUntil && waiting === 0 && nextFree <= now && rateAt(now) >= maxRate) storm = false
+    if (storm && now >= gateUntil && line.size === 0 && nextFree <= now && rateAt(now) >= maxRate) storm = false
     return !storm
   }
 
-  const onThrottle = (now: number, waitMs: number) => {
+  const onThrottle = (now: number, waitMs: number, jitter: number) => {
     if (calmNow(now)) {
       storm = true
       storms++
-      gateUntil = now + waitMs
+      gateUntil = now + waitMs + jitter
       rampStart = gateUntil
       rampFrom = startRate
       nextFree = gateUntil
@@ -221,8 +233,7 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
     lastDecrease = now
     rampFrom = Math.max(minRate, rateAt(now) / 2)
     rampStart = now
-    nextFree = Math.min(nextFree, now + 1000 / rampFrom)
-    epoch++
+    replan(now + 1000 / rampFrom)
   }
 
   const onFailure = (error: ProviderError) =>
@@ -230,8 +241,9 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
       const now = yield* Clock.currentTimeMillis
       if (throttled.has(error.kind)) {
         const retryAfter = error.retryAfterMs
-        if (retryAfter === undefined) onThrottle(now, yield* uniform(pauseMs / 2, pauseMs))
-        else if (retryAfter <= maxGateMs) onThrottle(now, retryAfter)
+        const jitter = yield* uniform(0, jitterMs)
+        if (retryAfter === undefined) onThrottle(now, yield* uniform(pauseMs / 2, pauseMs), jitter)
+        else if (retryAfter <= maxGateMs) onThrottle(now, retryAfter, jitter)
       }
       if (!transient.has(error.kind)) {
         // Auth, quota, a bad request, a refusal: the provider answered coherently, so it is not sick.
@@ -249,38 +261,35 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
       consecutive = threshold - 1
     })
 
-  // During a storm: waits for this attempt's place in the pacer (re-taken when a throttle halved the rate).
-  const wait = (arrivedAt: number) =>
-    Effect.gen(function*() {
-      const jitter = yield* uniform(0, jitterMs)
-      let seen = epoch
-      let slot = place(Math.max(arrivedAt, gateUntil) + jitter)
-      let now = arrivedAt
-      while (slot > now && now - arrivedAt < maxWaitMs) {
-        // Whole milliseconds, rounded up: a release never precedes its place (clocks tick in ms).
-        yield* Effect.sleep(Math.ceil(Math.min(slot - now, maxWaitMs - (now - arrivedAt))))
-        now = yield* Clock.currentTimeMillis
-        if (seen !== epoch && now - arrivedAt < maxWaitMs) {
-          seen = epoch
-          slot = place(now)
-        }
-      }
-      options.onRelease?.({ arrivedAt, releasedAt: now })
-    })
-
-  // `waiting` counts exactly the attempts inside `wait`: incremented and decremented outside interruption.
-  const pass = (arrivedAt: number) =>
-    Effect.acquireUseRelease(
+  // During a storm: waits for this attempt's place in line (the plan may move while it waits).
+  const pass = (arrivedAt: number) => {
+    const waiter = { earliest: Math.max(arrivedAt, gateUntil), slot: 0 }
+    return Effect.acquireUseRelease(
       Effect.sync(() => {
         gated++
-        waiting++
+        waiter.slot = place(waiter.earliest)
+        line.add(waiter)
       }),
-      () => wait(arrivedAt),
+      () =>
+        Effect.gen(function*() {
+          let now = arrivedAt
+          while (waiter.slot > now && now - arrivedAt < maxWaitMs) {
+            // Whole milliseconds, rounded up: a release never precedes its place (clocks tick in ms).
+            yield* Effect.sleep(Math.ceil(Math.min(waiter.slot - now, maxWaitMs - (now - arrivedAt))))
+            now = yield* Clock.currentTimeMillis
+            // Woken late (the process stalled: the others are due too), or too soon after a release that was
+            // itself late: keep the spacing, plan the line again from here.
+            if (now - waiter.slot > minGapMs || now < lastRelease + minGapMs) replan(now)
+          }
+          lastRelease = now
+          options.onRelease?.({ arrivedAt, releasedAt: now })
+        }),
       () =>
         Effect.sync(() => {
-          waiting--
+          line.delete(waiter)
         })
     )
+  }
 
   const rejectOpen = (now: number) =>
     Effect.gen(function*() {
@@ -323,7 +332,7 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
       storm,
       gateUntil,
       rate: storm ? rateAt(Math.max(gateUntil, nextFree)) : maxRate,
-      waiting,
+      waiting: line.size,
       openUntil,
       consecutiveFailures: consecutive,
       opened,

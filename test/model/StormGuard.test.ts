@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Clock, Effect, Either, Fiber, Random, Ref, TestClock } from "effect"
 import * as fc from "effect/FastCheck"
+import * as Storm from "../../scripts/bench/storm.js"
 import type { ErrorKind } from "../../src/domain/ErrorKind.js"
 import { ProviderError } from "../../src/domain/Errors.js"
 import type { ModelReply } from "../../src/domain/Message.js"
@@ -255,6 +256,8 @@ describe("StormGuard: the pacer", () => {
       expect(times[1]).toBeGreaterThanOrEqual(1_000 + 1000 / startRate)
       expect(times[2]).toBeGreaterThan(1_075)
       expect(times[3]).toBeGreaterThan(1_095)
+      // In arrival order.
+      expect(seen.slice(1).map((s) => s.tag)).toEqual(["b", "c", "d", "e"])
       expect(guard.status().rate).toBeLessThan(maxRate)
     }))
 
@@ -282,8 +285,9 @@ describe("StormGuard: the pacer", () => {
       const guard = StormGuard.wrap(provider, { pauseMs: 2_000 })
       yield* Effect.either(guard.complete(request))
       const { gateUntil } = guard.status()
+      // Plus the storm's jitter, drawn once when it opens.
       expect(gateUntil).toBeGreaterThanOrEqual(1_000)
-      expect(gateUntil).toBeLessThanOrEqual(2_000)
+      expect(gateUntil).toBeLessThanOrEqual(2_000 + jitterMs)
     }).pipe(seeded(1)))
 
   it.effect("the storm ends once the rate is back at its ceiling and nobody waits: attempts pass untouched again", () =>
@@ -324,11 +328,11 @@ describe("StormGuard: the pacer", () => {
       expect(received[1]).toBeLessThanOrEqual(5_000)
     }).pipe(seeded(3)))
 
-  it("releaseSpreadMs: a herd of 200 is back within about a second of the reopening", () => {
+  it("releaseSpreadMs: a herd of 200 is back within about 1.2 s of the reopening", () => {
     expect(StormGuard.releaseSpreadMs(0)).toBe(0)
     expect(StormGuard.releaseSpreadMs(1)).toBe(1000 / startRate)
-    expect(StormGuard.releaseSpreadMs(199)).toBeGreaterThan(800)
-    expect(StormGuard.releaseSpreadMs(199)).toBeLessThan(1_200)
+    expect(StormGuard.releaseSpreadMs(199)).toBeGreaterThan(1_000)
+    expect(StormGuard.releaseSpreadMs(199)).toBeLessThan(1_300)
   })
 })
 
@@ -403,4 +407,22 @@ describe("StormGuard: the circuit breaker", () => {
       expect(guard.status().opened).toBe(1)
       expect(yield* Effect.flip(guard.complete(request))).toMatchObject({ kind: "timeout" })
     }).pipe(seeded(11)))
+})
+
+describe("StormGuard: a small storm over real HTTP", () => {
+  it.live(
+    "20 sessions, the first 40 requests answered 429 Retry-After 1 s: every session completes, paced",
+    () =>
+      Effect.gen(function*() {
+        const result = yield* Storm.storm({ sessions: 20, throttled: 40, retryAfterSeconds: 1 })
+        expect(result.completed, JSON.stringify(result)).toBe(20)
+        // No request is wasted: every throttled one plus the two each session needs.
+        expect(result.requests).toBe(result.fewestRequests)
+        // The guard's own releases keep the spacing, whatever the event loop does to the sends afterwards.
+        expect(result.busiest10msReleased).toBeLessThanOrEqual(perWindow)
+        // Generous: the sessions are back within a few Retry-Afters, never at an attempt's timeout.
+        expect(result.wallMs).toBeLessThan(20_000)
+      }),
+    60_000
+  )
 })

@@ -1,0 +1,223 @@
+/**
+ * `npm run bench:storm` — a rate-limit storm over real HTTP (issue 13 §3): `--sessions` sessions (default 200) start
+ * at once against the fake OpenAI-compatible provider (test/support/FakeProvider.ts, a real server on 127.0.0.1),
+ * whose first `--throttled` requests (default 400) are answered 429 with `Retry-After: --retry-after` seconds
+ * (default 2); every later request gets the demo conversation. Each session is one burst of the loop
+ * (`Harness.runBurst`: a model call, then the finalize call) through the OpenAI-compatible adapter wrapped in a
+ * `StormGuard`, exactly as `ProviderConfig.layer` wires a configured provider.
+ *
+ * Reports, per run: whether every session completed (and the exit reasons otherwise); the wall time from the first
+ * session's start to the last landing (target ≤ 15 s); the most requests the provider received in any 10 ms window,
+ * over the whole run and after the first wave — the requests of the first half of the first Retry-After, sent
+ * before anyone could know of the storm (target ≤ 5); the provider requests against the fewest possible —
+ * every throttled request plus the 2xx replies the sessions need, 2 per session (target ≤ 1.3×); how long after its
+ * own Retry-After ended each throttled session's next request arrived (p50, p99, max); and the longest event-loop
+ * stall of this process (a stalled loop fires every due timer at once, whatever the plan).
+ *
+ *   npm run bench:storm -- [--sessions 200] [--throttled 400] [--retry-after 2] [--runs 1] [--unguarded]
+ *
+ * Prints a summary per run and one `RESULT {json}` line per run. `storm` is exported for the test suite's small case.
+ */
+import { NodeHttpClient } from "@effect/platform-node"
+import { Effect } from "effect"
+import { monitorEventLoopDelay } from "node:perf_hooks"
+import { pathToFileURL } from "node:url"
+import { parseArgs } from "node:util"
+import * as OpenAiCompat from "../../src/model/OpenAiCompat.js"
+import * as StormGuard from "../../src/model/StormGuard.js"
+import * as Harness from "../../src/testing/Harness.js"
+import * as Fake from "../../test/support/FakeProvider.js"
+
+/** What one storm is made of. */
+export interface StormOptions {
+  readonly sessions: number
+  /** The first this many requests are answered 429. */
+  readonly throttled: number
+  readonly retryAfterSeconds: number
+  /** Without the guard: the adapter alone (for comparison). */
+  readonly unguarded?: boolean
+  readonly guard?: StormGuard.Options
+}
+
+/** The figures of one storm. */
+export interface StormResult {
+  readonly sessions: number
+  readonly completed: number
+  /** Exit reason → sessions, for the sessions that did not complete. */
+  readonly failures: Readonly<Record<string, number>>
+  readonly wallMs: number
+  readonly requests: number
+  readonly throttledRequests: number
+  /** Every throttled request plus the 2xx replies the sessions need (2 per session). */
+  readonly fewestRequests: number
+  readonly requestRatio: number
+  readonly busiest10ms: number
+  /**
+   * The most attempts the guard released in any 10 ms of its `Clock` (the provider's count can be higher: a busy
+   * event loop delays sends and bunches them).
+   */
+  readonly busiest10msReleased: number
+  /** Requests received in the first half of the first Retry-After: before anyone could know of the storm. */
+  readonly firstWave: number
+  readonly busiest10msAfterFirstWave: number
+  /** How long after its own Retry-After ended each throttled session's next request arrived, in ms. */
+  readonly extraWaitMs: { readonly p50: number; readonly p99: number; readonly max: number; readonly count: number }
+  readonly retryGapMedianMs: number
+  readonly eventLoopStallMs: number
+}
+
+const busiest = (times: ReadonlyArray<number>, windowMs: number) => {
+  const sorted = [...times].sort((a, b) => a - b)
+  let most = 0
+  for (let i = 0, j = 0; i < sorted.length; i++) {
+    while ((sorted[i] ?? 0) - (sorted[j] ?? 0) >= windowMs) j++
+    most = Math.max(most, i - j + 1)
+  }
+  return most
+}
+
+const quantile = (values: ReadonlyArray<number>, q: number) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0
+}
+
+const round = (n: number) => Math.round(n * 10) / 10
+
+const sessionOf = (body: Record<string, unknown>): string => {
+  const messages = Array.isArray(body.messages) ? body.messages as ReadonlyArray<Record<string, unknown>> : []
+  const user = messages.find((m) => m.role === "user")
+  const text = typeof user?.content === "string" ? user.content : JSON.stringify(user?.content ?? "")
+  return /Incident (\d+):/.exec(text)?.[1] ?? "?"
+}
+
+/** Runs one storm (module comment) and measures it. Needs nothing: it starts its own fake provider and HTTP client. */
+export const storm = (options: StormOptions): Effect.Effect<StormResult> =>
+  Effect.scoped(
+    Effect.gen(function*() {
+      const retryAfterMs = options.retryAfterSeconds * 1000
+      const answeredAt = new Map<number, number>()
+      const fake = yield* Fake.make({
+        fallback: (req) => {
+          answeredAt.set(req.n, req.at)
+          return req.n <= options.throttled
+            ? Fake.rateLimited({ seconds: options.retryAfterSeconds })
+            : Fake.demo(req)
+        }
+      })
+      const adapter = yield* OpenAiCompat.make({ name: "primary", model: "fake-model", baseUrl: fake.openAiBaseUrl })
+      const released: Array<number> = []
+      const provider = options.unguarded === true ? adapter : StormGuard.wrap(adapter, {
+        ...options.guard,
+        onRelease: ({ releasedAt }) => released.push(releasedAt)
+      })
+      const spec = Harness.agent()
+      const lag = monitorEventLoopDelay({ resolution: 10 })
+      lag.enable()
+      const started = performance.now()
+      const landed = yield* Effect.forEach(
+        Array.from({ length: options.sessions }, (_, i) => i),
+        (i) =>
+          Harness.runBurst({
+            spec,
+            session: Harness.session(spec, { id: `ses_storm_${i}` }),
+            prompt: `Incident ${i}: why is checkout failing?`
+          }),
+        { concurrency: "unbounded" }
+      ).pipe(Effect.provide(Harness.layer({ providers: [provider] })), Effect.orDie)
+      const wallMs = performance.now() - started
+      lag.disable()
+
+      const failures: Record<string, number> = {}
+      for (const l of landed) if (l.reason !== "completed") failures[l.reason] = (failures[l.reason] ?? 0) + 1
+      const requests = fake.requests
+      const throttledRequests = Math.min(options.throttled, requests.length)
+      // The first wave: what reached the provider before any session could have heard of the storm (the first
+      // half of the first Retry-After). Everything after it went through the guard's pacer.
+      const afterWave = (requests[0]?.at ?? 0) + retryAfterMs / 2
+      // Per session: the gap from each 429 to the same session's next request, and that gap past the Retry-After.
+      const bySession = new Map<string, Array<Fake.RecordedRequest>>()
+      for (const req of requests) {
+        const key = sessionOf(req.body)
+        bySession.set(key, [...(bySession.get(key) ?? []), req])
+      }
+      const gaps: Array<number> = []
+      const extras: Array<number> = []
+      for (const list of bySession.values()) {
+        list.forEach((req, i) => {
+          const next = list[i + 1]
+          if (req.n > options.throttled || next === undefined) return
+          gaps.push(next.at - req.at)
+          extras.push(next.at - req.at - retryAfterMs)
+        })
+      }
+      const fewestRequests = options.throttled + 2 * options.sessions
+      return {
+        sessions: options.sessions,
+        completed: landed.filter((l) => l.reason === "completed").length,
+        failures,
+        wallMs: Math.round(wallMs),
+        requests: requests.length,
+        throttledRequests,
+        fewestRequests,
+        requestRatio: round(requests.length / fewestRequests * 100) / 100,
+        busiest10ms: busiest(requests.map((r) => r.at), 10),
+        busiest10msReleased: busiest(released, 10),
+        firstWave: requests.filter((r) => r.at < afterWave).length,
+        busiest10msAfterFirstWave: busiest(requests.filter((r) => r.at >= afterWave).map((r) => r.at), 10),
+        extraWaitMs: {
+          p50: round(quantile(extras, 0.5)),
+          p99: round(quantile(extras, 0.99)),
+          max: round(Math.max(0, ...extras)),
+          count: extras.length
+        },
+        retryGapMedianMs: round(quantile(gaps, 0.5)),
+        eventLoopStallMs: Math.round(lag.max / 1e6)
+      }
+    }).pipe(Effect.provide(NodeHttpClient.layerUndici))
+  )
+
+const summary = (r: StormResult) =>
+  [
+    `completed ${r.completed}/${r.sessions}${
+      Object.keys(r.failures).length > 0 ? ` ${JSON.stringify(r.failures)}` : ""
+    }`,
+    `wall ${(r.wallMs / 1000).toFixed(2)} s`,
+    `busiest 10 ms: ${r.busiest10ms} (first wave ${r.firstWave} requests; after it: ${r.busiest10msAfterFirstWave}; released by the guard: ${r.busiest10msReleased})`,
+    `requests ${r.requests} / fewest ${r.fewestRequests} = ${r.requestRatio}×`,
+    `past own Retry-After: p50 ${r.extraWaitMs.p50} ms, p99 ${r.extraWaitMs.p99} ms, max ${r.extraWaitMs.max} ms`,
+    `median retry gap ${r.retryGapMedianMs} ms`,
+    `event-loop stall ${r.eventLoopStallMs} ms`
+  ].join(" · ")
+
+const main = Effect.gen(function*() {
+  const { values } = parseArgs({
+    options: {
+      sessions: { type: "string", default: "200" },
+      throttled: { type: "string", default: "400" },
+      "retry-after": { type: "string", default: "2" },
+      runs: { type: "string", default: "1" },
+      unguarded: { type: "boolean", default: false }
+    }
+  })
+  const options: StormOptions = {
+    sessions: Number(values.sessions),
+    throttled: Number(values.throttled),
+    retryAfterSeconds: Number(values["retry-after"]),
+    unguarded: values.unguarded
+  }
+  for (let run = 1; run <= Number(values.runs); run++) {
+    const result = yield* storm(options)
+    console.log(`storm run ${run}: ${summary(result)}`)
+    console.log(`RESULT ${JSON.stringify({ bench: "storm", run, ...options, ...result })}`)
+  }
+})
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  Effect.runPromise(main).then(
+    () => process.exit(0),
+    (error: unknown) => {
+      console.error(error)
+      process.exit(1)
+    }
+  )
+}
