@@ -14,14 +14,24 @@
  * own Retry-After ended each throttled session's next request arrived (p50, p99, max); and the longest event-loop
  * stall of this process (a stalled loop fires every due timer at once, whatever the plan).
  *
+ * The fake runs in a child process (this script with `--fake`), so its arrival times are its own: in this process
+ * a stalled event loop would hold requests already on the wire and record them together. `--in-process` keeps it
+ * here (the test suite's small case does).
+ *
+ * Before the measured runs, a small storm of `--warmup` sessions (default 20; 0 = none) loads the modules used on
+ * first use and warms the JIT, which otherwise stall the first storm's event loop for hundreds of ms.
+ *
  *   npm run bench:storm -- [--sessions 200] [--throttled 400] [--retry-after 2] [--runs 1] [--unguarded]
+ *     [--in-process] [--warmup 20]
  *
  * Prints a summary per run and one `RESULT {json}` line per run. `storm` is exported for the test suite's small case.
  */
 import { NodeHttpClient } from "@effect/platform-node"
 import { Effect } from "effect"
+import { type ChildProcess, spawn } from "node:child_process"
 import { monitorEventLoopDelay } from "node:perf_hooks"
-import { pathToFileURL } from "node:url"
+import { createInterface } from "node:readline"
+import { fileURLToPath, pathToFileURL } from "node:url"
 import { parseArgs } from "node:util"
 import * as OpenAiCompat from "../../src/model/OpenAiCompat.js"
 import * as StormGuard from "../../src/model/StormGuard.js"
@@ -37,7 +47,73 @@ export interface StormOptions {
   /** Without the guard: the adapter alone (for comparison). */
   readonly unguarded?: boolean
   readonly guard?: StormGuard.Options
+  /**
+   * Run the fake provider in a child process, so its arrival times are not bunched by this process's event loop
+   * (a stall here would hold requests already on the wire and record them together). Default: in this process.
+   */
+  readonly fakeProcess?: boolean
 }
+
+/** One request as the fake provider received it: its number, arrival time (ms, the fake's clock), session. */
+interface Arrival {
+  readonly n: number
+  readonly at: number
+  readonly session: string
+}
+
+interface RunningFake {
+  readonly openAiBaseUrl: string
+  readonly requests: () => ReadonlyArray<Arrival>
+}
+
+// The storm's script: the first `throttled` requests get 429 + Retry-After, every later one the demo conversation.
+const behaviour = (options: Pick<StormOptions, "throttled" | "retryAfterSeconds">) => (req: Fake.RecordedRequest) =>
+  req.n <= options.throttled ? Fake.rateLimited({ seconds: options.retryAfterSeconds }) : Fake.demo(req)
+
+const fakeInProcess = (options: StormOptions) =>
+  Effect.map(Fake.make({ fallback: behaviour(options) }), (fake): RunningFake => ({
+    openAiBaseUrl: fake.openAiBaseUrl,
+    requests: () => fake.requests.map((req) => ({ n: req.n, at: req.at, session: sessionOf(req.body) }))
+  }))
+
+// This script with `--fake`: serves the storm's script and prints `FAKE <url>`, then `REQ <n> <at> <session>` per
+// request as it arrives.
+const fakeProcess = (options: StormOptions) =>
+  Effect.acquireRelease(
+    Effect.async<{ readonly child: ChildProcess; readonly fake: RunningFake }>((resume) => {
+      const child = spawn(process.execPath, [
+        ...process.execArgv,
+        fileURLToPath(import.meta.url),
+        "--fake",
+        "--throttled",
+        String(options.throttled),
+        "--retry-after",
+        String(options.retryAfterSeconds)
+      ], { stdio: ["ignore", "pipe", "inherit"] })
+      const arrivals: Array<Arrival> = []
+      createInterface({ input: child.stdout! }).on("line", (line) => {
+        const [tag, a, b, c] = line.split(" ")
+        if (tag === "REQ") arrivals.push({ n: Number(a), at: Number(b), session: c ?? "?" })
+        if (tag === "FAKE" && a !== undefined) {
+          resume(Effect.succeed({ child, fake: { openAiBaseUrl: a, requests: () => arrivals } }))
+        }
+      })
+    }),
+    ({ child }) => Effect.sync(() => child.kill("SIGKILL"))
+  ).pipe(Effect.map(({ fake }) => fake))
+
+const serveFake = (options: Pick<StormOptions, "throttled" | "retryAfterSeconds">) =>
+  Effect.gen(function*() {
+    const script = behaviour(options)
+    const fake = yield* Fake.make({
+      fallback: (req) => {
+        process.stdout.write(`REQ ${req.n} ${req.at} ${sessionOf(req.body)}\n`)
+        return script(req)
+      }
+    })
+    process.stdout.write(`FAKE ${fake.openAiBaseUrl}\n`)
+    return yield* Effect.never
+  })
 
 /** The figures of one storm. */
 export interface StormResult {
@@ -95,15 +171,7 @@ export const storm = (options: StormOptions): Effect.Effect<StormResult> =>
   Effect.scoped(
     Effect.gen(function*() {
       const retryAfterMs = options.retryAfterSeconds * 1000
-      const answeredAt = new Map<number, number>()
-      const fake = yield* Fake.make({
-        fallback: (req) => {
-          answeredAt.set(req.n, req.at)
-          return req.n <= options.throttled
-            ? Fake.rateLimited({ seconds: options.retryAfterSeconds })
-            : Fake.demo(req)
-        }
-      })
+      const fake = options.fakeProcess === true ? yield* fakeProcess(options) : yield* fakeInProcess(options)
       const adapter = yield* OpenAiCompat.make({ name: "primary", model: "fake-model", baseUrl: fake.openAiBaseUrl })
       const released: Array<number> = []
       const provider = options.unguarded === true ? adapter : StormGuard.wrap(adapter, {
@@ -129,17 +197,16 @@ export const storm = (options: StormOptions): Effect.Effect<StormResult> =>
 
       const failures: Record<string, number> = {}
       for (const l of landed) if (l.reason !== "completed") failures[l.reason] = (failures[l.reason] ?? 0) + 1
-      const requests = fake.requests
+      // Lines from a child arrive a little after the replies they announce: let the last ones in.
+      if (options.fakeProcess === true) yield* Effect.sleep("300 millis")
+      const requests = fake.requests()
       const throttledRequests = Math.min(options.throttled, requests.length)
       // The first wave: what reached the provider before any session could have heard of the storm (the first
       // half of the first Retry-After). Everything after it went through the guard's pacer.
       const afterWave = (requests[0]?.at ?? 0) + retryAfterMs / 2
       // Per session: the gap from each 429 to the same session's next request, and that gap past the Retry-After.
-      const bySession = new Map<string, Array<Fake.RecordedRequest>>()
-      for (const req of requests) {
-        const key = sessionOf(req.body)
-        bySession.set(key, [...(bySession.get(key) ?? []), req])
-      }
+      const bySession = new Map<string, Array<Arrival>>()
+      for (const req of requests) bySession.set(req.session, [...(bySession.get(req.session) ?? []), req])
       const gaps: Array<number> = []
       const extras: Array<number> = []
       for (const list of bySession.values()) {
@@ -196,14 +263,28 @@ const main = Effect.gen(function*() {
       throttled: { type: "string", default: "400" },
       "retry-after": { type: "string", default: "2" },
       runs: { type: "string", default: "1" },
-      unguarded: { type: "boolean", default: false }
+      unguarded: { type: "boolean", default: false },
+      "in-process": { type: "boolean", default: false },
+      fake: { type: "boolean", default: false },
+      warmup: { type: "string", default: "20" }
     }
   })
+  if (values.fake) {
+    return yield* Effect.scoped(
+      serveFake({ throttled: Number(values.throttled), retryAfterSeconds: Number(values["retry-after"]) })
+    )
+  }
   const options: StormOptions = {
     sessions: Number(values.sessions),
     throttled: Number(values.throttled),
     retryAfterSeconds: Number(values["retry-after"]),
-    unguarded: values.unguarded
+    unguarded: values.unguarded,
+    fakeProcess: !values["in-process"]
+  }
+  // Warm-up: a small storm first, so modules loaded on first use and the JIT do not stall the measured one.
+  if (Number(values.warmup) > 0) {
+    const sessions = Number(values.warmup)
+    yield* storm({ ...options, sessions, throttled: 2 * sessions, retryAfterSeconds: 1 })
   }
   for (let run = 1; run <= Number(values.runs); run++) {
     const result = yield* storm(options)
