@@ -21,8 +21,12 @@
  * Before the measured runs, a small storm of `--warmup` sessions (default 20; 0 = none) loads the modules used on
  * first use and warms the JIT, which otherwise stall the first storm's event loop for hundreds of ms.
  *
+ * `--storm-ms T` throttles by time instead of by count: every request arriving within T ms of the first gets the
+ * 429, so a provider that recovers when it said it would (T = the Retry-After) shows how close to its own
+ * Retry-After each session comes back.
+ *
  *   npm run bench:storm -- [--sessions 200] [--throttled 400] [--retry-after 2] [--runs 1] [--unguarded]
- *     [--in-process] [--warmup 20]
+ *     [--in-process] [--warmup 20] [--storm-ms T]
  *
  * Prints a summary per run and one `RESULT {json}` line per run. `storm` is exported for the test suite's small case.
  */
@@ -43,6 +47,11 @@ export interface StormOptions {
   readonly sessions: number
   /** The first this many requests are answered 429. */
   readonly throttled: number
+  /**
+   * Throttle by time instead: every request arriving within this many ms of the first is answered 429 (the
+   * provider recovers when its first Retry-After says); `throttled` is then ignored.
+   */
+  readonly stormMs?: number
   readonly retryAfterSeconds: number
   /** Without the guard: the adapter alone (for comparison). */
   readonly unguarded?: boolean
@@ -59,6 +68,7 @@ interface Arrival {
   readonly n: number
   readonly at: number
   readonly session: string
+  readonly throttled: boolean
 }
 
 interface RunningFake {
@@ -66,18 +76,46 @@ interface RunningFake {
   readonly requests: () => ReadonlyArray<Arrival>
 }
 
-// The storm's script: the first `throttled` requests get 429 + Retry-After, every later one the demo conversation.
-const behaviour = (options: Pick<StormOptions, "throttled" | "retryAfterSeconds">) => (req: Fake.RecordedRequest) =>
-  req.n <= options.throttled ? Fake.rateLimited({ seconds: options.retryAfterSeconds }) : Fake.demo(req)
+// The storm's script: the first `throttled` requests (or every request of the first `stormMs`) get 429 +
+// Retry-After, every later one the demo conversation.
+const script = (options: Pick<StormOptions, "throttled" | "retryAfterSeconds" | "stormMs">) => {
+  let first: number | undefined
+  return (req: Fake.RecordedRequest): { readonly throttled: boolean; readonly behaviour: Fake.Behaviour } => {
+    first ??= req.at
+    const throttled = options.stormMs !== undefined ? req.at - first < options.stormMs : req.n <= options.throttled
+    return {
+      throttled,
+      behaviour: throttled ? Fake.rateLimited({ seconds: options.retryAfterSeconds }) : Fake.demo(req)
+    }
+  }
+}
 
-const fakeInProcess = (options: StormOptions) =>
-  Effect.map(Fake.make({ fallback: behaviour(options) }), (fake): RunningFake => ({
-    openAiBaseUrl: fake.openAiBaseUrl,
-    requests: () => fake.requests.map((req) => ({ n: req.n, at: req.at, session: sessionOf(req.body) }))
-  }))
+const fakeInProcess = (options: StormOptions) => {
+  const decide = script(options)
+  const throttled = new Set<number>()
+  return Effect.map(
+    Fake.make({
+      fallback: (req) => {
+        const decision = decide(req)
+        if (decision.throttled) throttled.add(req.n)
+        return decision.behaviour
+      }
+    }),
+    (fake): RunningFake => ({
+      openAiBaseUrl: fake.openAiBaseUrl,
+      requests: () =>
+        fake.requests.map((req) => ({
+          n: req.n,
+          at: req.at,
+          session: sessionOf(req.body),
+          throttled: throttled.has(req.n)
+        }))
+    })
+  )
+}
 
-// This script with `--fake`: serves the storm's script and prints `FAKE <url>`, then `REQ <n> <at> <session>` per
-// request as it arrives.
+// This script with `--fake`: serves the storm's script and prints `FAKE <url>`, then
+// `REQ <n> <at> <session> <429|200>` per request as it arrives.
 const fakeProcess = (options: StormOptions) =>
   Effect.acquireRelease(
     Effect.async<{ readonly child: ChildProcess; readonly fake: RunningFake }>((resume) => {
@@ -88,12 +126,13 @@ const fakeProcess = (options: StormOptions) =>
         "--throttled",
         String(options.throttled),
         "--retry-after",
-        String(options.retryAfterSeconds)
+        String(options.retryAfterSeconds),
+        ...(options.stormMs !== undefined ? ["--storm-ms", String(options.stormMs)] : [])
       ], { stdio: ["ignore", "pipe", "inherit"] })
       const arrivals: Array<Arrival> = []
       createInterface({ input: child.stdout! }).on("line", (line) => {
-        const [tag, a, b, c] = line.split(" ")
-        if (tag === "REQ") arrivals.push({ n: Number(a), at: Number(b), session: c ?? "?" })
+        const [tag, a, b, c, d] = line.split(" ")
+        if (tag === "REQ") arrivals.push({ n: Number(a), at: Number(b), session: c ?? "?", throttled: d === "429" })
         if (tag === "FAKE" && a !== undefined) {
           resume(Effect.succeed({ child, fake: { openAiBaseUrl: a, requests: () => arrivals } }))
         }
@@ -102,13 +141,14 @@ const fakeProcess = (options: StormOptions) =>
     ({ child }) => Effect.sync(() => child.kill("SIGKILL"))
   ).pipe(Effect.map(({ fake }) => fake))
 
-const serveFake = (options: Pick<StormOptions, "throttled" | "retryAfterSeconds">) =>
+const serveFake = (options: Pick<StormOptions, "throttled" | "retryAfterSeconds" | "stormMs">) =>
   Effect.gen(function*() {
-    const script = behaviour(options)
+    const decide = script(options)
     const fake = yield* Fake.make({
       fallback: (req) => {
-        process.stdout.write(`REQ ${req.n} ${req.at} ${sessionOf(req.body)}\n`)
-        return script(req)
+        const decision = decide(req)
+        process.stdout.write(`REQ ${req.n} ${req.at} ${sessionOf(req.body)} ${decision.throttled ? 429 : 200}\n`)
+        return decision.behaviour
       }
     })
     process.stdout.write(`FAKE ${fake.openAiBaseUrl}\n`)
@@ -124,7 +164,10 @@ export interface StormResult {
   readonly wallMs: number
   readonly requests: number
   readonly throttledRequests: number
-  /** Every throttled request plus the 2xx replies the sessions need (2 per session). */
+  /**
+   * The 2xx replies the sessions need (2 per session) plus the throttled requests no client can avoid: all of them
+   * in count mode, one per session in time mode.
+   */
   readonly fewestRequests: number
   readonly requestRatio: number
   readonly busiest10ms: number
@@ -200,7 +243,7 @@ export const storm = (options: StormOptions): Effect.Effect<StormResult> =>
       // Lines from a child arrive a little after the replies they announce: let the last ones in.
       if (options.fakeProcess === true) yield* Effect.sleep("300 millis")
       const requests = fake.requests()
-      const throttledRequests = Math.min(options.throttled, requests.length)
+      const throttledRequests = requests.filter((r) => r.throttled).length
       // The first wave: what reached the provider before any session could have heard of the storm (the first
       // half of the first Retry-After). Everything after it went through the guard's pacer.
       const afterWave = (requests[0]?.at ?? 0) + retryAfterMs / 2
@@ -212,12 +255,15 @@ export const storm = (options: StormOptions): Effect.Effect<StormResult> =>
       for (const list of bySession.values()) {
         list.forEach((req, i) => {
           const next = list[i + 1]
-          if (req.n > options.throttled || next === undefined) return
+          if (!req.throttled || next === undefined) return
           gaps.push(next.at - req.at)
           extras.push(next.at - req.at - retryAfterMs)
         })
       }
-      const fewestRequests = options.throttled + 2 * options.sessions
+      // Count mode: the throttled requests cannot be avoided. Time mode: each session's first request, sent at once,
+      // is throttled; a session that waits out its Retry-After needs no other.
+      const fewestRequests = (options.stormMs !== undefined ? options.sessions : options.throttled) +
+        2 * options.sessions
       return {
         sessions: options.sessions,
         completed: landed.filter((l) => l.reason === "completed").length,
@@ -266,25 +312,32 @@ const main = Effect.gen(function*() {
       unguarded: { type: "boolean", default: false },
       "in-process": { type: "boolean", default: false },
       fake: { type: "boolean", default: false },
-      warmup: { type: "string", default: "20" }
+      warmup: { type: "string", default: "20" },
+      "storm-ms": { type: "string" }
     }
   })
   if (values.fake) {
     return yield* Effect.scoped(
-      serveFake({ throttled: Number(values.throttled), retryAfterSeconds: Number(values["retry-after"]) })
+      serveFake({
+        throttled: Number(values.throttled),
+        retryAfterSeconds: Number(values["retry-after"]),
+        ...(values["storm-ms"] !== undefined ? { stormMs: Number(values["storm-ms"]) } : {})
+      })
     )
   }
   const options: StormOptions = {
     sessions: Number(values.sessions),
     throttled: Number(values.throttled),
     retryAfterSeconds: Number(values["retry-after"]),
+    ...(values["storm-ms"] !== undefined ? { stormMs: Number(values["storm-ms"]) } : {}),
     unguarded: values.unguarded,
     fakeProcess: !values["in-process"]
   }
   // Warm-up: a small storm first, so modules loaded on first use and the JIT do not stall the measured one.
   if (Number(values.warmup) > 0) {
     const sessions = Number(values.warmup)
-    yield* storm({ ...options, sessions, throttled: 2 * sessions, retryAfterSeconds: 1 })
+    const { stormMs: _, ...countMode } = options
+    yield* storm({ ...countMode, sessions, throttled: 2 * sessions, retryAfterSeconds: 1 })
   }
   for (let run = 1; run <= Number(values.runs); run++) {
     const result = yield* storm(options)
