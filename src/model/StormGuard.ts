@@ -12,9 +12,12 @@
  * that OPENS the storm sets it — a throttle answering an attempt released later never moves the gate (that was how
  * an earlier design stalled the herd for a minute, then let it go in a wave): its own session waits its own
  * Retry-After, and the release rate is halved instead. During the storm every attempt — a retry whose Retry-After
- * is over, or a new session's first — joins one line, in arrival order, and leaves at its planned place:
- * `max(arrival, gate)`, and at least 1 / rate after the place before it. The rate starts at `startRate` when the
- * gate reopens — so the first release goes alone: the probe — and grows linearly by `rampRate` per second up to
+ * is over, or a new session's first — joins one line and leaves at its planned place: `max(arrival, gate)`, and at
+ * least 1 / rate after the place before it. The line is ordered by the throttles the attempt's call has already
+ * taken from this provider, fewest first, then by arrival: while the provider still rejects, its next rejections
+ * go to the calls with attempts to spare, not first to a call on its last attempt (a line in arrival order alone
+ * let a session take three 429s while another took one, and fail). The rate starts at `startRate` when the gate
+ * reopens — so the first release goes alone: the probe — and grows linearly by `rampRate` per second up to
  * `maxRate`. A throttle after the reopening halves it (at most once per `decreaseEveryMs`, never below `minRate`)
  * and the line is planned again, order kept. A waiter woken late (this process stalled, and every due timer fires
  * at once) plans the line again from the last release, so a stall delays the line instead of bunching it. The
@@ -23,11 +26,11 @@
  * Bounds (defaults). (1) Released attempts: consecutive releases are at least 1 / `maxRate` apart — at most
  * ⌈10 ms · `maxRate`⌉ = 2 per 10 ms window while a storm lasts, whatever the herd. (2) Waiting: when the provider has
  * recovered by the time the gate reopens, an attempt that reaches the guard as its own Retry-After ends leaves
- * within `jitterMs` + `releaseSpreadMs(n)` of that instant, `n` the attempts ahead of it in line — the time the ramp
+ * within `jitterMs` + `releaseSpreadMs(n)` of that instant, `n` the attempts ahead of it in line (one per other call
+ * waiting at most: the herd, including first attempts held by the storm, which rank ahead) — the time the ramp
  * takes to release `n` attempts (~1.2 s for 200; a lone session waits its Retry-After plus at most `jitterMs` =
  * 100 ms). The chain sleeps the Retry-After itself: nothing else is added on top. (3) No wait at the guard exceeds
- * half the provider's attempt timeout (the wait counts against it), so a paced attempt always has time to run, and
- * a line in arrival order hands a provider's remaining rejections to the sessions that have had the fewest. Why
+ * half the provider's attempt timeout (the wait counts against it), so a paced attempt always has time to run. Why
  * these numbers: 20/s probes once per 50 ms, long enough for a throttling provider's answer to come back and halve
  * the rate before many more go; 200/s (one release per 5 ms, leaving room for the event loop to bunch sends) is
  * reached within 0.5 s; one halving per 250 ms lets a provider that keeps rejecting settle the line at ~100/s
@@ -51,7 +54,7 @@
 import { Clock, Effect, Random } from "effect"
 import type { ErrorKind } from "../domain/ErrorKind.js"
 import { ProviderError } from "../domain/Errors.js"
-import type { ModelProvider } from "./ModelProvider.js"
+import type { ModelProvider, ModelRequest } from "./ModelProvider.js"
 
 /** The guard's bounds; every field has a default (see the module comment for why it sits there). */
 export interface Options {
@@ -128,6 +131,13 @@ export interface Guarded extends ModelProvider {
 const transient = new Set<ErrorKind>(["server", "timeout", "overloaded"])
 const throttled = new Set<ErrorKind>(["rate_limit", "overloaded"])
 
+interface Waiter {
+  readonly earliest: number
+  /** Throttles its request has taken: the fewer, the earlier it goes. */
+  readonly rank: number
+  slot: number
+}
+
 /** Uniform integer in [lo, hi], from the `Random` service. */
 const uniform = (lo: number, hi: number): Effect.Effect<number> =>
   Random.nextIntBetween(Math.floor(lo), Math.floor(Math.max(lo, hi)) + 1)
@@ -184,8 +194,10 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
   let nextFree = 0
   let lastRelease = Number.NEGATIVE_INFINITY
   let lastDecrease = Number.NEGATIVE_INFINITY
-  // The waiters, in arrival order (a Set iterates in insertion order): each holds its planned release instant.
-  const line = new Set<{ readonly earliest: number; slot: number }>()
+  // The waiters, in order — fewest rejections first, then arrival — each with its planned release instant.
+  const line: Array<Waiter> = []
+  // How many throttles each request (one chain call, all its attempts) has taken from this provider.
+  const rejections = new WeakMap<ModelRequest, number>()
   let storms = 0
   let gated = 0
   // The circuit.
@@ -213,8 +225,20 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
     for (const waiter of line) waiter.slot = place(Math.max(waiter.earliest, now))
   }
 
+  // Joins the line at its rank; behind everyone it simply takes the next place, ahead of others the line moves.
+  const join = (waiter: Waiter, now: number) => {
+    const at = line.findIndex((other) => waiter.rank < other.rank)
+    if (at === -1) {
+      line.push(waiter)
+      waiter.slot = place(waiter.earliest)
+      return
+    }
+    line.splice(at, 0, waiter)
+    replan(now)
+  }
+
   const calmNow = (now: number) => {
-    if (storm && now >= gateUntil && line.size === 0 && nextFree <= now && rateAt(now) >= maxRate) storm = false
+    if (storm && now >= gateUntil && line.length === 0 && nextFree <= now && rateAt(now) >= maxRate) storm = false
     return !storm
   }
 
@@ -262,13 +286,16 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
     })
 
   // During a storm: waits for this attempt's place in line (the plan may move while it waits).
-  const pass = (arrivedAt: number) => {
-    const waiter = { earliest: Math.max(arrivedAt, gateUntil), slot: 0 }
+  const pass = (arrivedAt: number, request: ModelRequest) => {
+    const waiter: Waiter = {
+      earliest: Math.max(arrivedAt, gateUntil),
+      rank: rejections.get(request) ?? 0,
+      slot: 0
+    }
     return Effect.acquireUseRelease(
       Effect.sync(() => {
         gated++
-        waiter.slot = place(waiter.earliest)
-        line.add(waiter)
+        join(waiter, arrivedAt)
       }),
       () =>
         Effect.gen(function*() {
@@ -286,7 +313,8 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
         }),
       () =>
         Effect.sync(() => {
-          line.delete(waiter)
+          const at = line.indexOf(waiter)
+          if (at !== -1) line.splice(at, 1)
         })
     )
   }
@@ -315,14 +343,21 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
         if (now < openUntil) return yield* rejectOpen(now)
-        if (!calmNow(now)) yield* pass(now)
+        if (!calmNow(now)) yield* pass(now, request)
         return yield* provider.complete(request).pipe(
           Effect.tap(() =>
             Effect.sync(() => {
               consecutive = 0
             })
           ),
-          Effect.tapError(onFailure),
+          Effect.tapError((error) =>
+            Effect.zipRight(
+              Effect.sync(() => {
+                if (throttled.has(error.kind)) rejections.set(request, (rejections.get(request) ?? 0) + 1)
+              }),
+              onFailure(error)
+            )
+          ),
           Effect.onInterrupt(() =>
             onFailure(new ProviderError({ kind: "timeout", provider: provider.name, message: "interrupted" }))
           )
@@ -332,7 +367,7 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
       storm,
       gateUntil,
       rate: storm ? rateAt(Math.max(gateUntil, nextFree)) : maxRate,
-      waiting: line.size,
+      waiting: line.length,
       openUntil,
       consecutiveFailures: consecutive,
       opened,

@@ -209,22 +209,24 @@ describe("StormGuard: waiting out a storm", () => {
   )
 
   it.effect.prop(
-    "released attempts per 10 ms window stay bounded while the provider keeps throttling",
+    "while the provider keeps throttling, released attempts per 10 ms stay bounded and its rejections are shared out",
     {
       sessions: fc.integer({ min: 5, max: 40 }),
-      throttled: fc.integer({ min: 1, max: 80 }),
+      rejections: fc.integer({ min: 1, max: 80 }),
       retryAfterMs: fc.option(fc.integer({ min: 100, max: 3_000 }), { nil: undefined }),
       latencyMs: fc.integer({ min: 0, max: 100 }),
       seed: fc.integer()
     },
-    ({ latencyMs, retryAfterMs, seed, sessions, throttled }) =>
+    ({ latencyMs, rejections, retryAfterMs, seed, sessions }) =>
       Effect.gen(function*() {
+        // At most two per session: each has three attempts, so every session can complete if they are shared out.
+        const throttled = Math.min(rejections, 2 * sessions)
         const released: Array<number> = []
         // The first `throttled` requests are shed, whenever they come: probes cannot make it recover sooner.
         const { probe, provider, seen } = timed(
           (n) => n <= throttled ? Either.left(failure("rate_limit", retryAfterMs)) : Either.right(ok),
           latencyMs,
-          1_000
+          3
         )
         const guard = StormGuard.wrap(provider, { onRelease: ({ releasedAt }) => released.push(releasedAt) })
         probe.stormOn = () => guard.status().storm
@@ -240,6 +242,26 @@ describe("StormGuard: waiting out a storm", () => {
 })
 
 describe("StormGuard: the pacer", () => {
+  it.effect("a call with fewer rejections goes ahead of retries already waiting: the next 429 goes where it can", () =>
+    Effect.gen(function*() {
+      const { provider, seen } = timed((n) => n <= 4 ? Either.left(failure("rate_limit", 1_000)) : Either.right(ok), 10)
+      const guard = StormGuard.wrap(provider, { jitterMs: 0 })
+      const call = (tag: string) =>
+        Effect.gen(function*() {
+          const state = yield* Ref.make(ProviderChain.initialState)
+          return yield* ProviderChain.callModel({
+            providers: [guard],
+            state,
+            request: requestFor(tag),
+            onAttempt: () => Effect.void
+          })
+        })
+      // a–d are throttled together at 10 ms and line up again at 1 010; e arrives at 1 011 with no rejection yet.
+      const results = yield* runAll([...["a", "b", "c", "d"].map(call), Effect.delay(call("e"), 1_011)], 10)
+      expect(results.every(Either.isRight)).toBe(true)
+      expect(seen.filter((s) => s.at >= 1_000).map((s) => s.tag)).toEqual(["a", "e", "b", "c", "d"])
+    }))
+
   it.effect("the opening throttle sets the gate; throttles of released attempts halve the rate, never move the gate", () =>
     Effect.gen(function*() {
       const { provider, seen } = timed((n) => n <= 3 ? Either.left(failure("rate_limit", 1_000)) : Either.right(ok), 0)
