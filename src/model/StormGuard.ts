@@ -13,10 +13,11 @@
  * an earlier design stalled the herd for a minute, then let it go in a wave): its own session waits its own
  * Retry-After, and the release rate is halved instead. During the storm every attempt — a retry whose Retry-After
  * is over, or a new session's first — joins one line and leaves at its planned place: `max(arrival, gate)`, and at
- * least 1 / rate after the place before it. The line is ordered by the throttles the attempt's call has already
- * taken from this provider, fewest first, then by arrival: while the provider still rejects, its next rejections
- * go to the calls with attempts to spare, not first to a call on its last attempt (a line in arrival order alone
- * let a session take three 429s while another took one, and fail). The rate starts at `startRate` when the gate
+ * least 1 / rate after the place before it. The line is in arrival order, except that a call on its last attempt
+ * at this provider (it took `maxAttempts` − 1 throttles here) goes behind the others: while the provider still
+ * rejects, its next rejections go to calls with attempts to spare (a line in arrival order alone let a session take
+ * three 429s while another took one, and fail). Only the last attempt yields: ranking every call by the throttles
+ * it took would put each retry behind every new call, a session's finalize call included, and stretch the wait. The rate starts at `startRate` when the gate
  * reopens — so the first release goes alone: the probe — and grows linearly by `rampRate` per second up to
  * `maxRate`. A throttle after the reopening halves it (at most once per `decreaseEveryMs`, never below `minRate`)
  * and the line is planned again, order kept. A waiter woken late (this process stalled, and every due timer fires
@@ -26,8 +27,8 @@
  * Bounds (defaults). (1) Released attempts: consecutive releases are at least 1 / `maxRate` apart — at most
  * ⌈10 ms · `maxRate`⌉ = 2 per 10 ms window while a storm lasts, whatever the herd. (2) Waiting: when the provider has
  * recovered by the time the gate reopens, an attempt that reaches the guard as its own Retry-After ends leaves
- * within `jitterMs` + `releaseSpreadMs(n)` of that instant, `n` the attempts ahead of it in line (one per other call
- * waiting at most: the herd, including first attempts held by the storm, which rank ahead) — the time the ramp
+ * within `jitterMs` + `releaseSpreadMs(n)` of that instant, `n` the attempts ahead of it in line (at most one per
+ * other call waiting) — the time the ramp
  * takes to release `n` attempts (~1.2 s for 200; a lone session waits its Retry-After plus at most `jitterMs` =
  * 100 ms). The chain sleeps the Retry-After itself: nothing else is added on top. (3) No wait at the guard exceeds
  * half the provider's attempt timeout (the wait counts against it), so a paced attempt always has time to run. Why
@@ -133,7 +134,7 @@ const throttled = new Set<ErrorKind>(["rate_limit", "overloaded"])
 
 interface Waiter {
   readonly earliest: number
-  /** Throttles its request has taken: the fewer, the earlier it goes. */
+  /** 1 for a call on its last attempt here (it goes behind the others), 0 otherwise. */
   readonly rank: number
   slot: number
 }
@@ -185,6 +186,8 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
   const minRate = Math.min(startRate, Math.max(0.001, options.minRate ?? defaults.minRate))
   const decreaseEveryMs = Math.max(0, options.decreaseEveryMs ?? defaults.decreaseEveryMs)
   const maxWaitMs = Math.floor(provider.timeoutMs / 2)
+  // A call that took this many throttles here has one attempt left.
+  const lastAttemptAfter = Math.max(1, Math.floor(provider.maxAttempts) - 1)
 
   // The storm: the gate, and the pacer's line (rate = rampFrom + rampRate · (t − rampStart), at most maxRate).
   let storm = false
@@ -194,7 +197,8 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
   let nextFree = 0
   let lastRelease = Number.NEGATIVE_INFINITY
   let lastDecrease = Number.NEGATIVE_INFINITY
-  // The waiters, in order — fewest rejections first, then arrival — each with its planned release instant.
+  // The waiters, in order — calls on their last attempt behind the others, then arrival — each with its planned
+  // release instant.
   const line: Array<Waiter> = []
   // How many throttles each request (one chain call, all its attempts) has taken from this provider.
   const rejections = new WeakMap<ModelRequest, number>()
@@ -289,7 +293,7 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
   const pass = (arrivedAt: number, request: ModelRequest) => {
     const waiter: Waiter = {
       earliest: Math.max(arrivedAt, gateUntil),
-      rank: rejections.get(request) ?? 0,
+      rank: (rejections.get(request) ?? 0) >= lastAttemptAfter ? 1 : 0,
       slot: 0
     }
     return Effect.acquireUseRelease(

@@ -242,9 +242,13 @@ describe("StormGuard: waiting out a storm", () => {
 })
 
 describe("StormGuard: the pacer", () => {
-  it.effect("a call with fewer rejections goes ahead of retries already waiting: the next 429 goes where it can", () =>
+  it.effect("a call on its last attempt goes behind the others waiting: the next 429 goes where it can be afforded", () =>
     Effect.gen(function*() {
-      const { provider, seen } = timed((n) => n <= 4 ? Either.left(failure("rate_limit", 1_000)) : Either.right(ok), 10)
+      const { provider, seen } = timed(
+        (n) => n <= 4 ? Either.left(failure("rate_limit", 1_000)) : Either.right(ok),
+        10,
+        2
+      )
       const guard = StormGuard.wrap(provider, { jitterMs: 0 })
       const call = (tag: string) =>
         Effect.gen(function*() {
@@ -256,7 +260,8 @@ describe("StormGuard: the pacer", () => {
             onAttempt: () => Effect.void
           })
         })
-      // a–d are throttled together at 10 ms and line up again at 1 010; e arrives at 1 011 with no rejection yet.
+      // a–d are throttled together at 10 ms and line up again at 1 010 on their last attempt (2 per call); e arrives
+      // at 1 011 with both of its attempts.
       const results = yield* runAll([...["a", "b", "c", "d"].map(call), Effect.delay(call("e"), 1_011)], 10)
       expect(results.every(Either.isRight)).toBe(true)
       expect(seen.filter((s) => s.at >= 1_000).map((s) => s.tag)).toEqual(["a", "e", "b", "c", "d"])
