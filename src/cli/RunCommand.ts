@@ -2,7 +2,9 @@
  * `corral run` — one session in this process, streamed to the terminal: publish the agent (or use the built-in
  * demo agent), start the session, print each event as it happens (turns, tool calls as they start, rail notices,
  * the exit reason) and the landed report. The exit code says how the burst ended, for scripts: 0 `completed`,
- * 2 any other exit reason (including Ctrl-C, which cancels the burst and still prints its report), 1 an error.
+ * 2 any other exit reason (including Ctrl-C, which cancels the burst and still prints its report), 1 an error —
+ * among them a provider of the agent's route whose `apiKeyEnv` names an unset variable (unless its `baseUrl` is a
+ * loopback address), refused before the session starts.
  */
 import { Effect, Either, Option, Stream } from "effect"
 import { readFile } from "node:fs/promises"
@@ -10,6 +12,7 @@ import { Corral } from "../Corral.js"
 import type { ExitReason } from "../domain/ExitReason.js"
 import type { Principal } from "../domain/Principal.js"
 import type { SessionEvent } from "../domain/SessionEvent.js"
+import * as ProviderConfig from "../model/ProviderConfig.js"
 import * as DemoAgent from "../server/DemoAgent.js"
 import * as Wiring from "../server/Wiring.js"
 import type * as Args from "./Args.js"
@@ -76,6 +79,29 @@ const session = (by: Principal, spec: unknown, scope: string, prompt: string) =>
     return ended === "completed" ? 0 : 2
   })
 
+// The providers the agent's tier routes to (all of them when the tier is not configured: publishing refuses it).
+const routeOf = (models: ProviderConfig.ModelConfig, spec: unknown): ReadonlyArray<string> | undefined => {
+  const tier = typeof spec === "object" && spec !== null && "tier" in spec && typeof spec.tier === "string"
+    ? spec.tier
+    : "default"
+  return models.tiers?.[tier]
+}
+
+/**
+ * Refuses to run when a provider of the agent's route reads its key from an unset variable, unless that provider
+ * is a loopback server: the session would otherwise start, send its requests without a key, and end
+ * `provider_failed` after a 401 — an exit code of 0 or 2 for what is a configuration error.
+ */
+const requireKeys = (models: ProviderConfig.ModelConfig, spec: unknown) =>
+  Effect.gen(function*() {
+    const missing = (yield* ProviderConfig.missingKeys(models, routeOf(models, spec))).filter((m) => !m.loopback)
+    if (missing.length === 0) return
+    return yield* Effect.fail(
+      `${missing.map(ProviderConfig.describeMissingKey).join("\n")}\n` +
+        "(only a provider whose baseUrl is a loopback address may run without its key)"
+    )
+  })
+
 const usage = "Usage: corral run (--agent FILE | --demo) [--scope S] [--org ORG] [--memory] [--config FILE] \"prompt\""
 
 /** The `run` command. */
@@ -91,7 +117,8 @@ export const run: Command.Command = {
     "(no key, no network); with --demo AND --agent, every tier of your agent is routed to the demo model.",
     "The session is stored like any other (replay it with `corral replay SESSION_ID`).",
     "",
-    "Exit code: 0 when the burst completed, 2 for any other exit reason (Ctrl-C cancels it), 1 on errors.",
+    "Exit code: 0 when the burst completed, 2 for any other exit reason (Ctrl-C cancels it), 1 on errors —",
+    "including a provider of the agent's tier whose apiKeyEnv variable is unset (unless its baseUrl is loopback).",
     "",
     "Options:",
     "  --agent FILE    the agent spec to publish and run",
@@ -117,6 +144,7 @@ export const run: Command.Command = {
       ])
       const by = yield* Command.principal(args, settings)
       const spec = file === undefined ? undefined : yield* readJson(file)
+      if (!demo) yield* requireKeys(settings.models, spec)
       const runtime = Wiring.layer(settings, [by], { demoEverywhere: demo && file !== undefined })
       return yield* Effect.provide(session(by, spec, scope, prompt), runtime)
     }).pipe(

@@ -6,8 +6,11 @@
  * so `decode` lists every problem with its path: an unknown field (`providers.claude.apikeyEnv: unknown key`), an
  * unknown provider in a tier (naming both), a missing `default` tier. Keys never appear in the file: it names the
  * environment variable holding each key (`apiKeyEnv`), read through `Config.redacted` so the value stays
- * `Redacted` everywhere — logs, errors, spans — and only the adapter's header sees it. An absent variable is
- * allowed: local servers (Ollama, vLLM, llama.cpp) need no key.
+ * `Redacted` everywhere — logs, errors, spans — and only the adapter's header sees it. An absent variable does not
+ * fail the layer — local servers (Ollama, vLLM, llama.cpp) need no key — but it is never silent: `missingKeys`
+ * lists every provider whose `apiKeyEnv` names an unset variable, and the entry points say so (`serve` warns at
+ * start; `corral run` refuses unless the provider's `baseUrl` is a loopback address). Without that, the requests go
+ * out without a key and fail much later, as a 401 that fails over and ends the session `provider_failed`.
  *
  * Every adapter is wrapped in a `StormGuard` once, here: one guard per configured provider, shared by every tier
  * that lists it and every session that calls it.
@@ -165,6 +168,59 @@ const apiKey = (settings: ProviderSettings) =>
       Effect.map((key) => Option.getOrUndefined(Option.filter(key, (value) => Redacted.value(value).trim() !== "")))
     )
 
+/** A provider whose `apiKeyEnv` names an environment variable that is unset (or blank). */
+export interface MissingKey {
+  readonly provider: string
+  readonly variable: string
+  /** The provider's base URL (the vendor's public endpoint when the file gives none). */
+  readonly baseUrl: string
+  /** Whether `baseUrl` is a loopback address (localhost, 127.0.0.0/8, ::1): a local server that may need no key. */
+  readonly loopback: boolean
+}
+
+const defaultBaseUrl = (settings: ProviderSettings) =>
+  settings.baseUrl ?? (settings.api === "openai" ? "https://api.openai.com/v1" : "https://api.anthropic.com")
+
+/** Whether `url`'s host is a loopback address: `localhost` (or a subdomain of it), 127.0.0.0/8 or ::1. */
+export const isLoopback = (url: string): boolean => {
+  let host: string
+  try {
+    host = new URL(url).hostname.toLowerCase()
+  } catch {
+    return false
+  }
+  return host === "localhost" || host.endsWith(".localhost") || host === "[::1]" || host === "::1" ||
+    /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host)
+}
+
+/**
+ * Every provider of `config` — or only those named in `only` — whose `apiKeyEnv` names a variable the `Config`
+ * provider (the environment) does not hold, or holds blank. Providers without `apiKeyEnv` never appear. Never
+ * fails: a variable that cannot be read counts as missing.
+ */
+export const missingKeys = (
+  config: ModelConfig,
+  only?: ReadonlyArray<string>
+): Effect.Effect<ReadonlyArray<MissingKey>> =>
+  Effect.gen(function*() {
+    const missing: Array<MissingKey> = []
+    for (const [provider, settings] of Object.entries(config.providers ?? {})) {
+      if (settings.apiKeyEnv === undefined || (only !== undefined && !only.includes(provider))) continue
+      const key = yield* apiKey(settings).pipe(Effect.orElseSucceed(() => undefined))
+      if (key !== undefined) continue
+      const baseUrl = defaultBaseUrl(settings)
+      missing.push({ provider, variable: settings.apiKeyEnv, baseUrl, loopback: isLoopback(baseUrl) })
+    }
+    return missing
+  })
+
+/** One line for a person: which provider, which variable, and what happens without it. */
+export const describeMissingKey = (missing: MissingKey): string =>
+  `provider "${missing.provider}": apiKeyEnv names ${missing.variable}, which is not set — its requests to ` +
+  `${missing.baseUrl} go out without a key${
+    missing.loopback ? " (a loopback server may not need one)" : " and will be refused (401)"
+  }. Set ${missing.variable}, or remove apiKeyEnv for a server that needs no key.`
+
 /** Builds one adapter (unguarded) from its settings; the key is read from the environment via `Config`. */
 export const makeProvider = (
   name: string,
@@ -181,8 +237,8 @@ export const makeProvider = (
       maxAttempts: settings.maxAttempts
     }
     return settings.api === "openai"
-      ? yield* OpenAiCompat.make({ ...common, baseUrl: settings.baseUrl ?? "https://api.openai.com/v1" })
-      : yield* Anthropic.make({ ...common, baseUrl: settings.baseUrl ?? "https://api.anthropic.com" })
+      ? yield* OpenAiCompat.make({ ...common, baseUrl: defaultBaseUrl(settings) })
+      : yield* Anthropic.make({ ...common, baseUrl: defaultBaseUrl(settings) })
   })
 
 /**

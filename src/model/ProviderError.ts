@@ -6,6 +6,7 @@
  */
 import type { ErrorKind } from "../domain/ErrorKind.js"
 import { ProviderError } from "../domain/Errors.js"
+import * as QuotaPatterns from "./QuotaPatterns.js"
 
 export { type Disposition, disposition, ErrorKind } from "../domain/ErrorKind.js"
 export { ProviderError, ProviderExhausted } from "../domain/Errors.js"
@@ -36,15 +37,11 @@ const overflowPattern = new RegExp(
   ].join("|")
 )
 const filterPattern = /content[_ ]filter|content management policy|responsible ?ai|safety system/
-// Exhaustion of money, not of a rate: retrying cannot help, failing over can. A bare "quota" is NOT enough: Gemini
-// and Azure say "quota" for per-minute throttles, which are rate limits and recover in seconds.
-const quotaPattern =
-  /insufficient_quota|billing|credit balance|spend(ing)? limit|exceeded your current quota|payment required|insufficient (credits|funds|balance)|out of credits/
 const overloadPattern = /overloaded/
 
 /**
  * Classifies a non-2xx HTTP reply. The body matters because providers reuse statuses: a 429 may be a rate limit
- * (retry) or an exhausted quota (fail over), a 400 may be a context overflow, a content filter or a low credit
+ * (retry) or an exhausted quota (fail over, per `QuotaPatterns`), a 400 may be a context overflow, a content filter or a low credit
  * balance. 401/403 → `auth`; 402 → `quota`; 408/504 → `timeout`; 413 → `context_overflow`; 503/529 or an
  * "overloaded" body → `overloaded`; other 5xx → `server`; other 4xx → `bad_request`; anything else (not an HTTP
  * error status at all) → `server`, which retries. Never throws.
@@ -56,7 +53,7 @@ export const classifyStatus = (status: number, body: string): ErrorKind => {
   if (status === 408 || status === 504) return "timeout"
   if (status === 413) return "context_overflow"
   if (status === 429) {
-    return quotaPattern.test(text)
+    return QuotaPatterns.matches(text)
       ? "quota"
       : overloadPattern.test(text)
       ? "overloaded"
@@ -67,7 +64,7 @@ export const classifyStatus = (status: number, body: string): ErrorKind => {
   if (status >= 400 && status < 500) {
     if (overflowPattern.test(text)) return "context_overflow"
     if (filterPattern.test(text)) return "filtered"
-    if (quotaPattern.test(text)) return "quota"
+    if (QuotaPatterns.matches(text)) return "quota"
     return "bad_request"
   }
   return "server"

@@ -1,28 +1,52 @@
 /**
  * StormGuard — storm safety for one provider, shared by every session that calls it.
  *
- * Prevents the thundering herd. The provider chain's rules are per session: each session obeys Retry-After and
- * jitters its own backoff, but a provider shedding load drops MANY sessions at once, and a Retry-After is an
- * exact instant — two hundred sessions told "1 second" all come back on the same millisecond, are shed again, and
- * the wave repeats. A session cannot see the others; this guard, wrapped around the provider once per process,
- * can. Two mechanisms:
+ * Prevents the thundering herd without making anyone wait for it. Each session obeys its own Retry-After (the
+ * chain sleeps it), but a provider shedding load drops MANY sessions at once, and a Retry-After is an exact instant:
+ * two hundred sessions told "2 s" come back on the same millisecond, are shed again, and the wave repeats. A session
+ * cannot see the others; this guard, wrapped around the provider once per process, can. Two mechanisms:
  *
- * - **A shared jittered gate.** A `rate_limit` or `overloaded` answer closes the gate for the provider's
- *   Retry-After (or, without one, a jittered pause of ~`pauseMs`). Every attempt that arrives while the gate is
- *   closed — a retry or a new session — waits, then is released at its own uniformly random instant in a window
- *   after the gate reopens, so the provider sees a ramp instead of a wall. The window is as wide as the wait
- *   (clamped to [`pauseMs`, `spreadMaxMs`]): a provider that asked for 1 s gets the herd back over ~1 s. A
- *   Retry-After beyond `maxGateMs` (the chain's 60 s cap) does not close the gate: each session then fails over
- *   at once, and holding them for a minute first would only delay that. No single wait exceeds half the
- *   provider's attempt timeout, so a gated attempt still has time to run.
- * - **A circuit breaker.** `failureThreshold` (5) consecutive transient failures — `server`, `timeout`,
- *   `overloaded`, across all sessions — open the circuit for a jittered period in [`openMs`/2, `openMs`]
- *   (5–10 s: long enough for a load balancer to move traffic or a replica to restart, short against a session's
- *   5-minute active time; jittered so that several Corral processes do not re-probe in lockstep). While open,
- *   attempts fail at once with the same kind and a Retry-After spread over the end of the period, so the chain
- *   fails over or backs off without sending a request. After the period the circuit is half-open: one more
- *   failure reopens it, a success closes it. `rate_limit` does not count: it is pacing, handled by the gate.
- *   Five because one or two failures are noise in a fleet of sessions and a few more are already a pattern.
+ * **A paced release with additive increase, multiplicative decrease.** While calm, attempts pass untouched. A
+ * `rate_limit` or `overloaded` answer starts a storm: the provider's Retry-After (or, without one, a jittered pause
+ * in [`pauseMs`/2, `pauseMs`]) plus a jitter in [0, `jitterMs`], drawn once per storm, closes a gate. Only the answer
+ * that OPENS the storm sets it — a throttle answering an attempt released later never moves the gate (that was how
+ * an earlier design stalled the herd for a minute, then let it go in a wave): its own session waits its own
+ * Retry-After, and the release rate is halved instead. During the storm every attempt — a retry whose Retry-After
+ * is over, or a new session's first — joins one line and leaves at its planned place: `max(arrival, gate)`, and at
+ * least 1 / rate after the place before it. The line is in arrival order, except that a call on its last attempt
+ * at this provider (it took `maxAttempts` − 1 throttles here) goes behind the others: while the provider still
+ * rejects, its next rejections go to calls with attempts to spare (a line in arrival order alone let a session take
+ * three 429s while another took one, and fail). Only the last attempt yields: ranking every call by the throttles
+ * it took would put each retry behind every new call, a session's finalize call included, and stretch the wait. The rate starts at `startRate` when the gate
+ * reopens — so the first release goes alone: the probe — and grows linearly by `rampRate` per second up to
+ * `maxRate`. A throttle after the reopening halves it (at most once per `decreaseEveryMs`, never below `minRate`)
+ * and the line is planned again, order kept. A waiter woken late (this process stalled, and every due timer fires
+ * at once) plans the line again from the last release, so a stall delays the line instead of bunching it. The
+ * storm ends once the rate is back at `maxRate` and nobody waits.
+ *
+ * Bounds (defaults). (1) Released attempts: consecutive releases are at least 1 / `maxRate` apart — at most
+ * ⌈10 ms · `maxRate`⌉ = 2 per 10 ms window while a storm lasts, whatever the herd. (2) Waiting: when the provider has
+ * recovered by the time the gate reopens, an attempt that reaches the guard as its own Retry-After ends leaves
+ * within `jitterMs` + `releaseSpreadMs(n)` of that instant, `n` the attempts ahead of it in line (at most one per
+ * other call waiting) — the time the ramp
+ * takes to release `n` attempts (~1.2 s for 200; a lone session waits its Retry-After plus at most `jitterMs` =
+ * 100 ms). The chain sleeps the Retry-After itself: nothing else is added on top. (3) No wait at the guard exceeds
+ * half the provider's attempt timeout (the wait counts against it), so a paced attempt always has time to run. Why
+ * these numbers: 20/s probes once per 50 ms, long enough for a throttling provider's answer to come back and halve
+ * the rate before many more go; 200/s (one release per 5 ms, leaving room for the event loop to bunch sends) is
+ * reached within 0.5 s; one halving per 250 ms lets a provider that keeps rejecting settle the line at ~100/s
+ * (the ramp's gain over 250 ms) instead of crawling at the floor; 100 ms of jitter de-synchronises several Corral
+ * processes at a cost a person does not notice. A Retry-After beyond `maxGateMs` (the chain's 60 s cap) starts no
+ * storm: the chain fails over at once, and holding the others first would only delay that.
+ *
+ * **A circuit breaker.** `failureThreshold` (5) consecutive transient failures — `server`, `timeout`,
+ * `overloaded`, across all sessions — open the circuit for a jittered period in [`openMs`/2, `openMs`] (5–10 s:
+ * long enough for a load balancer to move traffic or a replica to restart, short against a session's 5-minute
+ * active time; jittered so that several Corral processes do not re-probe in lockstep). While open, attempts fail at
+ * once with the same kind and a Retry-After spread over the end of the period, so the chain fails over or backs off
+ * without sending a request. After the period the circuit is half-open: one more failure reopens it, a success
+ * closes it. `rate_limit` does not count: it is pacing, handled above. Five because one or two failures are noise
+ * in a fleet of sessions and a few more are already a pattern.
  *
  * An attempt interrupted from outside (the chain's timeout, which cannot be told apart from a cancelled session)
  * counts as a `timeout` failure: a provider that hangs must open the circuit like one that errors. Time comes from
@@ -31,7 +55,7 @@
 import { Clock, Effect, Random } from "effect"
 import type { ErrorKind } from "../domain/ErrorKind.js"
 import { ProviderError } from "../domain/Errors.js"
-import type { ModelProvider } from "./ModelProvider.js"
+import type { ModelProvider, ModelRequest } from "./ModelProvider.js"
 
 /** The guard's bounds; every field has a default (see the module comment for why it sits there). */
 export interface Options {
@@ -41,15 +65,25 @@ export interface Options {
   readonly openMs?: number
   /** The gate's pause when a throttle gives no Retry-After, in ms (default 1 000, jittered in [pause/2, pause]). */
   readonly pauseMs?: number
-  /** The widest release window after the gate reopens, in ms (default 5 000). */
-  readonly spreadMaxMs?: number
-  /** The longest Retry-After the gate honours, in ms (default 60 000, the chain's cap); beyond it: no gate. */
+  /** The longest Retry-After that starts a storm, in ms (default 60 000, the chain's cap); beyond it: no storm. */
   readonly maxGateMs?: number
+  /** The widest random delay added to a storm's gate, drawn once per storm, in ms (default 100). */
+  readonly jitterMs?: number
+  /** Releases per second when the gate reopens: the probe rate (default 20). */
+  readonly startRate?: number
+  /** How fast the release rate grows, in releases per second per second (default 400). */
+  readonly rampRate?: number
+  /** The release rate's ceiling during a storm, per second (default 200: at most 2 releases per 10 ms). */
+  readonly maxRate?: number
+  /** The floor a throttle can halve the release rate to, per second (default 5). */
+  readonly minRate?: number
+  /** At most one halving per this many ms (default 250: a batch of throttles from one burst counts once). */
+  readonly decreaseEveryMs?: number
   /**
-   * Called when a gated attempt is released, with the `Clock` instant it arrived and the instant the gate planned
-   * to let it go (metrics, tests). Must not throw.
+   * Called when an attempt that waited is released, with the `Clock` instants it arrived and was released
+   * (metrics, tests). Must not throw.
    */
-  readonly onRelease?: (release: { readonly arrivedAt: number; readonly slot: number }) => void
+  readonly onRelease?: (release: { readonly arrivedAt: number; readonly releasedAt: number }) => void
 }
 
 /** The defaults of `Options`. */
@@ -57,21 +91,33 @@ export const defaults = {
   failureThreshold: 5,
   openMs: 10_000,
   pauseMs: 1_000,
-  spreadMaxMs: 5_000,
-  maxGateMs: 60_000
+  maxGateMs: 60_000,
+  jitterMs: 100,
+  startRate: 20,
+  rampRate: 400,
+  maxRate: 200,
+  minRate: 5,
+  decreaseEveryMs: 250
 } as const
 
 /** What the guard currently believes about its provider (epoch milliseconds of the `Clock`). */
 export interface Status {
-  /** Attempts arriving before this instant wait (then spread over `gateSpreadMs`). */
+  /** Whether a storm is on: attempts are paced. */
+  readonly storm: boolean
+  /** Attempts do not go before this instant (the storm's opening Retry-After). */
   readonly gateUntil: number
-  readonly gateSpreadMs: number
+  /** The current release rate, per second (`maxRate` when calm). */
+  readonly rate: number
+  /** Attempts waiting for their release now. */
+  readonly waiting: number
   /** Attempts arriving before this instant fail fast. */
   readonly openUntil: number
   readonly consecutiveFailures: number
   /** How many times the circuit opened. */
   readonly opened: number
-  /** How many attempts waited at the gate. */
+  /** How many storms started. */
+  readonly storms: number
+  /** How many attempts waited for a release. */
   readonly gated: number
   /** How many attempts failed fast on the open circuit. */
   readonly rejected: number
@@ -86,12 +132,46 @@ export interface Guarded extends ModelProvider {
 const transient = new Set<ErrorKind>(["server", "timeout", "overloaded"])
 const throttled = new Set<ErrorKind>(["rate_limit", "overloaded"])
 
+interface Waiter {
+  readonly earliest: number
+  /** 1 for a call on its last attempt here (it goes behind the others), 0 otherwise. */
+  readonly rank: number
+  slot: number
+}
+
 /** Uniform integer in [lo, hi], from the `Random` service. */
 const uniform = (lo: number, hi: number): Effect.Effect<number> =>
   Random.nextIntBetween(Math.floor(lo), Math.floor(Math.max(lo, hi)) + 1)
 
+interface Pace {
+  readonly startRate: number
+  readonly rampRate: number
+  readonly maxRate: number
+}
+
+const paceOf = (options: Options): Pace => {
+  const maxRate = Math.max(1, options.maxRate ?? defaults.maxRate)
+  return {
+    maxRate,
+    startRate: Math.min(maxRate, Math.max(1, options.startRate ?? defaults.startRate)),
+    rampRate: Math.max(0, options.rampRate ?? defaults.rampRate)
+  }
+}
+
 /**
- * Wraps `provider` so every session calling the result shares one gate and one circuit (module comment). Same
+ * How long, in ms, the ramp takes from the gate's reopening to release `releases` attempts one after another — the
+ * pacing part of the wait bound (module comment, bound 2): the last of a herd of `releases + 1` leaves this long
+ * after the first. Pure; 0 for 0 releases.
+ */
+export const releaseSpreadMs = (releases: number, options: Options = {}): number => {
+  const { maxRate, rampRate, startRate } = paceOf(options)
+  let at = 0
+  for (let i = 0; i < releases; i++) at += 1000 / Math.min(maxRate, startRate + rampRate * at / 1000)
+  return at
+}
+
+/**
+ * Wraps `provider` so every session calling the result shares one pacer and one circuit (module comment). Same
  * name, model, timeout and attempts as `provider`. The guarded `complete` fails with the provider's errors, or —
  * while the circuit is open — at once with a `ProviderError` of the kind that opened it, carrying the wait until
  * this caller's jittered slot as `retryAfterMs`. Wrap each provider once per process: two wrappers are two guards.
@@ -100,25 +180,88 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
   const threshold = Math.max(1, options.failureThreshold ?? defaults.failureThreshold)
   const openMs = Math.max(1, options.openMs ?? defaults.openMs)
   const pauseMs = Math.max(1, options.pauseMs ?? defaults.pauseMs)
-  const spreadMaxMs = Math.max(pauseMs, options.spreadMaxMs ?? defaults.spreadMaxMs)
   const maxGateMs = options.maxGateMs ?? defaults.maxGateMs
+  const jitterMs = Math.max(0, options.jitterMs ?? defaults.jitterMs)
+  const { maxRate, rampRate, startRate } = paceOf(options)
+  const minRate = Math.min(startRate, Math.max(0.001, options.minRate ?? defaults.minRate))
+  const decreaseEveryMs = Math.max(0, options.decreaseEveryMs ?? defaults.decreaseEveryMs)
   const maxWaitMs = Math.floor(provider.timeoutMs / 2)
+  // A call that took this many throttles here has one attempt left.
+  const lastAttemptAfter = Math.max(1, Math.floor(provider.maxAttempts) - 1)
 
+  // The storm: the gate, and the pacer's line (rate = rampFrom + rampRate · (t − rampStart), at most maxRate).
+  let storm = false
   let gateUntil = 0
-  let gateSpreadMs = 0
+  let rampStart = 0
+  let rampFrom = startRate
+  let nextFree = 0
+  let lastRelease = Number.NEGATIVE_INFINITY
+  let lastDecrease = Number.NEGATIVE_INFINITY
+  // The waiters, in order — calls on their last attempt behind the others, then arrival — each with its planned
+  // release instant.
+  const line: Array<Waiter> = []
+  // How many throttles each request (one chain call, all its attempts) has taken from this provider.
+  const rejections = new WeakMap<ModelRequest, number>()
+  let storms = 0
+  let gated = 0
+  // The circuit.
   let openUntil = 0
   let openSpreadMs = 0
   let openKind: ErrorKind = "server"
   let consecutive = 0
   let opened = 0
-  let gated = 0
   let rejected = 0
 
-  const closeGate = (now: number, waitMs: number) => {
-    const spread = Math.min(spreadMaxMs, Math.max(pauseMs, waitMs))
-    // A gate still in force keeps its wider window: the herd it holds is at least as large.
-    gateSpreadMs = now < gateUntil + gateSpreadMs ? Math.max(gateSpreadMs, spread) : spread
-    gateUntil = Math.max(gateUntil, now + waitMs)
+  const rateAt = (t: number) => Math.min(maxRate, rampFrom + rampRate * Math.max(0, t - rampStart) / 1000)
+  const minGapMs = 1000 / maxRate
+
+  // The next place in line no earlier than `earliest`.
+  const place = (earliest: number) => {
+    const slot = Math.max(earliest, nextFree)
+    nextFree = slot + 1000 / rateAt(slot)
+    return slot
+  }
+
+  // Plans every waiter again from `now`, in the same order: after a halving, or when the process stalled and
+  // timers fired late (all at once, whatever the plan), so the line keeps its spacing and its order.
+  const replan = (now: number) => {
+    nextFree = Math.max(now, lastRelease + minGapMs)
+    for (const waiter of line) waiter.slot = place(Math.max(waiter.earliest, now))
+  }
+
+  // Joins the line at its rank; behind everyone it simply takes the next place, ahead of others the line moves.
+  const join = (waiter: Waiter, now: number) => {
+    const at = line.findIndex((other) => waiter.rank < other.rank)
+    if (at === -1) {
+      line.push(waiter)
+      waiter.slot = place(waiter.earliest)
+      return
+    }
+    line.splice(at, 0, waiter)
+    replan(now)
+  }
+
+  const calmNow = (now: number) => {
+    if (storm && now >= gateUntil && line.length === 0 && nextFree <= now && rateAt(now) >= maxRate) storm = false
+    return !storm
+  }
+
+  const onThrottle = (now: number, waitMs: number, jitter: number) => {
+    if (calmNow(now)) {
+      storm = true
+      storms++
+      gateUntil = now + waitMs + jitter
+      rampStart = gateUntil
+      rampFrom = startRate
+      nextFree = gateUntil
+      return
+    }
+    // Before the reopening the herd is held already; after it, a throttle means the rate is still too high.
+    if (now < gateUntil || now - lastDecrease < decreaseEveryMs) return
+    lastDecrease = now
+    rampFrom = Math.max(minRate, rateAt(now) / 2)
+    rampStart = now
+    replan(now + 1000 / rampFrom)
   }
 
   const onFailure = (error: ProviderError) =>
@@ -126,8 +269,9 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
       const now = yield* Clock.currentTimeMillis
       if (throttled.has(error.kind)) {
         const retryAfter = error.retryAfterMs
-        if (retryAfter === undefined) closeGate(now, yield* uniform(pauseMs / 2, pauseMs))
-        else if (retryAfter <= maxGateMs) closeGate(now, retryAfter)
+        const jitter = yield* uniform(0, jitterMs)
+        if (retryAfter === undefined) onThrottle(now, yield* uniform(pauseMs / 2, pauseMs), jitter)
+        else if (retryAfter <= maxGateMs) onThrottle(now, retryAfter, jitter)
       }
       if (!transient.has(error.kind)) {
         // Auth, quota, a bad request, a refusal: the provider answered coherently, so it is not sick.
@@ -138,33 +282,46 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
       if (consecutive < threshold || now < openUntil) return
       const period = yield* uniform(openMs / 2, openMs)
       openUntil = now + period
-      openSpreadMs = Math.min(spreadMaxMs, Math.max(pauseMs, Math.floor(period / 2)))
+      openSpreadMs = Math.max(pauseMs, Math.floor(period / 2))
       openKind = error.kind
       opened++
       // Half-open once the period ends: the next failure reopens at once, a success resets the count.
       consecutive = threshold - 1
     })
 
-  // Waits while the gate is closed, then until this caller's random slot in the release window.
-  const passGate = Effect.gen(function*() {
-    let waited = 0
-    let now = yield* Clock.currentTimeMillis
-    if (now >= gateUntil + gateSpreadMs) return
-    const arrivedAt = now
-    gated++
-    let slot = now
-    while (waited < maxWaitMs) {
-      slot = gateUntil + (yield* uniform(0, gateSpreadMs))
-      if (slot <= now) break
-      const wait = Math.min(slot - now, maxWaitMs - waited)
-      yield* Effect.sleep(wait)
-      waited += wait
-      now = yield* Clock.currentTimeMillis
-      // Released, unless new throttles closed the gate again while we slept.
-      if (now >= gateUntil) break
+  // During a storm: waits for this attempt's place in line (the plan may move while it waits).
+  const pass = (arrivedAt: number, request: ModelRequest) => {
+    const waiter: Waiter = {
+      earliest: Math.max(arrivedAt, gateUntil),
+      rank: (rejections.get(request) ?? 0) >= lastAttemptAfter ? 1 : 0,
+      slot: 0
     }
-    options.onRelease?.({ arrivedAt, slot: Math.min(slot, arrivedAt + maxWaitMs) })
-  })
+    return Effect.acquireUseRelease(
+      Effect.sync(() => {
+        gated++
+        join(waiter, arrivedAt)
+      }),
+      () =>
+        Effect.gen(function*() {
+          let now = arrivedAt
+          while (waiter.slot > now && now - arrivedAt < maxWaitMs) {
+            // Whole milliseconds, rounded up: a release never precedes its place (clocks tick in ms).
+            yield* Effect.sleep(Math.ceil(Math.min(waiter.slot - now, maxWaitMs - (now - arrivedAt))))
+            now = yield* Clock.currentTimeMillis
+            // Woken late (the process stalled: the others are due too), or too soon after a release that was
+            // itself late: keep the spacing, plan the line again from here.
+            if (now - waiter.slot > minGapMs || now < lastRelease + minGapMs) replan(now)
+          }
+          lastRelease = now
+          options.onRelease?.({ arrivedAt, releasedAt: now })
+        }),
+      () =>
+        Effect.sync(() => {
+          const at = line.indexOf(waiter)
+          if (at !== -1) line.splice(at, 1)
+        })
+    )
+  }
 
   const rejectOpen = (now: number) =>
     Effect.gen(function*() {
@@ -190,25 +347,35 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
         if (now < openUntil) return yield* rejectOpen(now)
-        yield* passGate
+        if (!calmNow(now)) yield* pass(now, request)
         return yield* provider.complete(request).pipe(
           Effect.tap(() =>
             Effect.sync(() => {
               consecutive = 0
             })
           ),
-          Effect.tapError(onFailure),
+          Effect.tapError((error) =>
+            Effect.zipRight(
+              Effect.sync(() => {
+                if (throttled.has(error.kind)) rejections.set(request, (rejections.get(request) ?? 0) + 1)
+              }),
+              onFailure(error)
+            )
+          ),
           Effect.onInterrupt(() =>
             onFailure(new ProviderError({ kind: "timeout", provider: provider.name, message: "interrupted" }))
           )
         )
       }),
     status: () => ({
+      storm,
       gateUntil,
-      gateSpreadMs,
+      rate: storm ? rateAt(Math.max(gateUntil, nextFree)) : maxRate,
+      waiting: line.length,
       openUntil,
       consecutiveFailures: consecutive,
       opened,
+      storms,
       gated,
       rejected
     })

@@ -15,6 +15,7 @@ import { Context, Effect, Layer } from "effect"
 import { createServer } from "node:http"
 import type { Server as NodeServer } from "node:http"
 import type { Settings } from "../config/Config.js"
+import * as ProviderConfig from "../model/ProviderConfig.js"
 import { Api } from "./Api.js"
 import * as Authentication from "./Authentication.js"
 import * as BodyGuard from "./BodyGuard.js"
@@ -56,6 +57,10 @@ const announce = (settings: Settings) =>
         "No model providers configured: only the scripted `demo` agent runs. Add `providers` and `tiers` to " +
           "corral.json (or CORRAL_PROVIDERS / CORRAL_TIERS) to run real agents — see docs/server.md#configuration."
       )
+    }
+    // A key variable that is unset is not fatal here (a local server may need none), but it is never silent.
+    for (const missing of yield* ProviderConfig.missingKeys(settings.models)) {
+      yield* Effect.logWarning(ProviderConfig.describeMissingKey(missing))
     }
     if (settings.apiKeys.length === 0) {
       yield* Effect.logWarning(

@@ -108,3 +108,50 @@ layer(NodeHttpClient.layerUndici, { excludeTestServices: true })("ProviderConfig
       expect(shown).not.toContain("sk-ant-secret")
     }))
 })
+
+describe("ProviderConfig.missingKeys", () => {
+  const config = Either.getOrThrow(ProviderConfig.decode({
+    providers: {
+      openai: { api: "openai", apiKeyEnv: "OPENAI_API_KEY", model: "gpt-4.1-mini" },
+      claude: { api: "anthropic", apiKeyEnv: "ANTHROPIC_API_KEY", model: "claude-sonnet-4-5" },
+      ollama: { api: "openai", baseUrl: "http://localhost:11434/v1", apiKeyEnv: "OLLAMA_KEY", model: "llama3.1" },
+      vllm: { api: "openai", baseUrl: "http://127.0.0.2:8000/v1", apiKeyEnv: "VLLM_KEY", model: "qwen" },
+      keyless: { api: "openai", baseUrl: "https://llm.example.com/v1", model: "m" }
+    },
+    tiers: { default: ["openai", "claude"], local: ["ollama", "vllm"] }
+  }))
+  const withEnv = (env: Record<string, string>) => <A, E>(effect: Effect.Effect<A, E>) =>
+    Effect.withConfigProvider(effect, ConfigProvider.fromMap(new Map(Object.entries(env))))
+
+  it.effect("lists every provider whose apiKeyEnv variable is unset or blank, naming provider and variable", () =>
+    Effect.gen(function*() {
+      const missing = yield* ProviderConfig.missingKeys(config).pipe(withEnv({ OPENAI_API_KEY: "sk-x", VLLM_KEY: " " }))
+      expect(missing).toEqual([
+        { provider: "claude", variable: "ANTHROPIC_API_KEY", baseUrl: "https://api.anthropic.com", loopback: false },
+        { provider: "ollama", variable: "OLLAMA_KEY", baseUrl: "http://localhost:11434/v1", loopback: true },
+        { provider: "vllm", variable: "VLLM_KEY", baseUrl: "http://127.0.0.2:8000/v1", loopback: true }
+      ])
+      const line = ProviderConfig.describeMissingKey(missing[0]!)
+      expect(line).toContain("provider \"claude\"")
+      expect(line).toContain("ANTHROPIC_API_KEY")
+      expect(line).toContain("401")
+    }))
+
+  it.effect("looks only at the providers asked about", () =>
+    Effect.gen(function*() {
+      const missing = yield* ProviderConfig.missingKeys(config, ["openai"]).pipe(withEnv({}))
+      expect(missing.map((m) => m.provider)).toEqual(["openai"])
+      expect(yield* ProviderConfig.missingKeys(config, ["keyless"]).pipe(withEnv({}))).toEqual([])
+    }))
+
+  it("knows a loopback address when it sees one", () => {
+    for (
+      const url of ["http://localhost:1/v1", "http://LOCALHOST/v1", "http://127.0.0.1:8080", "http://[::1]:11434/v1"]
+    ) {
+      expect([url, ProviderConfig.isLoopback(url)]).toEqual([url, true])
+    }
+    for (const url of ["https://api.openai.com/v1", "http://10.0.0.1", "http://localhost.example.com", "nonsense"]) {
+      expect([url, ProviderConfig.isLoopback(url)]).toEqual([url, false])
+    }
+  })
+})

@@ -1,16 +1,14 @@
-import { NodeHttpClient } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Clock, Effect, Either, Fiber, Random, TestClock } from "effect"
-import { monitorEventLoopDelay } from "node:perf_hooks"
+import { Clock, Effect, Either, Fiber, Random, Ref, TestClock } from "effect"
+import * as fc from "effect/FastCheck"
+import * as Storm from "../../scripts/bench/storm.js"
 import type { ErrorKind } from "../../src/domain/ErrorKind.js"
 import { ProviderError } from "../../src/domain/Errors.js"
 import type { ModelReply } from "../../src/domain/Message.js"
 import { Usage } from "../../src/domain/Usage.js"
 import type { ModelProvider, ModelRequest } from "../../src/model/ModelProvider.js"
-import * as OpenAiCompat from "../../src/model/OpenAiCompat.js"
+import * as ProviderChain from "../../src/model/ProviderChain.js"
 import * as StormGuard from "../../src/model/StormGuard.js"
-import * as Harness from "../../src/testing/Harness.js"
-import * as Fake from "../support/FakeProvider.js"
 
 const request: ModelRequest = { system: "", messages: [{ kind: "user", text: "go" }], tools: [] }
 const ok: ModelReply = { text: "ok", toolCalls: [], finishReason: "stop", usage: Usage.zero, model: "m" }
@@ -56,39 +54,250 @@ const runAll = <A, E>(effects: ReadonlyArray<Effect.Effect<A, E>>, step = 500) =
 const seeded = (seed: number) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.withRandom(effect, Random.make(seed))
 
-describe("StormGuard: the shared gate", () => {
-  it.effect("a throttle with Retry-After holds every other session, then releases them spread over the window", () =>
+const requestFor = (tag: string): ModelRequest => ({ system: "", messages: [{ kind: "user", text: tag }], tools: [] })
+const tagOf = (req: ModelRequest) => {
+  const first = req.messages[0]
+  return first?.kind === "user" ? first.text : "?"
+}
+
+/** One request as a timed provider saw it: who sent it, when it arrived, when and how it was answered. */
+interface Seen {
+  readonly tag: string
+  readonly at: number
+  readonly answeredAt: number
+  readonly error?: ProviderError
+  /** Whether the guard was in a storm when the request reached the provider (it was paced). */
+  readonly paced: boolean
+}
+
+/**
+ * A provider answering after `latencyMs`; `answer(n, answeredAt)` decides the n-th request (1-based). `stormOn`
+ * is read when a request arrives (wired to the guard's status after wrapping).
+ */
+const timed = (
+  answer: (n: number, answeredAt: number) => Either.Either<ModelReply, ProviderError>,
+  latencyMs: number,
+  maxAttempts = 3
+) => {
+  const seen: Array<Seen> = []
+  let n = 0
+  const probe = { stormOn: () => false }
+  const provider: ModelProvider = {
+    name: "inner",
+    model: "m",
+    timeoutMs: 120_000,
+    maxAttempts,
+    complete: (req) =>
+      Effect.gen(function*() {
+        const at = yield* Clock.currentTimeMillis
+        const paced = probe.stormOn()
+        const number = ++n
+        if (latencyMs > 0) yield* Effect.sleep(latencyMs)
+        const answeredAt = yield* Clock.currentTimeMillis
+        const outcome = answer(number, answeredAt)
+        seen.push({
+          tag: tagOf(req),
+          at,
+          answeredAt,
+          paced,
+          ...(Either.isLeft(outcome) ? { error: outcome.left } : {})
+        })
+        return yield* outcome
+      })
+  }
+  return { provider, seen, probe }
+}
+
+/** `sessions` chain calls through `guard`, the i-th starting at `offsets[i]` ms; every result, in order. */
+const herd = (guard: ModelProvider, offsets: ReadonlyArray<number>) =>
+  runAll(
+    offsets.map((offset, i) =>
+      Effect.gen(function*() {
+        const state = yield* Ref.make(ProviderChain.initialState)
+        return yield* ProviderChain.callModel({
+          providers: [guard],
+          state,
+          request: requestFor(`s${i}`),
+          onAttempt: () => Effect.void
+        })
+      }).pipe(Effect.delay(offset))
+    ),
+    60_000
+  )
+
+/** For every throttled request, how long after its own Retry-After ended its session's next request arrived. */
+const extraWaits = (seen: ReadonlyArray<Seen>) => {
+  const extras: Array<number> = []
+  for (const s of seen) {
+    if (s.error?.retryAfterMs === undefined) continue
+    const due = s.answeredAt + s.error.retryAfterMs
+    const next = seen.filter((o) => o.tag === s.tag && o.at >= due).sort((a, b) => a.at - b.at)[0]
+    if (next !== undefined) extras.push(next.at - due)
+  }
+  return extras
+}
+
+/** The most instants of `times` inside any half-open window of `windowMs`. */
+const busiest = (times: ReadonlyArray<number>, windowMs: number) => {
+  const sorted = [...times].sort((a, b) => a - b)
+  let most = 0
+  for (let i = 0, j = 0; i < sorted.length; i++) {
+    while ((sorted[i] ?? 0) - (sorted[j] ?? 0) >= windowMs) j++
+    most = Math.max(most, i - j + 1)
+  }
+  return most
+}
+
+const { jitterMs, maxRate, startRate } = StormGuard.defaults
+const perWindow = Math.ceil(10 * maxRate / 1000)
+
+describe("StormGuard: waiting out a storm", () => {
+  it.effect.prop(
+    "a lone session waits its own Retry-After plus at most the stated jitter",
+    {
+      retryAfterMs: fc.integer({ min: 0, max: 60_000 }),
+      latencyMs: fc.integer({ min: 0, max: 500 }),
+      seed: fc.integer()
+    },
+    ({ latencyMs, retryAfterMs, seed }) =>
+      Effect.gen(function*() {
+        const { provider, seen } = timed(
+          (n) => n === 1 ? Either.left(failure("rate_limit", retryAfterMs)) : Either.right(ok),
+          latencyMs
+        )
+        const [result] = yield* herd(StormGuard.wrap(provider), [0])
+        expect(result !== undefined && Either.isRight(result)).toBe(true)
+        const [extra] = extraWaits(seen)
+        expect(extra).toBeGreaterThanOrEqual(0)
+        expect(extra).toBeLessThanOrEqual(jitterMs)
+      }).pipe(seeded(seed)),
+    { timeout: 120_000, fastCheck: { numRuns: 40 } }
+  )
+
+  it.effect.prop(
+    "when the provider recovers, no session waits past its own Retry-After + the jitter + the ramp for the herd",
+    {
+      sessions: fc.integer({ min: 2, max: 40 }),
+      latencyMs: fc.integer({ min: 1, max: 300 }),
+      recoverAt: fc.integer({ min: 400, max: 8_000 }),
+      spreadMs: fc.integer({ min: 0, max: 200 }),
+      seed: fc.integer()
+    },
+    ({ latencyMs, recoverAt, seed, sessions, spreadMs }) =>
+      Effect.gen(function*() {
+        // A provider shedding load until `recoverAt`, telling each caller exactly when that is.
+        const { provider, seen } = timed(
+          (_, answeredAt) =>
+            answeredAt < recoverAt ? Either.left(failure("rate_limit", recoverAt - answeredAt)) : Either.right(ok),
+          latencyMs
+        )
+        const guard = StormGuard.wrap(provider)
+        const offsets = Array.from({ length: sessions }, (_, i) => Math.floor(i * spreadMs / sessions))
+        const results = yield* herd(guard, offsets)
+        // Nobody fails because it waited: one throttle each at most, then a reply.
+        expect(results.every(Either.isRight)).toBe(true)
+        const bound = jitterMs + StormGuard.releaseSpreadMs(sessions - 1) + 1
+        for (const extra of extraWaits(seen)) {
+          expect(extra).toBeGreaterThanOrEqual(0)
+          expect(extra).toBeLessThanOrEqual(bound)
+        }
+        // Sessions held without a throttle of their own are back by the same bound after the reopening.
+        const last = Math.max(...seen.map((s) => s.at))
+        expect(last).toBeLessThanOrEqual(Math.max(recoverAt, spreadMs + latencyMs) + bound)
+      }).pipe(seeded(seed)),
+    { timeout: 120_000, fastCheck: { numRuns: 20 } }
+  )
+
+  it.effect.prop(
+    "while the provider keeps throttling, released attempts per 10 ms stay bounded and its rejections are shared out",
+    {
+      sessions: fc.integer({ min: 5, max: 40 }),
+      rejections: fc.integer({ min: 1, max: 80 }),
+      retryAfterMs: fc.option(fc.integer({ min: 100, max: 3_000 }), { nil: undefined }),
+      latencyMs: fc.integer({ min: 0, max: 100 }),
+      seed: fc.integer()
+    },
+    ({ latencyMs, rejections, retryAfterMs, seed, sessions }) =>
+      Effect.gen(function*() {
+        // At most two per session: each has three attempts, so every session can complete if they are shared out.
+        const throttled = Math.min(rejections, 2 * sessions)
+        const released: Array<number> = []
+        // The first `throttled` requests are shed, whenever they come: probes cannot make it recover sooner.
+        const { probe, provider, seen } = timed(
+          (n) => n <= throttled ? Either.left(failure("rate_limit", retryAfterMs)) : Either.right(ok),
+          latencyMs,
+          3
+        )
+        const guard = StormGuard.wrap(provider, { onRelease: ({ releasedAt }) => released.push(releasedAt) })
+        probe.stormOn = () => guard.status().storm
+        const results = yield* herd(guard, Array.from({ length: sessions }, () => 0))
+        expect(results.every(Either.isRight)).toBe(true)
+        expect(busiest(released, 10)).toBeLessThanOrEqual(perWindow)
+        expect(busiest(seen.filter((s) => s.paced).map((s) => s.at), 10)).toBeLessThanOrEqual(perWindow)
+        // The provider is asked no more often than it is throttled plus once per session.
+        expect(seen.length).toBe(Math.max(throttled, 0) + sessions)
+      }).pipe(seeded(seed)),
+    { timeout: 120_000, fastCheck: { numRuns: 20 } }
+  )
+})
+
+describe("StormGuard: the pacer", () => {
+  it.effect("a call on its last attempt goes behind the others waiting: the next 429 goes where it can be afforded", () =>
     Effect.gen(function*() {
-      const { provider, received } = inner((n) =>
-        n === 1 ? Either.left(failure("rate_limit", 1_000)) : Either.right(ok)
+      const { provider, seen } = timed(
+        (n) => n <= 4 ? Either.left(failure("rate_limit", 1_000)) : Either.right(ok),
+        10,
+        2
       )
-      const guard = StormGuard.wrap(provider)
-      const first = yield* Effect.either(guard.complete(request))
-      expect(Either.isLeft(first)).toBe(true)
-      expect(guard.status()).toMatchObject({ gateUntil: 1_000, gateSpreadMs: 1_000 })
-      const results = yield* runAll(Array.from({ length: 100 }, () => guard.complete(request)))
+      const guard = StormGuard.wrap(provider, { jitterMs: 0 })
+      const call = (tag: string) =>
+        Effect.gen(function*() {
+          const state = yield* Ref.make(ProviderChain.initialState)
+          return yield* ProviderChain.callModel({
+            providers: [guard],
+            state,
+            request: requestFor(tag),
+            onAttempt: () => Effect.void
+          })
+        })
+      // a–d are throttled together at 10 ms and line up again at 1 010 on their last attempt (2 per call); e arrives
+      // at 1 011 with both of its attempts.
+      const results = yield* runAll([...["a", "b", "c", "d"].map(call), Effect.delay(call("e"), 1_011)], 10)
       expect(results.every(Either.isRight)).toBe(true)
-      const released = received.slice(1)
-      // Nobody goes before the provider said; everybody goes within the window after it.
-      expect(Math.min(...released)).toBeGreaterThanOrEqual(1_000)
-      expect(Math.max(...released)).toBeLessThanOrEqual(2_000)
-      // Spread, not a wall: no 100 ms slice of the window holds more than a quarter of the herd.
-      const slices = new Map<number, number>()
-      for (const at of released) slices.set(Math.floor(at / 100), (slices.get(Math.floor(at / 100)) ?? 0) + 1)
-      expect(Math.max(...slices.values())).toBeLessThanOrEqual(25)
-      expect(guard.status().gated).toBe(100)
-    }).pipe(seeded(42)))
+      expect(seen.filter((s) => s.at >= 1_000).map((s) => s.tag)).toEqual(["a", "e", "b", "c", "d"])
+    }))
+
+  it.effect("the opening throttle sets the gate; throttles of released attempts halve the rate, never move the gate", () =>
+    Effect.gen(function*() {
+      const { provider, seen } = timed((n) => n <= 3 ? Either.left(failure("rate_limit", 1_000)) : Either.right(ok), 0)
+      const guard = StormGuard.wrap(provider, { jitterMs: 0 })
+      yield* Effect.either(guard.complete(requestFor("a")))
+      expect(guard.status()).toMatchObject({ storm: true, gateUntil: 1_000, rate: startRate, storms: 1 })
+      const results = yield* runAll(["b", "c", "d", "e"].map((tag) => guard.complete(requestFor(tag))), 10)
+      expect(results.filter(Either.isLeft)).toHaveLength(2)
+      expect(guard.status()).toMatchObject({ gateUntil: 1_000, storms: 1 })
+      // The probe goes alone at the reopening; its throttle halves the rate, so the next goes later than 1/20 s.
+      const times = seen.slice(1).map((s) => s.at)
+      expect(times[0]).toBe(1_000)
+      // Unthrottled, the ramp would have released the others at 1 050, 1 075 and 1 095.
+      expect(times[1]).toBeGreaterThanOrEqual(1_000 + 1000 / startRate)
+      expect(times[2]).toBeGreaterThan(1_075)
+      expect(times[3]).toBeGreaterThan(1_095)
+      // In arrival order.
+      expect(seen.slice(1).map((s) => s.tag)).toEqual(["b", "c", "d", "e"])
+      expect(guard.status().rate).toBeLessThan(maxRate)
+    }))
 
   it.effect("the same seed replays the same release schedule", () =>
     Effect.gen(function*() {
       const schedule = (seed: number) =>
         Effect.gen(function*() {
-          const { provider, received } = inner((n) => n === 1 ? Either.left(failure("overloaded")) : Either.right(ok))
+          const { provider, seen } = timed((n) => n === 1 ? Either.left(failure("overloaded")) : Either.right(ok), 0)
           const guard = StormGuard.wrap(provider)
           yield* Effect.either(guard.complete(request))
           const start = yield* Clock.currentTimeMillis
-          yield* runAll(Array.from({ length: 20 }, () => guard.complete(request)))
-          return received.slice(1).map((at) => at - start)
+          yield* runAll(Array.from({ length: 20 }, () => guard.complete(request)), 50)
+          return seen.slice(1).map((s) => s.at - start)
         }).pipe(seeded(seed))
       const a = yield* schedule(7)
       const b = yield* schedule(7)
@@ -102,25 +311,39 @@ describe("StormGuard: the shared gate", () => {
       const { provider } = inner(() => Either.left(failure("rate_limit")))
       const guard = StormGuard.wrap(provider, { pauseMs: 2_000 })
       yield* Effect.either(guard.complete(request))
-      const { gateUntil, gateSpreadMs } = guard.status()
+      const { gateUntil } = guard.status()
+      // Plus the storm's jitter, drawn once when it opens.
       expect(gateUntil).toBeGreaterThanOrEqual(1_000)
-      expect(gateUntil).toBeLessThanOrEqual(2_000)
-      expect(gateSpreadMs).toBe(2_000)
+      expect(gateUntil).toBeLessThanOrEqual(2_000 + jitterMs)
     }).pipe(seeded(1)))
 
-  it.effect("a Retry-After beyond the cap does not close the gate: sessions fail over instead of waiting", () =>
+  it.effect("the storm ends once the rate is back at its ceiling and nobody waits: attempts pass untouched again", () =>
+    Effect.gen(function*() {
+      const { provider, received } = inner((n) => n === 1 ? Either.left(failure("rate_limit", 500)) : Either.right(ok))
+      const guard = StormGuard.wrap(provider)
+      yield* Effect.either(guard.complete(request))
+      yield* runAll(Array.from({ length: 10 }, () => guard.complete(request)), 50)
+      yield* TestClock.adjust(5_000)
+      const now = yield* Clock.currentTimeMillis
+      yield* guard.complete(request)
+      yield* guard.complete(request)
+      expect(received.slice(-2)).toEqual([now, now])
+      expect(guard.status()).toMatchObject({ storm: false, waiting: 0, gated: 10 })
+    }).pipe(seeded(2)))
+
+  it.effect("a Retry-After beyond the cap starts no storm: sessions fail over instead of waiting", () =>
     Effect.gen(function*() {
       const { provider, received } = inner((n) =>
         n === 1 ? Either.left(failure("rate_limit", 274_579_000)) : Either.right(ok)
       )
       const guard = StormGuard.wrap(provider)
       yield* Effect.either(guard.complete(request))
-      expect(guard.status().gateUntil).toBe(0)
+      expect(guard.status().storm).toBe(false)
       expect(Either.isRight(yield* Effect.either(guard.complete(request)))).toBe(true)
       expect(received).toEqual([0, 0])
     }))
 
-  it.effect("no wait at the gate exceeds half of the provider's attempt timeout", () =>
+  it.effect("no wait at the guard exceeds half of the provider's attempt timeout", () =>
     Effect.gen(function*() {
       const { provider, received } = inner(
         (n) => n === 1 ? Either.left(failure("rate_limit", 50_000)) : Either.right(ok),
@@ -131,6 +354,13 @@ describe("StormGuard: the shared gate", () => {
       yield* runAll([guard.complete(request)])
       expect(received[1]).toBeLessThanOrEqual(5_000)
     }).pipe(seeded(3)))
+
+  it("releaseSpreadMs: a herd of 200 is back within about 1.2 s of the reopening", () => {
+    expect(StormGuard.releaseSpreadMs(0)).toBe(0)
+    expect(StormGuard.releaseSpreadMs(1)).toBe(1000 / startRate)
+    expect(StormGuard.releaseSpreadMs(199)).toBeGreaterThan(1_000)
+    expect(StormGuard.releaseSpreadMs(199)).toBeLessThan(1_300)
+  })
 })
 
 describe("StormGuard: the circuit breaker", () => {
@@ -206,103 +436,19 @@ describe("StormGuard: the circuit breaker", () => {
     }).pipe(seeded(11)))
 })
 
-/** The busiest 100 ms window of `times` (milliseconds), and the spread from first to last. */
-const windows = (times: ReadonlyArray<number>) => {
-  const sorted = [...times].sort((a, b) => a - b)
-  let busiest = 0
-  for (let i = 0, j = 0; i < sorted.length; i++) {
-    while ((sorted[i] ?? 0) - (sorted[j] ?? 0) >= 100) j++
-    busiest = Math.max(busiest, i - j + 1)
-  }
-  const spreadMs = sorted.length > 0 ? Math.round((sorted.at(-1) ?? 0) - (sorted[0] ?? 0)) : 0
-  return { busiest, spreadMs, share: sorted.length > 0 ? busiest / sorted.length : 0 }
-}
-const percent = (share: number) => `${(share * 100).toFixed(1)}%`
-
-describe("StormGuard: a storm over real HTTP", () => {
-  const sessions = 200
-  const limited = 150
-  const retryAfterSeconds = 2
-
-  /**
-   * Runs `sessions` concurrent sessions against a fake that holds the whole first wave, then answers it at once —
-   * the first `limited` requests with 429 + Retry-After, the rest normally — the moment a provider sheds load.
-   */
-  const storm = (guarded: boolean) =>
-    Effect.scoped(
-      Effect.gen(function*() {
-        let waveArrived: () => void = () => undefined
-        const wave = new Promise<void>((resolve) => {
-          waveArrived = resolve
-        })
-        const fake = yield* Fake.make({
-          fallback: (req) => {
-            if (req.n === sessions) waveArrived()
-            if (req.n > sessions) return Fake.demo(req)
-            return Fake.after(
-              wave,
-              req.n <= limited ? Fake.rateLimited({ seconds: retryAfterSeconds }) : Fake.demo(req)
-            )
-          }
-        })
-        const adapter = yield* OpenAiCompat.make({ name: "primary", model: "fake-model", baseUrl: fake.openAiBaseUrl })
-        const planned: Array<number> = []
-        const provider = guarded ? StormGuard.wrap(adapter, { onRelease: ({ slot }) => planned.push(slot) }) : adapter
-        const spec = Harness.agent()
-        const lag = monitorEventLoopDelay({ resolution: 10 })
-        lag.enable()
-        const landed = yield* Effect.forEach(
-          Array.from({ length: sessions }, (_, i) => i),
-          (i) =>
-            Harness.runBurst({
-              spec,
-              session: Harness.session(spec, { id: `ses_storm_${i}` }),
-              prompt: `Incident ${i}: why is checkout failing?`
-            }),
-          { concurrency: "unbounded" }
-        ).pipe(Effect.provide(Harness.layer({ providers: [provider] })))
-        lag.disable()
-        // A retry is a request whose conversation the provider has already seen.
-        const seen = new Set<string>()
-        const retries: Array<number> = []
-        for (const req of fake.requests) {
-          const key = JSON.stringify(req.body.messages)
-          if (seen.has(key)) retries.push(req.at)
-          seen.add(key)
-        }
-        const observed = windows(retries)
-        const scheduled = windows(planned)
-        const stallMs = Math.round(lag.max / 1e6)
-        const report = `${fake.requests.length} requests received; ${retries.length} retries arrived over ` +
-          `${observed.spreadMs} ms, busiest 100 ms window ${observed.busiest} (${percent(observed.share)})` +
-          (guarded
-            ? `; the gate released ${planned.length} attempts over ${scheduled.spreadMs} ms, busiest 100 ms ` +
-              `window ${scheduled.busiest} (${percent(scheduled.share)})`
-            : "") +
-          `; longest event-loop stall ${stallMs} ms`
-        return { landed, requests: fake.requests.length, retries: retries.length, observed, scheduled, stallMs, report }
-      }).pipe(Effect.provide(NodeHttpClient.layerUndici))
-    )
-
+describe("StormGuard: a small storm over real HTTP", () => {
   it.live(
-    `${sessions} sessions against a rate-limiting provider: retries spread, no synchronised wave, every session lands`,
+    "20 sessions, the first 40 requests answered 429 Retry-After 1 s: every session completes, paced",
     () =>
       Effect.gen(function*() {
-        const result = yield* storm(true)
-        console.info(`storm, guarded: ${result.report}`)
-        expect(result.landed).toHaveLength(sessions)
-        expect(result.landed.every((l) => l.reason === "completed" && l.report.source === "model")).toBe(true)
-        // Each session: one opening call and one finalize call; the throttled ones retried once.
-        expect(result.retries).toBe(limited)
-        expect(result.requests).toBe(2 * sessions + limited)
-        // The gate plans releases uniformly over ~2 s: a 100 ms window expects ~5% of the herd. (Unguarded,
-        // `storm(false)`, every throttled session sleeps the same Retry-After: ~90% land in one window.)
-        expect(result.scheduled.share).toBeLessThanOrEqual(0.3)
-        expect(result.scheduled.spreadMs).toBeGreaterThanOrEqual(1_000)
-        // What the provider observed matches the plan unless this process itself stalled (GC, an overloaded
-        // machine): a stalled event loop fires every timer that fell due during the stall at once, whatever the
-        // plan. Observed arrivals are asserted only when the process kept time.
-        if (result.stallMs < 100) expect(result.observed.share).toBeLessThanOrEqual(0.3)
+        const result = yield* Storm.storm({ sessions: 20, throttled: 40, retryAfterSeconds: 1 })
+        expect(result.completed, JSON.stringify(result)).toBe(20)
+        // No request is wasted: every throttled one plus the two each session needs.
+        expect(result.requests).toBe(result.fewestRequests)
+        // The guard's own releases keep the spacing, whatever the event loop does to the sends afterwards.
+        expect(result.busiest10msReleased).toBeLessThanOrEqual(perWindow)
+        // Generous: the sessions are back within a few Retry-Afters, never at an attempt's timeout.
+        expect(result.wallMs).toBeLessThan(20_000)
       }),
     60_000
   )
