@@ -51,7 +51,7 @@ const until = (check: () => boolean, ms = 2_000) =>
     return true
   })
 
-it.live("forwards, holds during a blackhole and delivers when it heals, resets, refuses, and recovers", () =>
+it.live("forwards, holds during a blackhole and delivers when it heals, resets, refuses, recovers, and strands", () =>
   Effect.gen(function*() {
     const proxy = yield* TcpProxy.make({ host: "127.0.0.1", port: yield* echoServer })
 
@@ -95,4 +95,14 @@ it.live("forwards, holds during a blackhole and delivers when it heals, resets, 
     d.socket.write("again")
     expect(yield* until(() => d.received() === "again")).toBe(true)
     expect(proxy.open()).toBe(1)
+
+    // A partition that heals without the connections it held: they stay silent, new ones pass.
+    yield* proxy.set("blackhole")
+    d.socket.write("lost")
+    yield* proxy.set("pass", { strand: true })
+    const e = yield* dial(proxy.port)
+    e.socket.write("fresh")
+    expect(yield* until(() => e.received() === "fresh")).toBe(true)
+    expect(yield* until(() => d.received() !== "again", 300)).toBe(false)
+    expect(d.ended()).toBeUndefined()
   }).pipe(Effect.scoped))

@@ -4,7 +4,8 @@
  *
  * Modes, switched at run time:
  * - `pass`: bytes flow both ways. Connections held by a partition resume with what was buffered meanwhile, as TCP
- *   does when a partition heals.
+ *   does when a partition heals, unless the switch `strand`s them: then they stay silent for good (the peer's or a
+ *   middlebox's state for them is gone: a failover, a NAT that forgot them) and only new connections pass.
  * - `reset`: every open connection is reset (RST on the client side, the upstream side destroyed) and every new one
  *   is accepted and reset at once: a database that crashed or a middlebox that dropped its state.
  * - `refuse`: the listener is closed, so new connections get ECONNREFUSED; open ones are left as they are (combine
@@ -29,8 +30,11 @@ export interface TcpProxy {
   readonly url: (url: string) => string
   /** The current mode. */
   readonly mode: () => Mode
-  /** Switches the mode; `reset` resets open connections before it returns. */
-  readonly set: (mode: Mode) => Effect.Effect<void, Error>
+  /**
+   * Switches the mode; `reset` resets open connections before it returns. `strand` (leaving `blackhole` for `pass`):
+   * the connections the partition held stay silent.
+   */
+  readonly set: (mode: Mode, options?: { readonly strand?: boolean }) => Effect.Effect<void, Error>
   /** Connections accepted and not yet closed. */
   readonly open: () => number
 }
@@ -38,6 +42,8 @@ export interface TcpProxy {
 interface Pair {
   readonly client: net.Socket
   upstream: net.Socket | undefined
+  /** Held by a partition that healed without it: never forwards again. */
+  stranded: boolean
 }
 
 /**
@@ -71,7 +77,7 @@ export const make = (target: { readonly host: string; readonly port: number }): 
       from.on("data", (chunk: Buffer) => {
         if (!to.write(chunk)) {
           from.pause()
-          to.once("drain", () => mode !== "blackhole" && from.resume())
+          to.once("drain", () => mode !== "blackhole" && !pair.stranded && from.resume())
         }
       })
       from.on("end", () => to.end())
@@ -91,7 +97,7 @@ export const make = (target: { readonly host: string; readonly port: number }): 
 
     const accept = (client: net.Socket) => {
       client.setNoDelay(true)
-      const pair: Pair = { client, upstream: undefined }
+      const pair: Pair = { client, upstream: undefined, stranded: false }
       if (mode === "reset") {
         client.on("error", () => {})
         client.resetAndDestroy()
@@ -128,7 +134,7 @@ export const make = (target: { readonly host: string; readonly port: number }): 
         })
       ))
 
-    const set = (next: Mode): Effect.Effect<void, Error> =>
+    const set = (next: Mode, options: { readonly strand?: boolean } = {}): Effect.Effect<void, Error> =>
       Effect.suspend(() => {
         const previous = mode
         mode = next
@@ -149,7 +155,9 @@ export const make = (target: { readonly host: string; readonly port: number }): 
             }
             if (next === "pass" && previous !== "pass") {
               for (const pair of pairs) {
-                if (pair.upstream === undefined) connect(pair)
+                if (pair.stranded) continue
+                if (previous === "blackhole" && options.strand === true) pair.stranded = true
+                else if (pair.upstream === undefined) connect(pair)
                 else {
                   pair.client.resume()
                   pair.upstream.resume()
