@@ -161,5 +161,31 @@ describe.skipIf(testDatabaseUrl === undefined)(
         }).pipe(Effect.scoped),
       60_000
     )
+
+    it.live(
+      "the readiness probe answers within its 2 s bound during a partition, on a pooled connection too",
+      () =>
+        Effect.gen(function*() {
+          const target = new URL(url)
+          const proxy = yield* TcpProxy.make({ host: target.hostname, port: Number(target.port || 5432) })
+          // Production timeouts (10 s statements, 5 s connects): longer than the probe's own bound.
+          const context = yield* Layer.build(
+            // The store migrates the schema the probe checks.
+            Layer.merge(SqlStore.layer(), Readiness.layerSql).pipe(
+              Layer.provideMerge(freshDatabase(url, { maxConnections: 2 }, proxy.url))
+            )
+          )
+          const readiness = Context.get(context, Readiness.Readiness)
+          expect(Either.isRight(yield* Effect.either(readiness.check))).toBe(true)
+          // The pool now holds an idle connection: the next probe's statement goes out on it and is never answered.
+          yield* proxy.set("blackhole")
+          const [took, probe] = yield* Effect.timed(Effect.either(readiness.check))
+          expect(probe).toEqual(Either.left({ database: "unreachable: timed out after 2 s" }))
+          expect(Duration.toMillis(took)).toBeLessThan(2_000 + 800)
+          yield* proxy.set("reset")
+          yield* proxy.set("pass")
+        }).pipe(Effect.scoped),
+      30_000
+    )
   }
 )
