@@ -168,10 +168,12 @@ export const launch = (settings: Settings) =>
         settings.server.shutdownTimeoutMs + closeGraceMs
       ).pipe(
         Effect.flatMap((closed) =>
-          closed ? Effect.void : Effect.logWarning(
-            `shutdown: the actors, the store and the database had not closed ${closeGraceMs} ms after the drain's ` +
-              "deadline; exiting without waiting for them"
-          )
+          closed
+            ? Exit.isInterrupted(exit) ? Effect.logInfo("shutdown: complete") : Effect.void
+            : Effect.logWarning(
+              `shutdown: the actors, the store and the database had not closed ${closeGraceMs} ms after the drain's ` +
+                "deadline; exiting without waiting for them"
+            )
         )
       )
   )
