@@ -7,13 +7,18 @@
  *
  * Shutdown ordering rides on layer ordering: the drain finalizer is acquired after the HTTP server, so it runs
  * before the server's own close (which would otherwise wait forever on open event streams), and everything below —
- * actors, store, database — closes after it (see `Shutdown`).
+ * actors, store, database — closes after it (see `Shutdown`). `launch` bounds the whole of it: a store that hangs
+ * cannot hold the process past `server.shutdownTimeoutMs` plus a short grace for closing the layers.
+ *
+ * Start-up: the socket listens (NodeHttpServer) a moment before the request handler is attached (HttpApiBuilder);
+ * a request accepted in between would wait for an answer that never comes. `holdUntilServed` keeps such requests
+ * and hands them to the handler once it is attached, so every accepted connection is answered.
  */
 import { HttpApiBuilder, HttpApiScalar, HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Exit, Layer, Scope } from "effect"
 import { createServer } from "node:http"
-import type { Server as NodeServer } from "node:http"
+import type { IncomingMessage, Server as NodeServer, ServerResponse } from "node:http"
 import type { Settings } from "../config/Config.js"
 import * as ProviderConfig from "../model/ProviderConfig.js"
 import { Api } from "./Api.js"
@@ -84,7 +89,7 @@ const drain = (settings: Settings) =>
         node.close()
         node.closeIdleConnections()
         const left = yield* Effect.provide(Shutdown.cancelRunning(settings.server.shutdownTimeoutMs), context)
-        if (left > 0) yield* Effect.logWarning(`${left} burst(s) had not landed at the shutdown deadline`)
+        yield* Shutdown.logUnsettled(left)
         // Let the answers of awaited requests (their bursts just landed) reach their clients, briefly.
         for (let i = 0; i < 40 && (yield* connections(node)) > 0; i++) yield* Effect.sleep("25 millis")
         node.closeAllConnections()
@@ -98,6 +103,86 @@ const connections = (node: NodeServer) =>
     node.getConnections((error, count) => resume(Effect.succeed(error ? 0 : count)))
   })
 
+type Handler = (request: IncomingMessage, response: ServerResponse) => void
+
+/**
+ * Holds the requests `node` receives before its request handler is attached, and hands them to the handler as soon
+ * as it is (in arrival order); a server that closes before that answers them 503.
+ */
+const holdUntilServed = (node: NodeServer): void => {
+  const held: Array<readonly [IncomingMessage, ServerResponse]> = []
+  const hold: Handler = (request, response) => {
+    held.push([request, response])
+  }
+  const attached = (event: string | symbol, listener: Handler) => {
+    if (event !== "request" || listener === hold) return
+    node.removeListener("newListener", attached)
+    node.removeListener("request", hold)
+    node.removeListener("close", refuse)
+    // `newListener` fires before the listener is added: hand the held requests over once it is.
+    process.nextTick(() => {
+      for (const [request, response] of held.splice(0)) listener(request, response)
+    })
+  }
+  const refuse = () => {
+    for (const [, response] of held.splice(0)) {
+      response.writeHead(503, { "content-type": "text/plain", connection: "close" }).end("shutting down\n")
+    }
+  }
+  node.on("request", hold)
+  node.on("newListener", attached)
+  node.once("close", refuse)
+}
+
+/** How long closing the layers (HTTP server, actors, store, database) may take after the drain's own deadline. */
+const closeGraceMs = 2_000
+
+/**
+ * Runs `self` (the closing of the layers) on its own fiber and waits for it at most `ms`: `true` when it finished.
+ * A release runs uninterruptibly, so an Effect timeout (which interrupts what it bounds, and waits for that) could
+ * never cut a finalizer short; here nothing is interrupted: the waiting simply ends, and whatever still runs is left
+ * to the process exit. A wall-clock timer, because the subject is the real process's exit.
+ */
+const awaitAtMost = <A, E>(self: Effect.Effect<A, E>, ms: number): Effect.Effect<boolean> =>
+  Effect.flatMap(Effect.forkDaemon(self), (fiber) =>
+    Effect.async<boolean>((resume) => {
+      let settled = false
+      const finish = (finished: boolean) => {
+        if (settled) return
+        settled = true
+        clearTimeout(timer)
+        resume(Effect.succeed(finished))
+      }
+      const timer = setTimeout(() => finish(false), ms)
+      fiber.addObserver(() => finish(true))
+    }))
+
+/**
+ * Serves `settings` until interrupted (SIGTERM/SIGINT), then shuts down within `server.shutdownTimeoutMs` plus 2 s
+ * whatever the store does: the drain keeps its own deadline, and whatever of the closing is still running after
+ * the total bound (a finalizer waiting on a database that does not answer) is left behind with a log line, so the
+ * process can exit. Fails with what `layer` fails with.
+ */
+export const launch = (settings: Settings) =>
+  Effect.acquireUseRelease(
+    Scope.make(),
+    (scope) => Effect.zipRight(Layer.buildWithScope(layer(settings), scope), Effect.never),
+    (scope, exit) =>
+      awaitAtMost(
+        Scope.close(scope, Exit.isSuccess(exit) ? Exit.void : exit),
+        settings.server.shutdownTimeoutMs + closeGraceMs
+      ).pipe(
+        Effect.flatMap((closed) =>
+          closed
+            ? Exit.isInterrupted(exit) ? Effect.logInfo("shutdown: complete") : Effect.void
+            : Effect.logWarning(
+              `shutdown: the actors, the store and the database had not closed ${closeGraceMs} ms after the drain's ` +
+                "deadline; exiting without waiting for them"
+            )
+        )
+      )
+  )
+
 /**
  * The server for `settings`, listening once built: the HttpServer (its address tells the bound port, useful with
  * port 0) and the runtime's services. Fails to build when the runtime cannot be wired (see `Wiring.WiringError`)
@@ -105,6 +190,7 @@ const connections = (node: NodeServer) =>
  */
 export const layer = (settings: Settings) => {
   const node = createServer()
+  holdUntilServed(node)
   const listen = NodeHttpServer.layer(() => node, { host: bindHost(settings), port: settings.server.port })
   const api = HttpApiBuilder.api(Api).pipe(
     Layer.provide(Handlers.layer({ keepAliveMs: settings.server.keepAliveMs })),

@@ -46,12 +46,19 @@ export type WiringError =
 /** What the runtime provides to the server and the CLI. */
 export type Services = Corral | Supervisor.Supervisor | SessionStore | Readiness.Readiness | ToolExecutor
 
+/** The persistence timeout in force: every store call is bounded by it (`limits.persistTimeoutMs`). */
+const persistTimeoutMs = (settings: Settings): number =>
+  settings.limits?.persistTimeoutMs ?? Limits.defaults.persistTimeoutMs
+
 /** The SQL client of the configured database (Postgres or embedded PGlite). */
 export const database = (
   settings: Settings
 ): Layer.Layer<SqlClient.SqlClient, PersistenceFailed> =>
   settings.database._tag === "Postgres"
-    ? Database.layerPostgres(settings.database.url, { maxConnections: settings.database.maxConnections })
+    ? Database.layerPostgres(settings.database.url, {
+      maxConnections: settings.database.maxConnections,
+      timeoutMs: persistTimeoutMs(settings)
+    })
     : Embedded.layerEmbedded({
       dataDir: settings.database._tag === "Embedded" ? settings.database.dataDir : "memory://"
     })
@@ -60,7 +67,9 @@ export const database = (
 export const store = (settings: Settings): Layer.Layer<SessionStore | Readiness.Readiness, PersistenceFailed> =>
   settings.database._tag === "Memory"
     ? Layer.merge(MemoryStore.layerMemory, Readiness.layerMemory)
-    : Layer.merge(SqlStore.layer(), Readiness.layerSql).pipe(Layer.provide(database(settings)))
+    : Layer.merge(SqlStore.layer({ timeoutMs: persistTimeoutMs(settings) }), Readiness.layerSql).pipe(
+      Layer.provide(database(settings))
+    )
 
 /** Applies pending migrations; `None` for the memory store, which has none. */
 export const migrate = (

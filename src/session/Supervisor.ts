@@ -44,6 +44,8 @@ export interface Service {
   readonly peek: (orgId: string, sessionId: string) => Option.Option<Session>
   /** How many actors are live. */
   readonly live: () => number
+  /** The sessions whose live actor is running a burst, as the actors hold them (no store read). */
+  readonly running: () => ReadonlyArray<Session>
 }
 
 /** The supervisor in force. */
@@ -387,7 +389,11 @@ export const make = (
         const live = actors.get(sessionId)
         return live === undefined || live.orgId !== orgId || live.closed() ? Option.none() : Option.some(live.session())
       },
-      live: () => actors.size
+      live: () => actors.size,
+      running: () =>
+        [...actors.values()].flatMap((actor) =>
+          !actor.closed() && actor.session().state.status === "running" ? [actor.session()] : []
+        )
     }
   })
 

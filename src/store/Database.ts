@@ -5,8 +5,10 @@
  */
 import type { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Config, Duration, Effect, Layer, Option } from "effect"
-import type { ConfigError, Redacted } from "effect"
+import { SqlError } from "@effect/sql/SqlError"
+import { Config, Duration, Effect, Layer, Option, Redacted } from "effect"
+import type { ConfigError } from "effect"
+import * as Pg from "pg"
 import { PersistenceFailed } from "../domain/Errors.js"
 import * as Embedded from "./Embedded.js"
 import { describe } from "./internal/failure.js"
@@ -31,24 +33,96 @@ export const config = Config.all({
 /** Pool settings for a Postgres server. */
 export interface PostgresOptions {
   readonly maxConnections?: number
+  /**
+   * The persistence timeout (default 10 s, `limits.persistTimeoutMs`): the most a statement may take, and the bound
+   * on waiting for a pooled connection (capped at the 5 s connect timeout). See `layerPostgres`.
+   */
+  readonly timeoutMs?: number
 }
+
+/** The default persistence timeout (`limits.persistTimeoutMs`' seed default). */
+export const defaultTimeoutMs = 10_000
+
+/** How long opening a connection may take. */
+const connectTimeoutMs = 5_000
+
+/**
+ * A node-postgres client that gives up its connection when one of its statements times out (`query_timeout`).
+ * node-postgres fails the caller but keeps the connection, the statement still in flight on it: the pool would hand
+ * it to the next caller, whose statement queues behind the hung one on a socket that may never answer again (a
+ * partition). Marked unusable here, the pool discards it on release instead, and destroying the socket ends it
+ * now rather than when TCP notices.
+ */
+class DiscardOnTimeout extends Pg.Client {
+  override query(...args: Array<unknown>): unknown {
+    const last = args.length - 1
+    const callback = args[last]
+    if (typeof callback === "function") {
+      args[last] = (error: unknown, result: unknown) => {
+        if (error instanceof Error && error.message === "Query read timeout") {
+          // node-postgres's own flag, the one its pool reads on release (pg-pool `_release`).
+          Reflect.set(this, "_queryable", false)
+          this.connection.stream.destroy()
+        }
+        callback(error, result)
+      }
+    }
+    return super.query(...args)
+  }
+}
+
+const failed = (cause: unknown, message: string) => new SqlError({ cause, message })
 
 /**
  * A pooled `PgClient` (also provided as `SqlClient`) on the server at `url`. A dead server fails the layer at once
- * (it runs `SELECT 1` when built) with `PersistenceFailed`; a connection attempt gives up after 5 s, so an outage
- * fails statements instead of hanging them, and broken connections are replaced by the pool on next use.
+ * (it runs `SELECT 1` when built) with `PersistenceFailed`. Every wait is bounded, so an outage or a partition fails
+ * statements instead of hanging them: opening a connection gives up after 5 s, waiting for a pooled one after the
+ * persistence timeout (at most 5 s), and a statement after the persistence timeout, on the client (the socket may
+ * be silent) and on the server (`statement_timeout`: it stops working for a caller that left). A connection whose
+ * statement timed out is discarded, never reused; broken connections are replaced by the pool on next use.
  */
 export const layerPostgres = (
   url: Redacted.Redacted,
   options: PostgresOptions = {}
-): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, PersistenceFailed> =>
-  PgClient.layer({
-    url,
-    maxConnections: options.maxConnections ?? 10,
-    connectTimeout: Duration.seconds(5),
-    idleTimeout: Duration.seconds(30),
+): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, PersistenceFailed> => {
+  const timeoutMs = Math.max(1, Math.floor(options.timeoutMs ?? defaultTimeoutMs))
+  return PgClient.layerFromPool({
+    acquire: Effect.acquireRelease(
+      Effect.suspend(() => {
+        const pool = new Pg.Pool({
+          connectionString: Redacted.value(url),
+          max: options.maxConnections ?? 10,
+          connectionTimeoutMillis: Math.min(connectTimeoutMs, timeoutMs),
+          idleTimeoutMillis: 30_000,
+          query_timeout: timeoutMs,
+          statement_timeout: timeoutMs,
+          // Notices a peer that vanished while the connection idles (a real partition; on loopback the kernel
+          // answers the probes, so tests rely on the timeouts above).
+          keepAlive: true,
+          keepAliveInitialDelayMillis: 10_000,
+          application_name: "corral",
+          Client: DiscardOnTimeout
+        })
+        pool.on("error", () => {})
+        return Effect.tryPromise({
+          try: () => pool.query("SELECT 1"),
+          catch: (cause) => failed(cause, "could not connect")
+        })
+          .pipe(
+            Effect.timeoutFail({
+              duration: Duration.millis(connectTimeoutMs),
+              onTimeout: () => failed(new Error(`no answer within ${connectTimeoutMs} ms`), "could not connect")
+            }),
+            Effect.tapError(() => Effect.promise(() => pool.end()).pipe(Effect.timeoutOption(1_000))),
+            Effect.as(pool)
+          )
+      }),
+      // A connection still held by a hung statement would keep `end` waiting: bounded, like the statements.
+      (pool) => Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1_000))
+    ),
     applicationName: "corral"
   }).pipe(Layer.mapError((error) => new PersistenceFailed({ operation: "connect", message: describe(error) })))
+}
 
 /**
  * The database from configuration: Postgres when `DATABASE_URL` is set, else the embedded PGlite in

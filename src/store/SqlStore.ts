@@ -19,8 +19,8 @@
  * reaches session/); interruption passes through untouched.
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Duration, Effect, Exit, Layer, Option, Schema } from "effect"
-import type { Array as Arr, ConfigError, Scope as EffectScope } from "effect"
+import { Context, Effect, Exit, Layer, Option, Schema } from "effect"
+import type { Array as Arr, ConfigError, Duration, Scope as EffectScope } from "effect"
 import { AgentSpec } from "../domain/AgentSpec.js"
 import { PersistenceFailed } from "../domain/Errors.js"
 import { AgentId, SessionId } from "../domain/Ids.js"
@@ -35,7 +35,7 @@ import * as Database from "./Database.js"
 import * as Embedded from "./Embedded.js"
 import * as AppendBatch from "./internal/appendBatch.js"
 import type { Append } from "./internal/appendBatch.js"
-import { persist, sqlState } from "./internal/failure.js"
+import { persist, sqlState, timedOut, within } from "./internal/failure.js"
 import * as GroupCommit from "./internal/groupCommit.js"
 import * as Refusals from "./internal/refusals.js"
 import * as SqlApprovals from "./internal/sqlApprovals.js"
@@ -43,8 +43,14 @@ import * as SqlInbox from "./internal/sqlInbox.js"
 import * as Migrations from "./Migrations.js"
 import { decodeCursor, encodeCursor, SessionStore } from "./SessionStore.js"
 
-/** Group-commit tuning; see docs/storage.md for the measurements behind the defaults. */
+/** The persistence timeout and group-commit tuning; see docs/storage.md for the measurements behind the defaults. */
 export interface Options {
+  /**
+   * The persistence timeout (default 10 s, `limits.persistTimeoutMs`): every method fails with `PersistenceFailed`
+   * ("the store did not answer within N ms") when the database has not answered by then. `appendTurn` takes its
+   * caller's `timeoutMs` when given, this one otherwise.
+   */
+  readonly timeoutMs?: number
   /**
    * Append batches in flight at once (default 1: fewer, larger statements won on the 2-CPU machine, for latency
    * and for the server's CPU per turn; more lanes pay off only on a server with cores to spare). Keep it below the
@@ -101,8 +107,24 @@ const noSession = (operation: string, sessionId: string) =>
   new PersistenceFailed({ operation, message: `no session "${sessionId}"` })
 
 /** An append the database did not answer in time (it may still land: the next read shows whether it did). */
-const timedOut = (waitedMs: number) =>
-  new PersistenceFailed({ operation: "appendTurn", message: `the store did not answer within ${waitedMs} ms` })
+const appendTimedOut = (waitedMs: number) => timedOut("appendTurn", waitedMs)
+
+type Service = Context.Tag.Service<SessionStore>
+
+/**
+ * Every method of `service` bounded by `timeoutMs` (`within`), except `appendTurn`: an append carries its deadline
+ * on its group-commit item, which costs no timer and no fiber per call (the hot path; groupCommit.ts). Wrapping the
+ * whole service, rather than each method, keeps the bound on methods added later too.
+ */
+const bounded = (service: Service, timeoutMs: number): Service => {
+  const out: Record<string, unknown> = {}
+  for (const [name, method] of Object.entries(service) as Array<[string, (...args: Array<unknown>) => unknown]>) {
+    out[name] = name === "appendTurn"
+      ? method
+      : (...args: Array<unknown>) => within(name, timeoutMs)(method(...args) as Effect.Effect<unknown, unknown>)
+  }
+  return out as unknown as Service
+}
 
 /** SQLSTATE classes that belong to one row's data (bad value, constraint, too large): worth isolating the row. */
 const isRowError = (error: unknown): boolean => {
@@ -120,6 +142,7 @@ export const make = (
 ): Effect.Effect<Context.Tag.Service<SessionStore>, never, SqlClient.SqlClient | EffectScope.Scope> =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const storeTimeoutMs = Math.max(1, Math.floor(options.timeoutMs ?? Database.defaultTimeoutMs))
 
     /**
      * Numbers and inserts a batch of turns of any sessions in one statement (internal/appendBatch.ts: binary array
@@ -170,12 +193,12 @@ export const make = (
       weight: (append) => append.payload.length,
       write: writeBatch,
       closed: () => new PersistenceFailed({ operation: "appendTurn", message: "the store is shutting down" }),
-      timedOut: (_, waitedMs) => timedOut(waitedMs)
+      timedOut: (_, waitedMs) => appendTimedOut(waitedMs)
     })
 
     const sessionColumns = sql`id, org_id, user_id, scope, agent_id, agent_version, state, created_at, updated_at`
 
-    const service: Context.Tag.Service<SessionStore> = {
+    const service: Service = {
       ...SqlApprovals.make(sql),
       // Inside `accept`'s transaction: the same statement that creates any session.
       ...SqlInbox.make(sql, (session) => service.createSession(session)),
@@ -296,15 +319,12 @@ export const make = (
           // Inside a caller's transaction the turn must commit (or roll back) with it, and on the embedded
           // database the writer could not even get the one connection the transaction holds: write it here.
           if (Option.isNone(Context.getOption(context, SqlClient.TransactionConnection))) {
-            return submit(append, timeoutMs)
+            return submit(append, timeoutMs ?? storeTimeoutMs)
           }
           const direct = writeBatch([append]).pipe(
             Effect.flatMap((exits) => exits[0] ?? Exit.fail(noSession("appendTurn", sessionId)))
           )
-          return timeoutMs === undefined ? direct : Effect.timeoutFail(direct, {
-            duration: Duration.millis(timeoutMs),
-            onTimeout: () => timedOut(timeoutMs)
-          })
+          return within("appendTurn", timeoutMs ?? storeTimeoutMs)(direct)
         }),
 
       turns: (orgId, sessionId, afterSeq) =>
@@ -384,7 +404,7 @@ export const make = (
         })
       )
 
-    return service
+    return bounded(service, storeTimeoutMs)
   })
 
 /**

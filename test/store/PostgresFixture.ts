@@ -16,10 +16,14 @@ export const testDatabaseUrl: string | undefined = Option.getOrUndefined(
 /** Why the Postgres suites did not run, for the skipped describe's name. */
 export const skipReason = "skipped: CORRAL_TEST_DATABASE_URL is not set (export it from `bash .ci/postgres.sh`)"
 
-/** A pooled client on a brand-new database of the test server; the database is dropped on release. */
+/**
+ * A pooled client on a brand-new database of the test server; the database is dropped on release. `route` rewrites
+ * the database's URL for the client (e.g. through a `TcpProxy`); the admin connection always goes direct.
+ */
 export const freshDatabase = (
   adminUrl: string,
-  options: Database.PostgresOptions = {}
+  options: Database.PostgresOptions = {},
+  route: (url: string) => string = (url) => url
 ): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, unknown> =>
   Layer.unwrapScoped(Effect.gen(function*() {
     const adminContext = yield* Layer.build(Database.layerPostgres(Redacted.make(adminUrl), { maxConnections: 1 }))
@@ -30,7 +34,7 @@ export const freshDatabase = (
     yield* Effect.addFinalizer(() => admin`DROP DATABASE IF EXISTS ${admin(name)} WITH (FORCE)`.pipe(Effect.ignore))
     const url = new URL(adminUrl)
     url.pathname = `/${name}`
-    return Database.layerPostgres(Redacted.make(url.toString()), options)
+    return Database.layerPostgres(Redacted.make(route(url.toString())), options)
   }))
 
 /**

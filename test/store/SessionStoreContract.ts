@@ -19,10 +19,12 @@ import { Usage } from "../../src/domain/Usage.js"
 import { SessionStore } from "../../src/store/SessionStore.js"
 import { newOrg, newSession, uid, user } from "./StoreFixtures.js"
 
-const spec = (id: string, version: number, name = `Agent ${id} v${version}`) =>
+/** An agent spec `id` v`version`. */
+export const spec = (id: string, version: number, name = `Agent ${id} v${version}`) =>
   new AgentSpec({ id: AgentId.make(id), version, name, instructions: "Investigate the incident." })
 
-const trajectory = (session: Session, n: number): Trajectory => ({
+/** The n-th run of `session`: a trajectory with one read and one write call. */
+export const trajectory = (session: Session, n: number): Trajectory => ({
   runId: `run_${uid()}`,
   sessionId: session.id,
   principal: session.principal,

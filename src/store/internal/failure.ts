@@ -2,8 +2,11 @@
  * The one place SQL failures become `PersistenceFailed`. @effect/sql's `SqlError` carries a generic message
  * ("Failed to execute statement") and the driver's error as its cause; the useful part (Postgres's own message and
  * SQLSTATE) is down that chain, so it is flattened into the message here. Interruption is never converted.
+ *
+ * It is also where a store call gets its deadline (`within`): a partition leaves a statement waiting on a socket
+ * that never answers, and the caller must hear "no answer" at the persistence timeout, not when TCP gives up.
  */
-import { Cause, Effect } from "effect"
+import { Cause, Duration, Effect } from "effect"
 import { PersistenceFailed } from "../../domain/Errors.js"
 
 const field = (value: unknown, key: string): unknown => {
@@ -45,4 +48,20 @@ export const persist = (operation: string) => <A, E, R>(self: Effect.Effect<A, E
     const error = failure._tag === "Some" ? failure.value : Cause.squash(cause)
     if (error instanceof PersistenceFailed) return Effect.fail(error)
     return Effect.fail(new PersistenceFailed({ operation, message: describe(error) }))
+  })
+
+/** The failure of a store call that got no answer in time (it may still land: the next read shows whether it did). */
+export const timedOut = (operation: string, timeoutMs: number) =>
+  new PersistenceFailed({ operation, message: `the store did not answer within ${timeoutMs} ms` })
+
+/**
+ * Fails `self` with `timedOut` once `timeoutMs` passed. The statement is left behind (disconnected), not waited
+ * for: interrupting a query on a silent socket runs the driver's cancel (a second statement, on another connection,
+ * itself up to 5 s), and the caller's bound must not include it. The driver's own statement timeout then ends the
+ * abandoned statement and discards its connection (Database.ts).
+ */
+export const within = (operation: string, timeoutMs: number) => <A, E, R>(self: Effect.Effect<A, E, R>) =>
+  Effect.timeoutFail(Effect.disconnect(self), {
+    duration: Duration.millis(timeoutMs),
+    onTimeout: () => timedOut(operation, timeoutMs)
   })

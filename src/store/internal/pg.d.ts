@@ -1,6 +1,6 @@
 /**
- * The slice of node-postgres (`pg`, a dependency of @effect/sql-pg) that the embedded driver touches. `pg` ships
- * no types and @types/pg is not a dependency, so this declares exactly what Embedded.ts uses.
+ * The slice of node-postgres (`pg`, a dependency of @effect/sql-pg) that the drivers touch. `pg` ships no types and
+ * @types/pg is not a dependency, so this declares exactly what Embedded.ts and Database.ts use.
  */
 declare module "pg" {
   /** Pool options; PGlite's `createPgConfig` supplies the connection, the rest are node-postgres's own. */
@@ -14,7 +14,15 @@ declare module "pg" {
   export class Pool {
     constructor(config?: PoolConfig)
     readonly options: PoolConfig
+    query(text: string): Promise<unknown>
     end(): Promise<void>
     on(event: "error", listener: (error: Error) => void): this
+  }
+  /** One connection (what a `Pool` creates, or the class it is told to create with its `Client` option). */
+  export class Client {
+    constructor(config?: unknown)
+    /** Its socket; destroying it ends the connection and fails whatever it was running. */
+    readonly connection: { readonly stream: { destroy(): void } }
+    query(...args: Array<unknown>): unknown
   }
 }
