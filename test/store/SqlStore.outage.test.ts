@@ -58,7 +58,20 @@ const everyMethod = (store: Store, session: Session, ghost: Session, label: stri
     findApproval: store.findApproval(org, session.id, approval.tokenHash),
     spendApproval: store.spendApproval(approval.tokenHash, 2_000),
     saveTrajectory: store.saveTrajectory(trajectory(session, 1)),
-    trajectories: store.trajectories(org, session.id)
+    trajectories: store.trajectories(org, session.id),
+    accept: store.accept({
+      message: {
+        id: `msg_${uid()}`,
+        sessionId: session.id,
+        orgId: org,
+        kind: "continue",
+        text: `during-${label}`,
+        acceptedAt: 2_000
+      }
+    }),
+    findIdempotency: store.findIdempotency(org, `key-${label}`),
+    inbox: store.inbox(session.id),
+    settle: store.settle(session.id, "msg_none")
   }
   return calls
 }
