@@ -179,13 +179,14 @@ const crashAndRecover = (target: string) =>
 
       const last = s.before.at(-1)?.entry
       if (s.statusOnRestart === "interrupted") interrupted++
-      else {
-        // Not interrupted: its burst had landed (final answer stored) or never started.
+      else if (s.statusOnRestart !== "running") {
+        // `running`: its burst never started before the kill, and recovery is running its accepted prompt now.
+        // Otherwise not interrupted: its burst had landed (final answer stored) or never started.
         expect(last === undefined || (last.kind === "assistant" && last.toolCalls.length === 0), s.id).toBe(true)
       }
 
       // Calls in flight at the kill: closed as unknown_outcome, one result per call, never run again.
-      if (last?.kind === "assistant" && last.toolCalls.length > 0) {
+      if (s.statusOnRestart !== "running" && last?.kind === "assistant" && last.toolCalls.length > 0) {
         repaired++
         expect(s.statusOnRestart, s.id).toBe("interrupted")
         const repair = s.after[s.before.length]?.entry
