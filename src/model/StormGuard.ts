@@ -25,17 +25,18 @@
  * storm ends once the rate is back at `maxRate` and nobody waits.
  *
  * Bounds (defaults). (1) Released attempts: consecutive releases are at least 1 / `maxRate` apart — at most
- * ⌈10 ms · `maxRate`⌉ = 2 per 10 ms window while a storm lasts, whatever the herd. (2) Waiting: when the provider has
+ * ⌈10 ms · `maxRate`⌉ = 1 per 10 ms window while a storm lasts, whatever the herd. (2) Waiting: when the provider has
  * recovered by the time the gate reopens, an attempt that reaches the guard as its own Retry-After ends leaves
  * within `jitterMs` + `releaseSpreadMs(n)` of that instant, `n` the attempts ahead of it in line (at most one per
  * other call waiting) — the time the ramp
- * takes to release `n` attempts (~1.2 s for 200; a lone session waits its Retry-After plus at most `jitterMs` =
+ * takes to release `n` attempts (~2.1 s for 200; a lone session waits its Retry-After plus at most `jitterMs` =
  * 100 ms). The chain sleeps the Retry-After itself: nothing else is added on top. (3) No wait at the guard exceeds
  * half the provider's attempt timeout (the wait counts against it), so a paced attempt always has time to run. Why
  * these numbers: 20/s probes once per 50 ms, long enough for a throttling provider's answer to come back and halve
- * the rate before many more go; 200/s (one release per 5 ms, leaving room for the event loop to bunch sends) is
- * reached within 0.5 s; one halving per 250 ms lets a provider that keeps rejecting settle the line at ~100/s
- * (the ramp's gain over 250 ms) instead of crawling at the floor; 100 ms of jitter de-synchronises several Corral
+ * the rate before many more go; 100/s (one release per 10 ms) is reached within 0.2 s — measured over real HTTP
+ * (docs/benchmarks.md, "Storm"), a 200/s ceiling let a busy event loop deliver 6–9 requests in one 10 ms window
+ * where 100/s delivered 2, for ~0.4 s more wait at 200 sessions; one halving per 250 ms lets a provider that keeps
+ * rejecting settle the line near the ceiling (the ramp regains 100/s in 250 ms) instead of crawling at the floor; 100 ms of jitter de-synchronises several Corral
  * processes at a cost a person does not notice. A Retry-After beyond `maxGateMs` (the chain's 60 s cap) starts no
  * storm: the chain fails over at once, and holding the others first would only delay that.
  *
@@ -73,7 +74,7 @@ export interface Options {
   readonly startRate?: number
   /** How fast the release rate grows, in releases per second per second (default 400). */
   readonly rampRate?: number
-  /** The release rate's ceiling during a storm, per second (default 200: at most 2 releases per 10 ms). */
+  /** The release rate's ceiling during a storm, per second (default 100: at most 1 release per 10 ms). */
   readonly maxRate?: number
   /** The floor a throttle can halve the release rate to, per second (default 5). */
   readonly minRate?: number
@@ -95,7 +96,7 @@ export const defaults = {
   jitterMs: 100,
   startRate: 20,
   rampRate: 400,
-  maxRate: 200,
+  maxRate: 100,
   minRate: 5,
   decreaseEveryMs: 250
 } as const
