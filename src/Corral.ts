@@ -18,7 +18,7 @@ import {
   SessionNotFound
 } from "./domain/Errors.js"
 import { AgentId, SessionId } from "./domain/Ids.js"
-import type { IdempotencyRecord, InboxMessage } from "./domain/Inbox.js"
+import type { InboxMessage } from "./domain/Inbox.js"
 import type { LimitsOverride } from "./domain/Limits.js"
 import type { Turn } from "./domain/Message.js"
 import type { Principal } from "./domain/Principal.js"
@@ -312,33 +312,8 @@ export const make: Effect.Effect<
       return blocks.join("\n\n")
     })
 
-  /** A retry under an idempotency key: the first record, if the request is the same one. */
-  const replay = (first: IdempotencyRecord, print: string) =>
-    first.fingerprint === print
-      ? Effect.succeed({ _tag: "Replay" as const, first })
-      : Effect.fail(Idempotency.reused(first.key))
-
-  /** The stored first answer under the key, validating the key first. */
-  const earlier = (by: Principal, key: string | undefined, print: string) =>
-    Effect.gen(function*() {
-      if (key === undefined) return Option.none<{ readonly _tag: "Replay"; readonly first: IdempotencyRecord }>()
-      const bad = Idempotency.check(key)
-      if (bad !== undefined) return yield* bad
-      const first = yield* store.findIdempotency(by.orgId, key)
-      return Option.isNone(first) ? Option.none() : Option.some(yield* replay(first.value, print))
-    })
-
-  const idempotency = (
-    by: Principal,
-    key: string | undefined,
-    print: string,
-    sessionId: string,
-    answer: SessionView,
-    now: number
-  ) =>
-    key === undefined ? {} : {
-      idempotency: { orgId: by.orgId, key, fingerprint: print, sessionId, answer, createdAt: now }
-    }
+  const { earlier, replay } = Idempotency.make(store)
+  const idempotency = Idempotency.record
 
   /**
    * Validates a start, then stores the session with its first prompt (and the idempotency record) in one step:

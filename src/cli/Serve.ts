@@ -4,6 +4,7 @@
 import { Effect } from "effect"
 import * as Main from "../server/main.js"
 import type * as Args from "./Args.js"
+import * as Backstop from "./Backstop.js"
 import * as Command from "./Command.js"
 import * as Failure from "./Failure.js"
 import * as Output from "./Output.js"
@@ -37,6 +38,8 @@ export const serve: Command.Command = {
       ["CORRAL_HOST", args.strings.get("host")],
       ["CORRAL_STORE", args.booleans.has("memory") ? "memory" : undefined]
     ]).pipe(
+      // The shutdown keeps its own bound (drain + 2 s to close the layers); the backstop waits beyond it.
+      Effect.tap((settings) => Effect.sync(() => Backstop.atLeast(settings.server.shutdownTimeoutMs + 12_000))),
       Effect.flatMap(Main.serve),
       Effect.as(0),
       Effect.catchAll((error) => Effect.as(Output.error(`corral serve: ${Failure.describe(error)}`), 1))

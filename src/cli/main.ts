@@ -7,6 +7,7 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Cause, Effect, Exit, Logger } from "effect"
+import * as Backstop from "./Backstop.js"
 import * as Cli from "./Cli.js"
 import * as Failure from "./Failure.js"
 import * as Output from "./Output.js"
@@ -14,9 +15,8 @@ import * as Output from "./Output.js"
 const argv = process.argv.slice(2)
 
 // The drain bounds itself (server.shutdownTimeoutMs); this is the backstop should anything still hang.
-const backstop = () => setTimeout(() => process.exit(1), 60_000).unref()
-process.once("SIGTERM", backstop)
-process.once("SIGINT", backstop)
+process.once("SIGTERM", Backstop.arm)
+process.once("SIGINT", Backstop.arm)
 
 NodeRuntime.runMain(Cli.program(argv).pipe(Effect.provide(Logger.pretty)), {
   disableErrorReporting: true,
