@@ -4,7 +4,8 @@
  * Each event's `id:` is its sequence (for a turn its own, for live-only events the last persisted turn's), so a
  * client that reconnects with the last id it saw is replayed every persisted turn after it and then follows live:
  * no gap, no repeated turn (the guarantee of `Corral.events`). Persisted notices travel as `event: notice`, other
- * turns as `event: turn`; `tool_start`, `delta`, `exit` and `report` keep their names.
+ * turns as `event: turn`; `tool_start`, `tool_progress`, `tool_log`, `delta`, `error` (the store stopped the burst),
+ * `exit` and `report` keep their names.
  *
  * `exit` and `report` are live-only, so a client connecting right after a landing would miss them. Hence the
  * `session` event (no `id:`, so it never moves the resume point): a snapshot of the session taken right after the

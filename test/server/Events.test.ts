@@ -51,17 +51,34 @@ layer(Server.layer(settings({ demo: { enabled: true, delayMs: 60 } })), { exclud
         let lastId = 0
         let connections = 0
         // Each connection takes ONE new turn (or the report) and hangs up; the next resumes from the last id seen.
-        while (!all.some((e) => e.event === "report") && connections < 200) {
+        const api = yield* client()
+        // A burst that lands between two connections sends its report live only: the next connection sees a landed
+        // `session` snapshot instead, and then must still replay every turn after its resume point.
+        const landedSnapshot = (e: SseEvent) =>
+          e.event === "session" && (e.data as { status?: string; exitReason?: string }).exitReason !== undefined &&
+          (e.data as { status?: string }).status !== "running"
+        let landed = false
+        while (!landed && !all.some((e) => e.event === "report") && connections < 200) {
           connections++
           const got = yield* readSse(
             events,
-            (seen) => seen.some((e) => e.event === "turn" || e.event === "report"),
+            (seen) => seen.some((e) => e.event === "turn" || e.event === "report" || landedSnapshot(e)),
             { headers: { "last-event-id": String(lastId) } }
           )
+          if (!got.some((e) => e.event === "turn" || e.event === "report") && got.some(landedSnapshot)) {
+            landed = true
+            const remaining = (yield* api.sessions.turns({ path: { id }, urlParams: { after: lastId } })).turns.length
+            const tail = remaining === 0 ? [] : yield* readSse(
+              events,
+              (seen) => seen.filter((e) => e.event === "turn" || e.event === "notice").length >= remaining,
+              { headers: { "last-event-id": String(lastId) } }
+            )
+            all.push(...tail)
+            continue
+          }
           for (const e of got) if (e.id !== undefined) lastId = e.id
           all.push(...got)
         }
-        const api = yield* client()
         const stored = (yield* api.sessions.turns({ path: { id }, urlParams: {} })).turns.map((t) => t.seq)
         expect(turnSeqs(all)).toEqual(stored)
         expect(stored).toEqual(stored.map((_, i) => i + 1))

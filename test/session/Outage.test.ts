@@ -172,7 +172,9 @@ describe.skipIf(testDatabaseUrl === undefined)(
                 expect(landed.report?.exitReason).toBe("crashed")
                 yield* eventually(
                   `session ${id}'s exit and report events`,
-                  Effect.sync(() => seen.get(id)!.some((e) => e._tag === "report") ? true : undefined),
+                  Effect.sync(() =>
+                    seen.get(id)!.some((e) => e._tag === "report") ? true : undefined
+                  ),
                   "10 seconds"
                 )
               }
