@@ -180,7 +180,7 @@ export const burst = (
     // Decided writes not yet in any trajectory (an approval round, or an unknown outcome found at recovery).
     b.toolCalls.push(...unreported(before.pending))
     request.onStart?.(b)
-    const log = TrajectoryLog.make(
+    const log = yield* TrajectoryLog.make(
       store.saveTrajectory,
       Effect.map(Clock.currentTimeMillis, (now) => ({ ...Burst.trajectory(ctx, b, "crashed", now), open: true })),
       (error) => Effect.logWarning(`session ${session.id}: open trajectory ${runId} not saved: ${error.message}`)
