@@ -38,6 +38,7 @@ import { Ids } from "./session/Ids.js"
 import * as Idempotency from "./session/internal/idempotency.js"
 import * as JsonSchemaCheck from "./session/internal/jsonSchema.js"
 import * as Prompt from "./session/Prompt.js"
+import * as SessionActor from "./session/SessionActor.js"
 import * as Supervisor from "./session/Supervisor.js"
 import * as MemoryStore from "./store/MemoryStore.js"
 import { SessionStore } from "./store/SessionStore.js"
@@ -421,7 +422,7 @@ export const make: Effect.Effect<
       if (refuseWhileWaiting && session.state.status === "awaiting_confirmation") {
         return yield* new InvalidSessionState({
           sessionId,
-          message: "the session waits for a decision on its pending write(s): approve or reject them first"
+          message: SessionActor.waitingForDecision
         })
       }
       const now = yield* Clock.currentTimeMillis

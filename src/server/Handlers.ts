@@ -88,17 +88,6 @@ const current = (by: Principal, sessionId: string) =>
     return yield* (yield* Corral).get(by, sessionId)
   })
 
-const notAwaiting = (by: Principal, sessionId: string) =>
-  Effect.flatMap(current(by, sessionId), (session) =>
-    session.status === "awaiting_confirmation"
-      ? Effect.fail(
-        new InvalidSessionState({
-          sessionId,
-          message: "the session waits for a decision on its pending write(s): approve or reject them first"
-        })
-      )
-      : Effect.succeed(session))
-
 /** What deciding with `token` would do, judged from the store without spending the token. */
 const precheck = (by: Principal, sessionId: string, token: string) =>
   Effect.gen(function*() {
@@ -199,9 +188,8 @@ const sessions = (options: Options) =>
             if (urlParams.wait === true) {
               return yield* noDecision(orUnavailable(corral.continue(by, path.id, payload.text, options)))
             }
-            // The session is read from the store (a follow-up to a session that waits for a decision is refused
-            // now, with 409), then the message is stored before the 202 (Corral.post).
-            yield* orUnavailable(provide(notAwaiting(by, path.id)))
+            // Stored before the 202; a follow-up to a session that waits for a decision is refused (409) by
+            // Corral.post, after a retry under the same Idempotency-Key was answered with its first answer.
             return accepted(yield* noDecision(orUnavailable(corral.post(by, path.id, payload.text, options))))
           }))
         .handle("decide", ({ path, payload, urlParams }) =>

@@ -230,7 +230,8 @@ export const burst = (
 
     const ran = yield* Effect.gen(function*() {
       yield* store.saveState(session.id, { ...before, status: "running", pending: [] }, startedAt)
-      // The open trajectory exists from the start: a burst that dies in its first model call still leaves a record.
+      // The open trajectory is saved from the start (debounced, internal/trajectoryLog): a burst that dies in a first
+      // model call longer than the debounce still leaves a record.
       yield* b.touch
       const loop = Loop.runBurst(ctx, b, request.opening)
       const cancellable = request.cancel === undefined

@@ -88,6 +88,10 @@ export interface Actor {
   readonly passivate: () => boolean
 }
 
+/** Why a follow-up is refused while writes wait for a person's decision. */
+export const waitingForDecision =
+  "the session waits for a decision on its pending write(s): approve or reject them first"
+
 /** The conversation a transcript holds: every entry, with an unpaired tail repaired (see `repairTail`). */
 export const history = (turns: ReadonlyArray<Turn>): Array<TurnEntry> => turns.map((t) => t.entry)
 
@@ -387,7 +391,7 @@ export const make = (options: {
           return Effect.fail(
             new InvalidSessionState({
               sessionId: session.id,
-              message: "the session waits for a decision on its pending write(s): approve or reject them first"
+              message: waitingForDecision
             })
           )
         }
@@ -418,13 +422,12 @@ export const make = (options: {
       inFlight = envelope
       const exit = yield* Effect.exit(handle(envelope.message))
       inFlight = undefined
-      // The accepted message was taken up (its user turn is stored) or refused: the mailbox row can go. After an
-      // infrastructure failure it stays; the next load finds whether its turn was stored (`messageId`) and runs it
-      // if not.
-      if (inboxOf(envelope.message) !== undefined && !isPersistence(exit)) {
-        yield* settle(inboxOf(envelope.message)!)
-      }
       yield* Deferred.done(envelope.reply, exit)
+      // The accepted message was taken up (its user turn is stored) or refused: the mailbox row can go (after the
+      // answer: the caller need not wait for it). After an infrastructure failure it stays; the next load finds
+      // whether its turn was stored (`messageId`) and runs it if not.
+      const inboxId = inboxOf(envelope.message)
+      if (inboxId !== undefined && !isPersistence(exit)) yield* settle(inboxId)
       // After an infrastructure failure the in-memory state may be ahead of the store: rebuild from the store.
       if (isPersistence(exit)) return close()
     }

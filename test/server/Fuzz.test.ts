@@ -304,11 +304,6 @@ layer(
         expect(Object.keys(statuses).filter((s) => Number(s) >= 400).length, JSON.stringify(statuses))
           .toBeGreaterThanOrEqual(6)
         // Memory back near its baseline: what the bursts added is the sessions they created, not their requests.
-        console.log(
-          `fuzz heap MiB: baseline ${(baseline / 1048576).toFixed(1)} after ${
-            (after / 1048576).toFixed(1)
-          } (${RUNS} requests)`
-        )
         expect((after - baseline) / 1024 / 1024, `heap ${baseline} → ${after}`).toBeLessThan(24)
         expect((yield* raw(`${url}/healthz`)).status).toBe(200)
         expect((yield* api.system.readyz()).status).toBe("ready")
