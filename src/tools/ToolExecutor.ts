@@ -53,6 +53,11 @@ export interface ToolContext {
   readonly scope: string
   readonly runId: string
   readonly callId: string
+  /**
+   * The burst's effective `toolTimeoutMs` (host limits ∩ the agent's): the executor bounds the call by it (and by
+   * the tool's own, tighter timeout). Absent: the `Limits` in context.
+   */
+  readonly timeoutMs?: number
 }
 
 /**
