@@ -2,6 +2,7 @@
  * An agent is data: one loop runs every agent, and nothing in the loop asks which agent it is running.
  */
 import { Schema } from "effect"
+import { ExitPolicySpec } from "./ExitChecks.js"
 import { AgentId } from "./Ids.js"
 import { LimitsOverride } from "./Limits.js"
 
@@ -26,5 +27,7 @@ export class AgentSpec extends Schema.Class<AgentSpec>("AgentSpec")({
    * `transcript` (built from the exit reason and the transcript, with no extra model call).
    */
   finalize: Schema.optionalWith(Schema.Literal("model", "transcript"), { default: () => "model" as const }),
-  limits: Schema.optional(LimitsOverride)
+  limits: Schema.optional(LimitsOverride),
+  /** The agent's own exit checks and their order (`rails/ExitPolicy`): they can end a burst earlier, never later. */
+  exitPolicy: Schema.optional(ExitPolicySpec)
 }) {}

@@ -1,9 +1,13 @@
 /**
- * The run record of one burst: enough to audit it and to replay it (every model reply is kept verbatim).
+ * The run record of one burst: enough to audit it and to replay it. Every model reply is kept verbatim, every
+ * classified error, every tool result with the executor's own output when a rail changed what the model saw, every
+ * rail decision with the numbers that triggered it, and what a replay needs to re-run the loop deterministically
+ * (`replay`: the effective limits, the route, the offered tools, the counters before, the jitter seed).
  */
 import { Schema } from "effect"
 import { ErrorKind } from "./ErrorKind.js"
 import { ExitReason } from "./ExitReason.js"
+import { Limits } from "./Limits.js"
 import { ModelReply, ToolResultStatus } from "./Message.js"
 import { Principal } from "./Principal.js"
 import { Usage } from "./Usage.js"
@@ -27,6 +31,20 @@ export const ModelAttempt = Schema.Struct({
 export type ModelAttempt = typeof ModelAttempt.Type
 
 /**
+ * Why a tool call failed, for the rails: `unknown_tool`, `invalid_json` and `invalid_args` are strikes of bad tool
+ * use; the others are the tool's own trouble.
+ */
+export const ToolFailure = Schema.Literal(
+  "unknown_tool",
+  "invalid_json",
+  "invalid_args",
+  "tool_error",
+  "timeout",
+  "interrupted"
+)
+export type ToolFailure = typeof ToolFailure.Type
+
+/**
  * One tool call: who initiated it, its declared effect, where the tool came from, its arguments, and its result or
  * error. `origin` is `model` for a call the model made in a turn, `handler` for a write a person approved or
  * rejected (run, or not, by the approval handler). Records written before `origin` existed read as `model`.
@@ -44,7 +62,16 @@ export const ToolCallRecord = Schema.Struct({
   arguments: Schema.optionalWith(Schema.String, { default: () => "" }),
   /** What the call returned, or the error text, as recorded in the transcript (truncated like it). */
   result: Schema.optionalWith(Schema.String, { default: () => "" }),
-  isError: Schema.optionalWith(Schema.Boolean, { default: () => false })
+  isError: Schema.optionalWith(Schema.Boolean, { default: () => false }),
+  /** The executor's classification of a failed call (`unknown_tool`, `invalid_args`, `timeout`, …). */
+  failure: Schema.optional(ToolFailure),
+  /** When the call was dispatched (Clock millis); absent for a call that never ran. */
+  startedAt: Schema.optional(Schema.Number),
+  /**
+   * What the executor returned, kept only when the rails changed what the model saw (truncated, or a repeat
+   * warning appended): the audit of what the tool really said, and what a replay feeds back.
+   */
+  output: Schema.optional(Schema.String)
 })
 export type ToolCallRecord = typeof ToolCallRecord.Type
 
@@ -58,6 +85,88 @@ export const BudgetSnapshot = Schema.Struct({
   activeMs: Schema.Number
 })
 export type BudgetSnapshot = typeof BudgetSnapshot.Type
+
+const at = Schema.Number
+
+/**
+ * One decision a rail took, with the numbers that triggered it. `exit` is the one that ended the burst: `check`
+ * names the exit-policy check (or `ReplyPolicy`, `ProviderChain`, `ActiveTime`, `cancel`, `crash`) and `notice`
+ * says why in words.
+ */
+export const RailDecision = Schema.Union(
+  Schema.TaggedStruct("retry", {
+    at,
+    provider: Schema.String,
+    attempt: Schema.Int,
+    kind: ErrorKind,
+    delayMs: Schema.Number,
+    retryAfterMs: Schema.optional(Schema.Number)
+  }),
+  Schema.TaggedStruct("failover", {
+    at,
+    from: Schema.String,
+    /** The next provider of the route; absent when the route is spent. */
+    to: Schema.optional(Schema.String),
+    kind: ErrorKind,
+    /** Set when a Retry-After beyond the cap made the chain move on instead of waiting. */
+    retryAfterMs: Schema.optional(Schema.Number)
+  }),
+  Schema.TaggedStruct("prune", { at, pruned: Schema.Boolean }),
+  Schema.TaggedStruct("nudge", { at, cause: Schema.Literal("empty", "length") }),
+  Schema.TaggedStruct("truncate", {
+    at,
+    callId: Schema.String,
+    tool: Schema.String,
+    bytes: Schema.Int,
+    keptBytes: Schema.Int
+  }),
+  Schema.TaggedStruct("repeat", {
+    at,
+    callId: Schema.String,
+    tool: Schema.String,
+    count: Schema.Int,
+    verdict: Schema.Literal("warn", "halt")
+  }),
+  Schema.TaggedStruct("strike", { at, strikes: Schema.Int }),
+  Schema.TaggedStruct("turn_cap", { at, surplus: Schema.Int }),
+  Schema.TaggedStruct("budget_refused", { at, callId: Schema.String, tool: Schema.String }),
+  Schema.TaggedStruct("exit", { at, check: Schema.String, reason: ExitReason, notice: Schema.String })
+)
+export type RailDecision = typeof RailDecision.Type
+
+/** One provider of the route a burst ran with, as the provider chain saw it. */
+export const RouteEntry = Schema.Struct({
+  name: Schema.String,
+  model: Schema.String,
+  maxAttempts: Schema.Int,
+  timeoutMs: Schema.Number
+})
+export type RouteEntry = typeof RouteEntry.Type
+
+/** What a deterministic replay needs beyond the turns and the attempts (`corral replay --verify`). */
+export const ReplayRecord = Schema.Struct({
+  /** The seed of the burst's own jitter (`Random`): the same seed gives the same backoff delays. */
+  seed: Schema.Int,
+  /** The effective limits of the burst (host ∩ agent). */
+  limits: Limits,
+  /** The exit policy's checks, in order. */
+  policy: Schema.Array(Schema.String),
+  route: Schema.Array(RouteEntry),
+  /** The tools offered to the model. */
+  tools: Schema.Array(Schema.Struct({ name: Schema.String, effect: Schema.String, source: Schema.String })),
+  /** The session's counters when the burst opened. */
+  before: Schema.Struct({
+    modelCalls: Schema.Int,
+    toolCalls: Schema.Int,
+    tokens: Schema.Int,
+    activeMs: Schema.Number,
+    providerIndex: Schema.Int,
+    exhausted: Schema.Boolean
+  }),
+  /** When the burst saw its cancel signal (Clock millis). */
+  cancelledAt: Schema.optional(Schema.Number)
+})
+export type ReplayRecord = typeof ReplayRecord.Type
 
 /** The record of one burst. */
 export const Trajectory = Schema.Struct({
@@ -77,6 +186,9 @@ export const Trajectory = Schema.Struct({
   budgets: Schema.Array(BudgetSnapshot),
   usage: Usage,
   exitReason: ExitReason,
+  /** Every rail decision of the burst, in order, with exactly one `exit`. Absent in records older than replay. */
+  decisions: Schema.optional(Schema.Array(RailDecision)),
+  replay: Schema.optional(ReplayRecord),
   /**
    * `true` while the burst runs: the trajectory is saved as it goes (after every model call and tool turn), so a
    * process that dies mid-burst leaves its attempts and usage behind; `exitReason` is then provisional. Recovery

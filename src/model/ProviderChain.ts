@@ -12,10 +12,12 @@
  *
  * Every attempt, failed or not, is reported through `onAttempt` with its usage: usage is charged whatever happened.
  */
-import { Clock, Effect, Either, Option, Ref } from "effect"
+import type { Random } from "effect"
+import { Clock, Duration, Effect, Either, Option, Ref } from "effect"
 import { disposition } from "../domain/ErrorKind.js"
 import { ProviderError, ProviderExhausted } from "../domain/Errors.js"
 import type { ModelReply } from "../domain/Message.js"
+import type { RailDecision } from "../domain/Trajectory.js"
 import { Usage } from "../domain/Usage.js"
 import { Limits } from "../rails/Limits.js"
 import * as Retry from "../rails/Retry.js"
@@ -53,6 +55,12 @@ export interface CallOptions {
   readonly request: ModelRequest
   /** Called after EVERY attempt, success or failure (the loop charges usage and records the trajectory here). */
   readonly onAttempt: (record: AttemptRecord) => Effect.Effect<void>
+  /** Called for every retry and failover, with the numbers behind it (the trajectory's rail decisions). */
+  readonly onDecision?: (decision: RailDecision) => Effect.Effect<void>
+  /** The Retry-After cap: the burst's effective `retryAfterCapMs`; absent, the `Limits` in context. */
+  readonly retryAfterCapMs?: number
+  /** Where the backoff jitter comes from (a burst's seeded `Random`, so a replay draws the same delays). */
+  readonly random?: Random.Random
 }
 
 /** A successful call: the reply and the provider that gave it. */
@@ -128,7 +136,8 @@ export const callModel = (options: CallOptions): Effect.Effect<CallResult, Provi
         new ProviderExhausted({ message: "every provider of the route was spent earlier in this session" })
       )
     }
-    const { retryAfterCapMs } = yield* Limits
+    const retryAfterCapMs = options.retryAfterCapMs ?? (yield* Limits).retryAfterCapMs
+    const decide = options.onDecision ?? (() => Effect.void)
     let last: ProviderError | undefined
 
     for (let index = start.index; index < options.providers.length; index++) {
@@ -144,10 +153,36 @@ export const callModel = (options: CallOptions): Effect.Effect<CallResult, Provi
         last = error
         const next = disposition(error.kind)
         if (next === "fail_now") return yield* Effect.fail(error)
-        if (next === "fail_over" || attempt === attempts) break
-        const delay = yield* Retry.delayFor(attempt, error.retryAfterMs, retryAfterCapMs)
+        const at = yield* Clock.currentTimeMillis
+        const failover = (retryAfterMs?: number) =>
+          decide({
+            _tag: "failover",
+            at,
+            from: provider.name,
+            kind: error.kind,
+            ...(options.providers[index + 1] === undefined ? {} : { to: options.providers[index + 1]!.name }),
+            ...(retryAfterMs === undefined ? {} : { retryAfterMs })
+          })
+        if (next === "fail_over" || attempt === attempts) {
+          yield* failover()
+          break
+        }
+        const jitter = Retry.delayFor(attempt, error.retryAfterMs, retryAfterCapMs)
+        const delay = yield* options.random === undefined ? jitter : Effect.withRandom(jitter, options.random)
         // A Retry-After beyond the cap: waiting would park the session, the next provider may answer now.
-        if (Option.isNone(delay)) break
+        if (Option.isNone(delay)) {
+          yield* failover(error.retryAfterMs)
+          break
+        }
+        yield* decide({
+          _tag: "retry",
+          at,
+          provider: provider.name,
+          attempt,
+          kind: error.kind,
+          delayMs: Duration.toMillis(delay.value),
+          ...(error.retryAfterMs === undefined ? {} : { retryAfterMs: error.retryAfterMs })
+        })
         yield* Effect.sleep(delay.value)
       }
     }

@@ -4,18 +4,26 @@
  * One burst runs on one fiber, so this is a plain mutable record owned by that fiber; the actor keeps a reference so
  * that a cancelled or crashed burst still lands with the counters it really spent.
  */
-import { Effect, Ref } from "effect"
+import { Effect, Random, Ref } from "effect"
 import type { AgentSpec } from "../domain/AgentSpec.js"
 import type { ExitReason } from "../domain/ExitReason.js"
 import type { Limits } from "../domain/Limits.js"
 import type { TurnEntry } from "../domain/Message.js"
 import type { PendingConfirmation, Session, SessionState } from "../domain/Session.js"
-import type { BudgetSnapshot, ModelAttempt, ToolCallRecord, Trajectory } from "../domain/Trajectory.js"
+import type {
+  BudgetSnapshot,
+  ModelAttempt,
+  RailDecision,
+  ReplayRecord,
+  ToolCallRecord,
+  Trajectory
+} from "../domain/Trajectory.js"
 import { Usage } from "../domain/Usage.js"
 import type { ModelProvider, ToolSpec } from "../model/ModelProvider.js"
 import type * as ProviderChain from "../model/ProviderChain.js"
 import type * as Budget from "../rails/Budget.js"
 import * as Counters from "../rails/Counters.js"
+import * as ExitPolicy from "../rails/ExitPolicy.js"
 import * as RepeatGuard from "../rails/RepeatGuard.js"
 import type { ToolDef, ToolExecutor } from "../tools/ToolExecutor.js"
 import type * as Transcript from "./Transcript.js"
@@ -25,6 +33,8 @@ export interface Context {
   readonly session: Session
   readonly spec: AgentSpec
   readonly limits: Limits
+  /** The exit policy of the burst (the host's, with the agent's own checks and order). */
+  readonly policy: ExitPolicy.ExitPolicy
   readonly providers: ReadonlyArray<ModelProvider>
   readonly runId: string
   readonly ports: Transcript.Ports
@@ -39,6 +49,14 @@ export interface Context {
 export interface Burst {
   readonly startedAt: number
   readonly activeBefore: number
+  /** The session's counters when the burst opened (for the burst's own share, and the replay record). */
+  readonly before: ReplayRecord["before"]
+  /** The seed of `random`, recorded so a replay draws the same jitter. */
+  readonly seed: number
+  /** The burst's own randomness (retry jitter): seeded, so a replay of the burst draws the same numbers. */
+  readonly random: Random.Random
+  /** When the burst saw its cancel signal, if it did. */
+  cancelledAt: number | undefined
   counters: Counters.Counters
   budget: Budget.Budget
   usage: Usage
@@ -49,21 +67,41 @@ export interface Burst {
   pruned: boolean
   /** The conversation the model sees: the session's history plus this burst's turns (after any prune). */
   messages: Array<TurnEntry>
+  /** The entries this burst persisted, in order (the conversation after the burst is history + these, unpruned). */
+  readonly recorded: Array<TurnEntry>
   firstSeq: number
   lastSeq: number
   readonly attempts: Array<ModelAttempt>
   readonly toolCalls: Array<ToolCallRecord>
   readonly errors: Array<{ readonly code: string; readonly message: string }>
   readonly budgets: Array<BudgetSnapshot>
+  /** Every rail decision, in order; the last is the exit. */
+  readonly decisions: Array<RailDecision>
   pending: Array<PendingConfirmation>
   /** Saves the open trajectory as it stands, without waiting (internal/trajectoryLog); a no-op until the log is set. */
   touch: Effect.Effect<void>
 }
 
-/** Opens a burst over the session's state and history. */
-export const start = (state: SessionState, history: ReadonlyArray<TurnEntry>, now: number): Burst => ({
+/** Opens a burst over the session's state and history; `seed` seeds its jitter. */
+export const start = (
+  state: SessionState,
+  history: ReadonlyArray<TurnEntry>,
+  now: number,
+  seed: number
+): Burst => ({
   startedAt: now,
   activeBefore: state.activeMs,
+  before: {
+    modelCalls: state.modelCalls,
+    toolCalls: state.toolCalls,
+    tokens: state.usage.total,
+    activeMs: state.activeMs,
+    providerIndex: state.providerIndex,
+    exhausted: state.exhausted
+  },
+  seed,
+  random: Random.make(seed),
+  cancelledAt: undefined,
   counters: Counters.start(state.modelCalls),
   budget: { toolCalls: state.toolCalls, tokens: state.usage.total },
   usage: Usage.zero,
@@ -73,12 +111,14 @@ export const start = (state: SessionState, history: ReadonlyArray<TurnEntry>, no
   empties: 0,
   pruned: false,
   messages: history.slice(),
+  recorded: [],
   firstSeq: 0,
   lastSeq: 0,
   attempts: [],
   toolCalls: [],
   errors: [],
   budgets: [],
+  decisions: [],
   pending: [],
   touch: Effect.void
 })
@@ -88,6 +128,34 @@ export const persisted = (burst: Burst, seq: number, entry: TurnEntry): void => 
   if (burst.firstSeq === 0) burst.firstSeq = seq
   burst.lastSeq = seq
   burst.messages.push(entry)
+  burst.recorded.push(entry)
+}
+
+/** The exit policy's facts at `now` (`turn` after a tool turn). */
+export const facts = (
+  ctx: Context,
+  burst: Burst,
+  exhausted: boolean,
+  now: number,
+  turn?: ExitPolicy.TurnFacts
+): ExitPolicy.Facts => ({
+  limits: ctx.limits,
+  modelCallsBurst: burst.counters.burst,
+  modelCallsSession: burst.counters.session,
+  toolCallsBurst: burst.budget.toolCalls - burst.before.toolCalls,
+  toolCallsSession: burst.budget.toolCalls,
+  tokensBurst: burst.budget.tokens - burst.before.tokens,
+  tokensSession: burst.budget.tokens,
+  activeMs: burst.activeBefore + Math.max(0, now - burst.startedAt),
+  burstMs: Math.max(0, now - burst.startedAt),
+  strikes: burst.strikes,
+  exhausted,
+  ...(turn === undefined ? {} : { turn })
+})
+
+/** Records a rail decision. */
+export const decided = (burst: Burst, decision: RailDecision): void => {
+  burst.decisions.push(decision)
 }
 
 /** Records the counters and budgets now (one snapshot per model call, for the trajectory). */
@@ -150,5 +218,26 @@ export const trajectory = (ctx: Context, burst: Burst, reason: ExitReason, now: 
   errors: burst.errors,
   budgets: burst.budgets,
   usage: burst.usage,
-  exitReason: reason
+  exitReason: reason,
+  decisions: burst.decisions,
+  replay: replayRecord(ctx, burst)
+})
+
+/** What a replay of the burst needs beyond its turns and attempts. */
+const replayRecord = (ctx: Context, burst: Burst): ReplayRecord => ({
+  seed: burst.seed,
+  limits: ctx.limits,
+  policy: ExitPolicy.names(ctx.policy),
+  route: ctx.providers.map((p) => ({
+    name: p.name,
+    model: p.model,
+    maxAttempts: p.maxAttempts,
+    timeoutMs: p.timeoutMs
+  })),
+  tools: ctx.toolSpecs.map((spec) => {
+    const def = ctx.tools.get(spec.name)
+    return { name: spec.name, effect: def?.effect ?? "read", source: def?.source ?? "none" }
+  }),
+  before: burst.before,
+  ...(burst.cancelledAt === undefined ? {} : { cancelledAt: burst.cancelledAt })
 })

@@ -13,6 +13,7 @@ import type { ExitReason } from "../domain/ExitReason.js"
 import type { TurnEntry } from "../domain/Message.js"
 import type { Report } from "../domain/Report.js"
 import { defaultReportSchema } from "../domain/Report.js"
+import * as ExitPolicy from "../rails/ExitPolicy.js"
 import type * as Burst from "./Burst.js"
 import * as Fallback from "./internal/fallback.js"
 import * as JsonSchemaCheck from "./internal/jsonSchema.js"
@@ -33,18 +34,6 @@ export type Author = (input: AuthorInput) => Effect.Effect<unknown, unknown>
 export class AuthorPhase extends Context.Reference<AuthorPhase>()("corral/session/AuthorPhase", {
   defaultValue: (): Option.Option<Author> => Option.none()
 }) {}
-
-/** Exit reasons after which no further model call is made: it would be refused, wasted, or unwanted. */
-const noFinalize: ReadonlySet<ExitReason> = new Set<ExitReason>([
-  "cancelled",
-  "crashed",
-  "provider_failed",
-  "context_overflow",
-  "deadline",
-  "token_budget",
-  "burst_limit",
-  "session_limit"
-])
 
 const finalizeInstruction = (schema: JsonSchema): string =>
   "Write the report of this investigation now. Reply with ONE JSON object and nothing else, valid against this " +
@@ -103,7 +92,7 @@ export const land = (ctx: Burst.Context, burst: Burst.Burst, reason: ExitReason)
     if (ctx.spec.finalize === "transcript") {
       return withArtifact(fallback(schema, reason, burst.messages, "the agent writes its report from the transcript"))
     }
-    if (noFinalize.has(reason)) {
+    if (ExitPolicy.noFinalize.has(reason)) {
       return withArtifact(fallback(schema, reason, burst.messages, `no finalize call after "${reason}"`))
     }
     const reply = yield* ModelCall.extra(ctx, burst, {

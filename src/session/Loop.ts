@@ -1,17 +1,19 @@
 /**
  * The bounded loop: one burst, from the opening message to exactly one exit reason.
  *
- * This file only orchestrates; every bound lives in a rail (`rails/`), every effect behind a port. Each iteration
- * checks active time, then asks `ModelCall.next` (which owns the gate: exhaustion, both ceilings, the token budget),
- * reads the reply through `ReplyPolicy`, persists the assistant turn BEFORE any tool runs, and hands tool calls to
- * `ToolCall.runTurn`. Iterations return a small step union; the loop ends only on an `Exit` step, and an invariant
- * guard turns a step without a valid reason into a defect that the tests catch.
+ * This file only orchestrates; every bound lives in a rail (`rails/`), every effect behind a port, and what ends a
+ * burst is the exit policy's to say (`rails/ExitPolicy`): the loop holds no precedence of its own. Each iteration
+ * asks `ModelCall.next` (whose gate asks the policy's `before_model` checks), reads the reply through `ReplyPolicy`,
+ * persists the assistant turn BEFORE any tool runs, and hands tool calls to `ToolCall.runTurn` (which asks the
+ * `after_tools` checks). Iterations return a small step union; the loop ends only on an `Exit` step carrying the
+ * decision, and an invariant guard turns a step without a valid reason into a defect that the tests catch.
  */
 import { Clock, Duration, Effect, Option, Schema } from "effect"
 import type { PersistenceFailed } from "../domain/Errors.js"
 import { ExitReason } from "../domain/ExitReason.js"
 import type { TurnEntry } from "../domain/Message.js"
 import * as ActiveTime from "../rails/ActiveTime.js"
+import type * as ExitPolicy from "../rails/ExitPolicy.js"
 import * as ReplyPolicy from "../rails/ReplyPolicy.js"
 import * as Burst from "./Burst.js"
 import * as ModelCall from "./ModelCall.js"
@@ -21,10 +23,11 @@ import * as Transcript from "./Transcript.js"
 /** What one iteration decided. */
 export type Step =
   | { readonly _tag: "Continue" }
-  | { readonly _tag: "Exit"; readonly reason: ExitReason }
+  | { readonly _tag: "Exit"; readonly decision: ExitPolicy.Decision }
 
 const next: Step = { _tag: "Continue" }
-const exit = (reason: ExitReason): Step => ({ _tag: "Exit", reason })
+const exit = (decision: ExitPolicy.Decision): Step => ({ _tag: "Exit", decision })
+const replied = (reason: ExitReason, notice: string): Step => exit({ check: "ReplyPolicy", reason, notice })
 
 /** Persists one entry of this burst and adds it to the conversation. */
 export const record = (
@@ -40,13 +43,14 @@ export const record = (
 
 const notice = (rail: string, text: string): TurnEntry => ({ kind: "notice", rail, text })
 
+const nudged = (burst: Burst.Burst, cause: "empty" | "length") =>
+  Effect.map(Clock.currentTimeMillis, (at) => Burst.decided(burst, { _tag: "nudge", at, cause }))
+
 /** One iteration of DESIGN §3 steps 2-9. */
 const iteration = (ctx: Burst.Context, burst: Burst.Burst): Effect.Effect<Step, PersistenceFailed> =>
   Effect.gen(function*() {
-    const now = yield* Clock.currentTimeMillis
-    if (!ActiveTime.hasRoom(ctx.limits, burst.activeBefore, burst.startedAt, now)) return exit("deadline")
     const outcome = yield* ModelCall.next(ctx, burst)
-    if (outcome._tag === "Exit") return exit(outcome.reason)
+    if (outcome._tag === "Exit") return exit(outcome.decision)
     const reply = outcome.reply
     const verdict = ReplyPolicy.classify(reply)
     switch (verdict._tag) {
@@ -58,17 +62,23 @@ const iteration = (ctx: Burst.Context, burst: Burst.Burst): Effect.Effect<Step, 
           toolCalls: [],
           finishReason: reply.finishReason
         })
-        return exit(verdict._tag === "Filtered" ? "filtered" : "refused")
+        return verdict._tag === "Filtered"
+          ? replied("filtered", "the provider filtered the reply")
+          : replied("refused", "the model refused")
       }
       case "Truncated": {
         // The calls of a cut reply may carry cut arguments: drop them rather than run something half-specified.
         yield* record(ctx, burst, { kind: "assistant", text: reply.text, toolCalls: [], finishReason: "length" })
+        yield* nudged(burst, "length")
         yield* record(ctx, burst, notice("ReplyPolicy", ReplyPolicy.lengthNudge))
         return next
       }
       case "Empty": {
         burst.empties += 1
-        if (ReplyPolicy.emptyExhausted(burst.empties, ctx.limits)) return exit("empty_exhausted")
+        if (ReplyPolicy.emptyExhausted(burst.empties, ctx.limits)) {
+          return replied("empty_exhausted", `${burst.empties} empty replies (emptyNudges ${ctx.limits.emptyNudges})`)
+        }
+        yield* nudged(burst, "empty")
         yield* record(ctx, burst, notice("ReplyPolicy", ReplyPolicy.emptyNudge))
         return next
       }
@@ -79,7 +89,7 @@ const iteration = (ctx: Burst.Context, burst: Burst.Burst): Effect.Effect<Step, 
           toolCalls: [],
           finishReason: reply.finishReason
         })
-        return exit("completed")
+        return replied("completed", "the model answered without tool calls")
       }
       case "ToolCalls": {
         yield* record(ctx, burst, {
@@ -96,16 +106,23 @@ const iteration = (ctx: Burst.Context, burst: Burst.Burst): Effect.Effect<Step, 
 
 const isExitReason = Schema.is(ExitReason)
 
+const timedOut: ExitPolicy.Decision = {
+  check: "ActiveTime",
+  reason: "deadline",
+  notice: "the active time ran out during a model or tool call"
+}
+
 /**
- * Runs one burst to its exit reason. `opening` (the user message that opened the burst) is persisted before the first
- * model call. The whole burst is bounded by the active time left: when it runs out mid-call, the burst exits
- * `deadline` (tool calls in flight are stopped and recorded as such). Fails only on infrastructure.
+ * Runs one burst to what ends it (an exit-policy check, the reply, a provider failure, or the deadline timer).
+ * `opening` (the user message that opened the burst) is persisted before the first model call. The whole burst is
+ * bounded by the active time left: when it runs out mid-call, the burst exits `deadline` (tool calls in flight are
+ * stopped and recorded as such). Fails only on infrastructure.
  */
 export const runBurst = (
   ctx: Burst.Context,
   burst: Burst.Burst,
   opening: TurnEntry | undefined
-): Effect.Effect<ExitReason, PersistenceFailed> =>
+): Effect.Effect<ExitPolicy.Decision, PersistenceFailed> =>
   Effect.gen(function*() {
     if (opening !== undefined) yield* record(ctx, burst, opening)
     const now = yield* Clock.currentTimeMillis
@@ -113,18 +130,20 @@ export const runBurst = (
     const loop = Effect.gen(function*() {
       let step: Step = next
       while (step._tag === "Continue") step = yield* iteration(ctx, burst)
-      return step.reason
+      return step.decision
     })
-    const reason = yield* loop.pipe(
+    const decision = yield* loop.pipe(
       Effect.timeoutTo({
         duration: Duration.millis(remaining),
-        onTimeout: (): ExitReason => "deadline",
-        onSuccess: (reason) => reason
+        onTimeout: () => timedOut,
+        onSuccess: (decision) => decision
       })
     )
     // The invariant guard: exactly one valid exit reason per burst, or a defect.
-    if (!isExitReason(reason)) return yield* Effect.dieMessage(`burst ended without an exit reason: ${String(reason)}`)
-    return reason
+    if (!isExitReason(decision.reason)) {
+      return yield* Effect.dieMessage(`burst ended without an exit reason: ${String(decision.reason)}`)
+    }
+    return decision
   }).pipe(
     Effect.withSpan("agent.run", {
       attributes: { "corral.session_id": ctx.session.id, "corral.run_id": ctx.runId },

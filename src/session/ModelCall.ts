@@ -1,38 +1,37 @@
 /**
  * One gated model call: the only road from the loop to a model.
  *
- * Every call — the first of an iteration and the single retry after a context-overflow prune alike — passes the
- * same gate: providers not exhausted, both model-call ceilings have room, the token budget has room. Then BOTH
- * counters increment and the provider chain runs. No path reaches the model without incrementing both.
+ * Every call — the first of an iteration, the single retry after a context-overflow prune and the landing's
+ * finalize alike — passes the same gate: the exit policy's `before_model` checks (the deadline, spent providers,
+ * both model-call ceilings, the token budget, and any own checks), asked in the policy's order. Then BOTH counters
+ * increment and the provider chain runs. No path reaches the model without incrementing both.
  */
 import { Clock, Effect, Option, Ref, Runtime } from "effect"
-import type { ExitReason } from "../domain/ExitReason.js"
 import type { ModelReply } from "../domain/Message.js"
 import { Usage } from "../domain/Usage.js"
 import type { ModelRequest } from "../model/ModelProvider.js"
 import * as ProviderChain from "../model/ProviderChain.js"
 import * as Budget from "../rails/Budget.js"
 import * as Counters from "../rails/Counters.js"
+import * as ExitPolicy from "../rails/ExitPolicy.js"
 import * as Prune from "../rails/Prune.js"
 import * as Burst from "./Burst.js"
 import * as Prompt from "./Prompt.js"
 
-/** A reply to act on, or the reason the burst must end. */
+/** A reply to act on, or what ends the burst. */
 export type Outcome =
   | { readonly _tag: "Reply"; readonly reply: ModelReply }
-  | { readonly _tag: "Exit"; readonly reason: ExitReason }
+  | { readonly _tag: "Exit"; readonly decision: ExitPolicy.Decision }
 
-const exit = (reason: ExitReason): Outcome => ({ _tag: "Exit", reason })
+const exit = (decision: ExitPolicy.Decision): Outcome => ({ _tag: "Exit", decision })
 
-/** The gate of DESIGN §3 step 2 (after cancel and deadline, which the loop checks). */
-const gate = (ctx: Burst.Context, burst: Burst.Burst): Effect.Effect<Option.Option<ExitReason>> =>
-  Effect.map(Ref.get(burst.chain), (chain) => {
-    if (chain.exhausted) return Option.some<ExitReason>("provider_failed")
-    const ceiling = Counters.check(burst.counters, ctx.limits)
-    if (Option.isSome(ceiling)) return ceiling
-    if (Budget.tokensExhausted(burst.budget, ctx.limits)) return Option.some<ExitReason>("token_budget")
-    return Option.none()
-  })
+/** The gate of DESIGN §3 step 2: the exit policy's `before_model` checks (cancel is the burst's race). */
+const gate = (ctx: Burst.Context, burst: Burst.Burst): Effect.Effect<Option.Option<ExitPolicy.Decision>> =>
+  Effect.zipWith(
+    Ref.get(burst.chain),
+    Clock.currentTimeMillis,
+    (chain, now) => ExitPolicy.decide(ctx.policy, "before_model", Burst.facts(ctx, burst, chain.exhausted, now))
+  )
 
 const attempt = (ctx: Burst.Context, burst: Burst.Burst, request: ModelRequest) =>
   Effect.gen(function*() {
@@ -45,6 +44,9 @@ const attempt = (ctx: Burst.Context, burst: Burst.Burst, request: ModelRequest) 
       providers: ctx.providers,
       state: burst.chain,
       request,
+      retryAfterCapMs: ctx.limits.retryAfterCapMs,
+      random: burst.random,
+      onDecision: (decision) => Effect.sync(() => Burst.decided(burst, decision)),
       onAttempt: (record) =>
         Effect.sync(() => {
           // Usage is charged whatever happened: a storm of failed attempts still spends the token budget.
@@ -79,9 +81,10 @@ const attempt = (ctx: Burst.Context, burst: Burst.Burst, request: ModelRequest) 
   })
 
 /**
- * Calls the model for the next step. Exits: `provider_failed` (exhausted, now or before), ceilings, `token_budget`,
- * `refused` / `filtered` (raised by the provider), `context_overflow` (after the one prune-and-retry), and
- * `provider_failed` for a request the provider rejected as malformed (recorded; not sticky).
+ * Calls the model for the next step. Exits: a `before_model` check of the exit policy (the deadline, spent
+ * providers, the ceilings, the token budget, own checks), or a provider failure as `ExitPolicy.providerExit` maps
+ * it: `refused` / `filtered` (raised by the provider), `context_overflow` (after the one prune-and-retry), and
+ * `provider_failed` (the route spent by this call, or a request the provider rejected as malformed: not sticky).
  */
 export const next = (ctx: Burst.Context, burst: Burst.Burst): Effect.Effect<Outcome> =>
   Effect.flatMap(Effect.runtime<never>(), (runtime) =>
@@ -98,18 +101,14 @@ export const next = (ctx: Burst.Context, burst: Burst.Burst): Effect.Effect<Outc
     })).pipe(
       Effect.map((reply): Outcome => ({ _tag: "Reply", reply })),
       Effect.catchAll((failure): Effect.Effect<Outcome> => {
-        if (typeof failure === "string") return Effect.succeed(exit(failure))
-        if (failure._tag === "ProviderExhausted") return Effect.succeed(exit("provider_failed"))
-        switch (failure.kind) {
-          case "context_overflow":
-            return pruneAndRetry(ctx, burst)
-          case "refused":
-            return Effect.succeed(exit("refused"))
-          case "filtered":
-            return Effect.succeed(exit("filtered"))
-          default:
-            return Effect.succeed(exit("provider_failed"))
+        // The gate closed: a check of the exit policy.
+        if ("check" in failure) return Effect.succeed(exit(failure))
+        if (failure._tag === "ProviderExhausted") {
+          return Effect.succeed(exit({ check: "ProviderChain", reason: "provider_failed", notice: failure.message }))
         }
+        const reason = ExitPolicy.providerExit(failure.kind)
+        if (reason === "prune") return pruneAndRetry(ctx, burst)
+        return Effect.succeed(exit({ check: "ProviderChain", reason, notice: `${failure.kind}: ${failure.message}` }))
       })
     )
 
@@ -123,12 +122,16 @@ export const extra = (
   request: ModelRequest
 ): Effect.Effect<Option.Option<ModelReply>> => attempt(ctx, burst, request).pipe(Effect.option)
 
+const overflow = (notice: string) => exit({ check: "Prune", reason: "context_overflow", notice })
+
 /** Exactly one mechanical prune per burst, then one retry; never re-send an identical request. */
-const pruneAndRetry = (ctx: Burst.Context, burst: Burst.Burst): Effect.Effect<Outcome> => {
-  if (burst.pruned) return Effect.succeed(exit("context_overflow"))
-  burst.pruned = true
-  const pruned = Prune.prune(burst.messages)
-  if (Option.isNone(pruned)) return Effect.succeed(exit("context_overflow"))
-  burst.messages = pruned.value.slice()
-  return next(ctx, burst)
-}
+const pruneAndRetry = (ctx: Burst.Context, burst: Burst.Burst): Effect.Effect<Outcome> =>
+  Effect.flatMap(Clock.currentTimeMillis, (at) => {
+    if (burst.pruned) return Effect.succeed(overflow("the context overflowed again after the burst's one prune"))
+    burst.pruned = true
+    const pruned = Prune.prune(burst.messages)
+    Burst.decided(burst, { _tag: "prune", at, pruned: Option.isSome(pruned) })
+    if (Option.isNone(pruned)) return Effect.succeed(overflow("the context overflowed and nothing could be pruned"))
+    burst.messages = pruned.value.slice()
+    return next(ctx, burst)
+  })

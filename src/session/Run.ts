@@ -15,7 +15,7 @@
  * actor rebuilds from the store (a timed-out write may still have landed). A trajectory the store refuses at an
  * otherwise clean landing is logged and recorded on the session (`storeError`), never in the record that failed.
  */
-import { Cause, Clock, Deferred, Effect, Either, Option } from "effect"
+import { Cause, Clock, Deferred, Effect, Either, Option, Random } from "effect"
 import type { AgentSpec } from "../domain/AgentSpec.js"
 import type { IssuedToken } from "../domain/Approval.js"
 import type { PersistenceFailed } from "../domain/Errors.js"
@@ -27,6 +27,7 @@ import type { ToolCallRecord, Trajectory } from "../domain/Trajectory.js"
 import { SessionEvents } from "../events/SessionEvents.js"
 import { Providers } from "../model/ModelProvider.js"
 import type { ToolSpec } from "../model/ModelProvider.js"
+import * as ExitPolicy from "../rails/ExitPolicy.js"
 import * as Limits from "../rails/Limits.js"
 import { SessionStore } from "../store/SessionStore.js"
 import * as Approvals from "../tools/Approvals.js"
@@ -72,15 +73,18 @@ export interface Landed {
 }
 
 /**
- * The tools an agent may call: its allowlist ∩ what the executor offers, sorted by name; an allowed tool that is
- * unavailable now (its server is down) is left out, with a note for the trajectory saying why.
+ * The tools an agent may call: its allowlist ∩ what the executor offers, sorted by name. An allowed tool that is
+ * unavailable now (its server is down) is left out, and so is one the executor does not know at all (its server
+ * was removed, or renamed it): each with a note for the trajectory saying why.
  */
 const allowedTools = (all: ReadonlyArray<ToolDef>, spec: AgentSpec) => {
   const allow = new Set(spec.tools)
   const tools = new Map<string, ToolDef>()
   const specs: Array<ToolSpec> = []
   const notes: Array<{ readonly code: string; readonly message: string }> = []
+  const known = new Set<string>()
   for (const def of all) {
+    known.add(def.name)
     if (!allow.has(def.name)) continue
     if (def.unavailable !== undefined) {
       notes.push({ code: "tool_unavailable", message: `tool "${def.name}" was not offered: ${def.unavailable}` })
@@ -89,8 +93,31 @@ const allowedTools = (all: ReadonlyArray<ToolDef>, spec: AgentSpec) => {
     tools.set(def.name, def)
     specs.push({ name: def.name, description: def.description, parameters: def.parameters })
   }
+  for (const name of spec.tools) {
+    if (!known.has(name)) {
+      notes.push({
+        code: "tool_unknown",
+        message: `tool "${name}" of the agent's allowlist is not known to this host: it was not offered`
+      })
+    }
+  }
   return { tools, specs, notes }
 }
+
+/** The route of the agent's tier; an unknown tier has none (every model call fails over to nothing) and a note. */
+const routeOf = (providers: Providers["Type"], spec: AgentSpec) =>
+  Option.match(providers.route(spec.tier), {
+    onSome: (route) => ({ route, notes: [] }),
+    onNone: () => ({
+      route: [],
+      notes: [{
+        code: "tier_unknown",
+        message: `the agent's tier "${spec.tier}" is not configured on this host (tiers: ${
+          providers.tiers.join(", ") || "none"
+        }): no model can be called`
+      }]
+    })
+  })
 
 /** The trajectory records of decided writes no trajectory has recorded yet: calls of the approval handler. */
 export const unreported = (pending: ReadonlyArray<PendingConfirmation>): ReadonlyArray<ToolCallRecord> =>
@@ -153,6 +180,8 @@ export const burst = (
     const ceiling = yield* Limits.Limits
     const { session, spec } = request
     const limits = Either.getOrElse(Limits.tighten(ceiling, spec.limits), () => ceiling)
+    const hostPolicy = yield* ExitPolicy.Policy
+    const policy = ExitPolicy.forSpec(hostPolicy, spec.exitPolicy)
     const runId = ids.runId()
     const listed = yield* executor.list({
       sessionId: session.id,
@@ -161,11 +190,13 @@ export const burst = (
       runId
     })
     const { notes, specs, tools } = allowedTools(listed, spec)
+    const route = routeOf(providers, spec)
     const ctx: Burst.Context = {
       session,
       spec,
       limits,
-      providers: Option.getOrElse(providers.route(spec.tier), () => []),
+      policy: Either.getOrElse(policy, () => hostPolicy),
+      providers: route.route,
       runId,
       ports: { store, events },
       executor,
@@ -174,9 +205,17 @@ export const burst = (
     }
     const startedAt = yield* Clock.currentTimeMillis
     const before = session.state
-    const b = Burst.start(before, request.history, startedAt)
+    const b = Burst.start(before, request.history, startedAt, yield* Random.nextIntBetween(0, 2 ** 31))
     if (request.notes !== undefined) b.errors.push(...request.notes)
-    b.errors.push(...notes)
+    b.errors.push(...notes, ...route.notes)
+    if (Either.isLeft(policy)) {
+      b.errors.push({
+        code: "exit_policy_invalid",
+        message: `the agent's exit policy does not fit this host's (${
+          policy.left.issues.map((i) => `${i.path}: ${i.message}`).join("; ")
+        }); the host's policy applies`
+      })
+    }
     // Decided writes not yet in any trajectory (an approval round, or an unknown outcome found at recovery).
     b.toolCalls.push(...unreported(before.pending))
     request.onStart?.(b)
@@ -206,6 +245,13 @@ export const burst = (
             "session is interrupted: send a follow-up once the store is back"
         })
         const reason = "crashed" as const
+        Burst.decided(b, {
+          _tag: "exit",
+          at: yield* Clock.currentTimeMillis,
+          check: "store",
+          reason,
+          notice: `the store failed in ${error.operation}`
+        })
         const report = yield* Landing.land(ctx, b, reason)
         const endedAt = yield* Clock.currentTimeMillis
         const state: SessionState = {
@@ -234,20 +280,31 @@ export const burst = (
       // model call longer than the debounce still leaves a record.
       yield* b.touch
       const loop = Loop.runBurst(ctx, b, request.opening)
-      const cancellable = request.cancel === undefined
-        ? loop
-        : Effect.raceFirst(loop, Effect.as(Deferred.await(request.cancel), "cancelled" as const))
-      return yield* cancellable.pipe(
-        Effect.catchAllDefect((defect) =>
-          Effect.sync(() => {
-            b.errors.push({ code: "crashed", message: Cause.pretty(Cause.die(defect)) })
-            return "crashed" as const
+      const cancellable = request.cancel === undefined ? loop : Effect.raceFirst(
+        loop,
+        Effect.zipRight(
+          Deferred.await(request.cancel),
+          Effect.map(Clock.currentTimeMillis, (at): ExitPolicy.Decision => {
+            b.cancelledAt = at
+            return { check: "cancel", reason: "cancelled", notice: "the burst was cancelled" }
           })
         )
       )
+      return yield* cancellable.pipe(
+        Effect.catchAllDefect((defect) =>
+          Effect.sync((): ExitPolicy.Decision => {
+            const pretty = Cause.pretty(Cause.die(defect))
+            b.errors.push({ code: "crashed", message: pretty })
+            return { check: "crash", reason: "crashed", notice: pretty.split("\n")[0] ?? "a defect" }
+          })
+        ),
+        // Every rail and adapter of the burst reads the burst's effective limits, never the host's.
+        Effect.provideService(Limits.Limits, limits)
+      )
     }).pipe(Effect.either)
     if (Either.isLeft(ran)) return yield* stopped(ran.left)
-    const reason: ExitReason = ran.right
+    const reason: ExitReason = ran.right.reason
+    Burst.decided(b, { _tag: "exit", at: yield* Clock.currentTimeMillis, ...ran.right })
 
     const report = yield* Landing.land(ctx, b, reason)
     const endedAt = yield* Clock.currentTimeMillis
@@ -283,5 +340,6 @@ export const burst = (
     if (Either.isLeft(landed)) return yield* stopped(landed.left)
     yield* events.publish({ _tag: "exit", sessionId: session.id, seq: b.lastSeq, reason })
     yield* events.publish({ _tag: "report", sessionId: session.id, seq: b.lastSeq, report })
-    return { reason, report, state, trajectory, messages: b.messages, tokens: issued }
+    // The conversation as the store has it (not the pruned one the model last saw): a rebuilt actor reads the same.
+    return { reason, report, state, trajectory, messages: [...request.history, ...b.recorded], tokens: issued }
   })

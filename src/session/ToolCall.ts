@@ -7,11 +7,11 @@
  * repeat guard, and persisted together as ONE `tool_results` turn — also when the burst is interrupted midway, so
  * every call of the assistant turn always has exactly one result (the pairing invariant).
  */
-import { Cause, Clock, Effect, Exit, Fiber, Option, Runtime } from "effect"
+import { Cause, Clock, Effect, Exit, Fiber, Option, Ref, Runtime } from "effect"
 import type { PersistenceFailed } from "../domain/Errors.js"
-import type { ExitReason } from "../domain/ExitReason.js"
 import type { ToolCall, ToolResult } from "../domain/Message.js"
 import * as Budget from "../rails/Budget.js"
+import * as ExitPolicy from "../rails/ExitPolicy.js"
 import * as RepeatGuard from "../rails/RepeatGuard.js"
 import * as Strikes from "../rails/Strikes.js"
 import * as Truncate from "../rails/Truncate.js"
@@ -56,23 +56,27 @@ const validJsonObject = (text: string): boolean => {
 }
 
 /**
- * Runs the calls of one assistant turn and persists their results. Returns the exit reason the turn forces, if any:
- * `repeat_call_halt`, `bad_tool_use`, `confirmation_pending` or `tool_budget`, in that order of precedence.
+ * Runs the calls of one assistant turn and persists their results. Returns what ends the burst after the turn, if
+ * anything: the first `after_tools` check of the exit policy that fires (by default `repeat_call_halt`,
+ * `bad_tool_use`, `confirmation_pending`, `tool_budget`, in that order).
  */
 export const runTurn = (
   ctx: Burst.Context,
   burst: Burst.Burst,
   calls: ReadonlyArray<ToolCall>
-): Effect.Effect<Option.Option<ExitReason>, PersistenceFailed> =>
+): Effect.Effect<Option.Option<ExitPolicy.Decision>, PersistenceFailed> =>
   Effect.gen(function*() {
     const { run, surplus } = TurnCap.split(calls, ctx.limits)
+    if (surplus.length > 0) {
+      Burst.decided(burst, { _tag: "turn_cap", at: yield* Clock.currentTimeMillis, surplus: surplus.length })
+    }
     const slots: Array<Slot | undefined> = new Array(run.length)
     // -1: not dispatched (0 is a valid Clock time: the TestClock starts there).
     const started: Array<number> = new Array(run.length).fill(-1)
     // Each call's own end: a turn's calls run concurrently, and each is recorded with its own duration.
     const ended: Array<number> = new Array(run.length).fill(-1)
     const dispatch: Array<number> = []
-    let budgetSpent = false
+    let budgetRefused = 0
 
     // Plan sequentially so budget claims are deterministic and happen before any dispatch.
     for (let i = 0; i < run.length; i++) {
@@ -111,7 +115,13 @@ export const runTurn = (
       } else {
         const claimed = Budget.claimTool(burst.budget, ctx.limits)
         if (Option.isNone(claimed)) {
-          budgetSpent = true
+          budgetRefused += 1
+          Burst.decided(burst, {
+            _tag: "budget_refused",
+            at: yield* Clock.currentTimeMillis,
+            callId: call.id,
+            tool: call.name
+          })
           slots[i] = {
             status: "not_executed",
             outcome: { isError: true, content: Budget.budgetNotice(call.name, ctx.limits.toolCalls) }
@@ -127,21 +137,42 @@ export const runTurn = (
       const now = yield* Clock.currentTimeMillis
       const results: Array<ToolResult> = []
       const turnStrikes: Array<boolean> = []
-      let halt = false
+      let repeats = 0
       for (let i = 0; i < run.length; i++) {
         const call = run[i]!
         const slot = slots[i] ?? interrupted
         const def = ctx.tools.get(call.name)
-        let content = Truncate.truncate(slot.outcome.content, ctx.limits.toolResultMaxBytes).text
+        const output = slot.outcome.content
+        const cut = Truncate.truncate(output, ctx.limits.toolResultMaxBytes)
+        let content = cut.text
+        if (cut.truncated) {
+          const bytes = Truncate.utf8Length(output)
+          Burst.decided(burst, {
+            _tag: "truncate",
+            at: now,
+            callId: call.id,
+            tool: call.name,
+            bytes,
+            keptBytes: Truncate.utf8Length(content)
+          })
+        }
         // Strikes own bad tool use; the repeat guard watches calls that actually ran.
         const strike = isStrike(slot.outcome.failure)
         if ((slot.status === "ok" || slot.status === "error") && !strike) {
-          const seen = RepeatGuard.observe(burst.repeat, call.name, call.arguments, slot.outcome.content, ctx.limits)
+          const seen = RepeatGuard.observe(burst.repeat, call.name, call.arguments, output, ctx.limits)
           burst.repeat = seen.guard
+          repeats = Math.max(repeats, seen.count)
           if (seen.verdict !== "ok") {
             content += `\n\n${RepeatGuard.warning(call.name, seen.count, ctx.limits.repeatHaltAt)}`
+            Burst.decided(burst, {
+              _tag: "repeat",
+              at: now,
+              callId: call.id,
+              tool: call.name,
+              count: seen.count,
+              verdict: seen.verdict
+            })
           }
-          if (seen.verdict === "halt") halt = true
         }
         turnStrikes.push(strike)
         results.push({ callId: call.id, name: call.name, content, isError: slot.outcome.isError, status: slot.status })
@@ -155,7 +186,10 @@ export const runTurn = (
           durationMs: started[i]! < 0 ? 0 : Math.max(0, (ended[i]! >= 0 ? ended[i]! : now) - started[i]!),
           arguments: call.arguments,
           result: content,
-          isError: slot.outcome.isError
+          isError: slot.outcome.isError,
+          ...(slot.outcome.failure === undefined ? {} : { failure: slot.outcome.failure }),
+          ...(started[i]! < 0 ? {} : { startedAt: started[i]! }),
+          ...(content === output ? {} : { output })
         })
       }
       for (const call of surplus) results.push(TurnCap.surplusResult(call, ctx.limits.toolCallsPerTurn))
@@ -163,13 +197,21 @@ export const runTurn = (
       const turn = yield* Transcript.append(ctx.ports, ctx.session.id, entry, now, ctx.limits.persistTimeoutMs)
       Burst.persisted(burst, turn.seq, entry)
       yield* burst.touch
-      const strikes = Strikes.observeTurn(burst.strikes, turnStrikes, ctx.limits)
-      burst.strikes = strikes.strikes
-      if (halt) return Option.some<ExitReason>("repeat_call_halt")
-      if (strikes.halt) return Option.some<ExitReason>("bad_tool_use")
-      if (burst.pending.length > 0) return Option.some<ExitReason>("confirmation_pending")
-      if (budgetSpent) return Option.some<ExitReason>("tool_budget")
-      return Option.none<ExitReason>()
+      burst.strikes = Strikes.observeTurn(burst.strikes, turnStrikes, ctx.limits).strikes
+      if (burst.strikes > 0 && turnStrikes.includes(true)) {
+        Burst.decided(burst, { _tag: "strike", at: now, strikes: burst.strikes })
+      }
+      const chain = yield* Ref.get(burst.chain)
+      return ExitPolicy.decide(
+        ctx.policy,
+        "after_tools",
+        Burst.facts(ctx, burst, chain.exhausted, now, {
+          calls: calls.length,
+          repeats,
+          pending: burst.pending.length,
+          budgetRefused
+        })
+      )
     })
 
     const toolCtx = { sessionId: ctx.session.id, principal: ctx.session.principal, scope: ctx.session.scope }
@@ -191,7 +233,12 @@ export const runTurn = (
           name: call.name
         }))
         const exit = runSync(
-          ctx.executor.call(call.name, call.arguments, { ...toolCtx, runId: ctx.runId, callId: call.id })
+          ctx.executor.call(call.name, call.arguments, {
+            ...toolCtx,
+            runId: ctx.runId,
+            callId: call.id,
+            timeoutMs: ctx.limits.toolTimeoutMs
+          })
         )
         if (Exit.isSuccess(exit)) {
           slots[i] = { outcome: exit.value, status: exit.value.isError ? "error" : "ok" }

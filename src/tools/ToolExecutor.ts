@@ -9,6 +9,7 @@ import { Context } from "effect"
 import type { Effect } from "effect"
 import type { JsonSchema } from "../domain/AgentSpec.js"
 import type { Principal } from "../domain/Principal.js"
+import type { ToolFailure as TrajectoryFailure } from "../domain/Trajectory.js"
 
 /** Whether a tool only reads, or changes something (a write waits for a person's approval). */
 export type ToolEffect = "read" | "write"
@@ -60,11 +61,8 @@ export interface ToolContext {
   readonly timeoutMs?: number
 }
 
-/**
- * Why a call failed, for the rails: `unknown_tool`, `invalid_json` and `invalid_args` are strikes of bad tool use;
- * the others are the tool's own trouble.
- */
-export type ToolFailure = "unknown_tool" | "invalid_json" | "invalid_args" | "tool_error" | "timeout" | "interrupted"
+/** Why a call failed (`domain/Trajectory`): three kinds are strikes of bad tool use, the others the tool's trouble. */
+export type ToolFailure = TrajectoryFailure
 
 /** What a call produced. `content` is the text the model will see (before truncation). */
 export interface ToolOutcome {
