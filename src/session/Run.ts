@@ -56,6 +56,8 @@ export interface Request {
    * the store answers. Without it the landing is only logged.
    */
   readonly later?: (settle: Effect.Effect<void, PersistenceFailed>) => void
+  /** The seed of the burst's jitter; default: drawn from `Random` (a replay passes the recorded one). */
+  readonly seed?: number
   /** Receives the burst record as soon as it exists (the actor's handle on a running burst). */
   readonly onStart?: (burst: Burst.Burst) => void
 }
@@ -205,7 +207,8 @@ export const burst = (
     }
     const startedAt = yield* Clock.currentTimeMillis
     const before = session.state
-    const b = Burst.start(before, request.history, startedAt, yield* Random.nextIntBetween(0, 2 ** 31))
+    const seed = request.seed ?? (yield* Random.nextIntBetween(0, 2 ** 31))
+    const b = Burst.start(before, request.history, startedAt, seed)
     if (request.notes !== undefined) b.errors.push(...request.notes)
     b.errors.push(...notes, ...route.notes)
     if (Either.isLeft(policy)) {

@@ -37,13 +37,13 @@ const unknownTool = (ctx: Burst.Context, name: string): Slot => ({
   }
 })
 
+/** What a call still running when the burst ended is told (the burst was cancelled or ran out of active time). */
+export const interruptedText =
+  "the call was stopped before it finished (the burst was cancelled or ran out of active time)."
+
 const interrupted: Slot = {
   status: "error",
-  outcome: {
-    isError: true,
-    failure: "interrupted",
-    content: "the call was stopped before it finished (the burst was cancelled or ran out of active time)."
-  }
+  outcome: { isError: true, failure: "interrupted", content: interruptedText }
 }
 
 const validJsonObject = (text: string): boolean => {
