@@ -3,7 +3,7 @@ import { defineConfig } from "vitest/config"
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
-    setupFiles: [],
+    setupFiles: ["test/support/replayEverySession.ts"],
     testTimeout: 30_000,
     hookTimeout: 30_000,
     sequence: { concurrent: false }

@@ -33,6 +33,7 @@ import * as Knowledge from "./knowledge/Context.js"
 import { Retriever } from "./knowledge/Retriever.js"
 import type { ModelProvider } from "./model/ModelProvider.js"
 import { Providers } from "./model/ModelProvider.js"
+import * as ExitPolicy from "./rails/ExitPolicy.js"
 import * as Limits from "./rails/Limits.js"
 import { Ids } from "./session/Ids.js"
 import * as Idempotency from "./session/internal/idempotency.js"
@@ -227,6 +228,7 @@ export const make: Effect.Effect<
   const providers = yield* Providers
   const supervisor = yield* Supervisor.Supervisor
   const ceiling = yield* Limits.Limits
+  const hostPolicy = yield* ExitPolicy.Policy
   const ids = yield* Ids
   const retriever = yield* Effect.serviceOption(Retriever)
 
@@ -262,6 +264,8 @@ export const make: Effect.Effect<
       }
       const tightened = Limits.tighten(ceiling, spec.limits)
       if (tightened._tag === "Left") issues.push(...tightened.left.issues)
+      const policy = ExitPolicy.forSpec(hostPolicy, spec.exitPolicy)
+      if (policy._tag === "Left") issues.push(...policy.left.issues)
       if (spec.reportSchema !== undefined) {
         const problem = JsonSchemaCheck.check(spec.reportSchema)
         if (problem !== undefined) {

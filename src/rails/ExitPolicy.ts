@@ -352,6 +352,19 @@ export const forSpec = (
   )
 }
 
+/**
+ * The policy a burst runs with: the host's with the agent's own checks and order, or — when the agent's do not fit
+ * the host's (a name it orders is not there) — the host's alone, with the reason (for the trajectory).
+ */
+export const effective = (
+  host: ExitPolicy,
+  spec: ExitPolicySpec | undefined
+): { readonly policy: ExitPolicy; readonly problem: Option.Option<InvalidRequest> } =>
+  Either.match(forSpec(host, spec), {
+    onLeft: (problem) => ({ policy: host, problem: Option.some(problem) }),
+    onRight: (policy) => ({ policy, problem: Option.none() })
+  })
+
 /** The names of the checks, in order (recorded in the trajectory). */
 export const names = (policy: ExitPolicy): ReadonlyArray<string> => policy.checks.map((c) => c.name)
 

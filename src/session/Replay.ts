@@ -18,7 +18,7 @@
  * ends. Records older than replay (no `replay` block), and bursts stopped before their first turn, are skipped with
  * the reason.
  */
-import { Chunk, Clock, Deferred, Effect, Either, Exit, Fiber, Layer, Option, TestClock, TestContext } from "effect"
+import { Chunk, Clock, Deferred, Effect, Exit, Fiber, Layer, Option, TestClock, TestContext } from "effect"
 import type { AgentSpec } from "../domain/AgentSpec.js"
 import { AgentNotFound, ProviderError, SessionNotFound } from "../domain/Errors.js"
 import type { PersistenceFailed } from "../domain/Errors.js"
@@ -131,7 +131,8 @@ const plain = (u: unknown): unknown => u === undefined ? undefined : JSON.parse(
 interface Feed {
   readonly attempts: ReadonlyArray<ModelAttempt>
   next: number
-  readonly calls: ReadonlyMap<string, ToolCallRecord>
+  /** The recorded calls by call id, in dispatch order (a model may reuse an id within a burst). */
+  readonly calls: ReadonlyMap<string, Array<ToolCallRecord>>
   /** The record has no more to give a burst that crashed: the replay stops there. */
   ended: boolean
   divergence: Divergence | undefined
@@ -210,7 +211,7 @@ const replayExecutor = (
     call: (name, argumentsJson, ctx) =>
       Effect.suspend((): Effect.Effect<ToolOutcome> => {
         feed.progress += 1
-        const rec = feed.calls.get(ctx.callId)
+        const rec = feed.calls.get(ctx.callId)?.shift()
         if (rec === undefined) {
           if (crashedBurst(t)) feed.ended = true
           else diverge({ path: `toolCalls[callId ${ctx.callId}]`, recorded: undefined, replayed: name })
@@ -284,18 +285,24 @@ const compare = (
 ): Option.Option<Omit<Divergence, "runId">> => {
   const t = recorded.trajectory
   const prefix = Option.isNone(landed)
-  const cut = <X>(rec: ReadonlyArray<X>, rep: ReadonlyArray<X>) => prefix ? rec.slice(0, rep.length) : rec
+  // A crashed burst is compared over what both sides have: the record ends at the crash, and the replay, stopped
+  // there, may have stored what a clean stop stores (interrupted results) where the crash stored nothing.
+  const pair = <X>(path: string, rec: ReadonlyArray<X>, rep: ReadonlyArray<X>): readonly [string, unknown, unknown] => {
+    if (!prefix) return [path, rec, rep]
+    const n = Math.min(rec.length, rep.length)
+    return [path, rec.slice(0, n), rep.slice(0, n)]
+  }
   const modelTools = t.toolCalls.filter((c) => c.origin === "model")
   const replayedTools = b.toolCalls.filter((c) => c.origin === "model")
   const entries = recorded.turns.filter((turn) => turn.seq >= t.turns.from && turn.seq <= t.turns.to).map((turn) =>
     turn.entry
   )
   const pairs: Array<readonly [string, unknown, unknown]> = [
-    ["turns", cut(entries, b.recorded), b.recorded],
-    ["modelCalls", cut(t.modelCalls, b.attempts), b.attempts],
-    ["toolCalls", cut(modelTools, replayedTools), replayedTools],
-    ["decisions", cut(t.decisions ?? [], b.decisions), b.decisions],
-    ["budgets", cut(t.budgets, b.budgets), b.budgets]
+    pair("turns", entries, b.recorded),
+    pair("modelCalls", t.modelCalls, b.attempts),
+    pair("toolCalls", modelTools, replayedTools),
+    pair("decisions", t.decisions ?? [], b.decisions),
+    pair("budgets", t.budgets, b.budgets)
   ]
   if (Option.isSome(landed)) {
     pairs.push(["usage", t.usage, landed.value.trajectory.usage], ["exitReason", t.exitReason, landed.value.reason])
@@ -313,6 +320,18 @@ const compare = (
   return Option.none()
 }
 
+/** The calls the loop dispatched (a record with a start time), by call id, in order. */
+const byCallId = (records: ReadonlyArray<ToolCallRecord>) => {
+  const calls = new Map<string, Array<ToolCallRecord>>()
+  for (const record of records) {
+    if (record.origin !== "model" || record.startedAt === undefined) continue
+    const list = calls.get(record.callId)
+    if (list === undefined) calls.set(record.callId, [record])
+    else list.push(record)
+  }
+  return calls
+}
+
 /** Replays one stored burst (see the module comment). Never fails: what went wrong is the result. */
 export const verifyBurst = (recorded: RecordedBurst, options: Options = {}): Effect.Effect<BurstResult> =>
   Effect.gen(function*() {
@@ -327,7 +346,7 @@ export const verifyBurst = (recorded: RecordedBurst, options: Options = {}): Eff
     const feed: Feed = {
       attempts: t.modelCalls,
       next: 0,
-      calls: new Map(t.toolCalls.filter((c) => c.origin === "model").map((c) => [c.callId, c])),
+      calls: byCallId(t.toolCalls),
       ended: false,
       divergence: undefined,
       progress: 0
@@ -336,11 +355,13 @@ export const verifyBurst = (recorded: RecordedBurst, options: Options = {}): Eff
       feed.divergence ??= { runId: t.runId, ...d }
     }
     const policy = options.policy ?? ExitPolicy.defaults
-    // The checks must be the recorded ones, in the recorded order: a host without one of them cannot replay it.
-    const replayedPolicy = Either.match(ExitPolicy.forSpec(policy, recorded.spec.exitPolicy), {
-      onLeft: (error) => [`(invalid: ${error.message})`],
-      onRight: ExitPolicy.names
-    })
+    // The checks must be the recorded ones, in the recorded order. A host's own check is code: a replay without it
+    // cannot say what it would have decided (not verified, not diverged); a known check in another order diverges.
+    const replayedPolicy = ExitPolicy.names(ExitPolicy.effective(policy, recorded.spec.exitPolicy).policy)
+    const missing = record.policy.filter((name) => !replayedPolicy.includes(name))
+    if (missing.length > 0) {
+      return skipped(`needs the host's own exit check(s) ${missing.join(", ")}: replay with the host's policy`)
+    }
     const p = firstDifference(record.policy, replayedPolicy, "replay.policy", 0)
     if (Option.isSome(p)) return { _tag: "Diverged", divergence: { runId: t.runId, ...p.value } }
     const session: Session = {

@@ -182,8 +182,7 @@ export const burst = (
     const ceiling = yield* Limits.Limits
     const { session, spec } = request
     const limits = Either.getOrElse(Limits.tighten(ceiling, spec.limits), () => ceiling)
-    const hostPolicy = yield* ExitPolicy.Policy
-    const policy = ExitPolicy.forSpec(hostPolicy, spec.exitPolicy)
+    const policy = ExitPolicy.effective(yield* ExitPolicy.Policy, spec.exitPolicy)
     const runId = ids.runId()
     const listed = yield* executor.list({
       sessionId: session.id,
@@ -197,7 +196,7 @@ export const burst = (
       session,
       spec,
       limits,
-      policy: Either.getOrElse(policy, () => hostPolicy),
+      policy: policy.policy,
       providers: route.route,
       runId,
       ports: { store, events },
@@ -211,11 +210,11 @@ export const burst = (
     const b = Burst.start(before, request.history, startedAt, seed)
     if (request.notes !== undefined) b.errors.push(...request.notes)
     b.errors.push(...notes, ...route.notes)
-    if (Either.isLeft(policy)) {
+    if (Option.isSome(policy.problem)) {
       b.errors.push({
         code: "exit_policy_invalid",
         message: `the agent's exit policy does not fit this host's (${
-          policy.left.issues.map((i) => `${i.path}: ${i.message}`).join("; ")
+          policy.problem.value.issues.map((i) => `${i.path}: ${i.message}`).join("; ")
         }); the host's policy applies`
       })
     }

@@ -278,8 +278,23 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
         return record?.trajectories === undefined ? [] : record.trajectories.slice()
       })
   }
+  for (const listener of listeners) listener(service, () => [...sessions.values()].map((r) => r.session))
   return service
 })
+
+/** A memory store as `track` hands it over: the store, and every session it holds (of every org). */
+export type Tracked = (store: Context.Tag.Service<SessionStore>, sessions: () => ReadonlyArray<Session>) => void
+
+const listeners = new Set<Tracked>()
+
+/**
+ * Calls `listener` with every memory store made from now on (the test kit replays every session a test suite
+ * stores this way). Returns the function that stops it.
+ */
+export const track = (listener: Tracked): () => void => {
+  listeners.add(listener)
+  return () => listeners.delete(listener)
+}
 
 /** The in-memory `SessionStore`; each build of the layer starts empty. */
 export const layerMemory: Layer.Layer<SessionStore> = Layer.effect(SessionStore, makeMemory)

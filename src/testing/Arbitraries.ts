@@ -4,7 +4,10 @@
  */
 import { FastCheck as fc } from "effect"
 import { ErrorKind } from "../domain/ErrorKind.js"
+import type { ExitPolicySpec, ThresholdCheck } from "../domain/ExitChecks.js"
+import { HaltReason } from "../domain/ExitChecks.js"
 import * as Scripted from "../model/Scripted.js"
+import * as ExitPolicy from "../rails/ExitPolicy.js"
 
 /** Every provider error kind. */
 export const errorKinds: ReadonlyArray<ErrorKind> = ErrorKind.literals
@@ -58,3 +61,44 @@ export const route = (
 
 /** A fault sequence: only faults, for retry and failover properties. */
 export const faults = (maxLength = 10): fc.Arbitrary<ReadonlyArray<Scripted.Step>> => fc.array(fault, { maxLength })
+
+/** An own exit check as agent-spec data (`AgentSpec.exitPolicy.checks`), with a low threshold so it bites. */
+export const thresholdCheck: fc.Arbitrary<ThresholdCheck> = fc.oneof(
+  fc.record({
+    at: fc.constant("before_model" as const),
+    metric: fc.constantFrom(
+      "modelCallsBurst" as const,
+      "toolCallsBurst" as const,
+      "tokensBurst" as const,
+      "burstMs" as const,
+      "strikes" as const
+    )
+  }),
+  fc.record({
+    at: fc.constant("after_tools" as const),
+    metric: fc.constantFrom("toolCallsBurst" as const, "turnCalls" as const, "repeats" as const, "strikes" as const)
+  })
+).chain(({ at, metric }) =>
+  fc.record({
+    name: fc.constant(`own-${metric.toLowerCase()}-${at.replace("_", "-")}`),
+    at: fc.constant(at),
+    metric: fc.constant(metric),
+    atLeast: metric === "tokensBurst" || metric === "burstMs" ? fc.integer({ min: 1, max: 400 }) : fc.integer({
+      min: 1,
+      max: 6
+    }),
+    reason: fc.constantFrom(...HaltReason.literals)
+  })
+)
+
+/**
+ * An agent's exit policy: zero to three own checks, and an order that puts a random selection of all check names
+ * (built-in and own) first — any composition the invariants allow.
+ */
+export const exitPolicy: fc.Arbitrary<ExitPolicySpec> = fc.uniqueArray(thresholdCheck, {
+  maxLength: 3,
+  selector: (c) => c.name
+}).chain((checks) => {
+  const names = [...ExitPolicy.builtins.map((c) => c.name), ...checks.map((c) => c.name)]
+  return fc.shuffledSubarray(names).map((order): ExitPolicySpec => ({ checks, order }))
+})

@@ -85,6 +85,8 @@ export const runBurst = (options: {
   Effect.gen(function*() {
     const store = yield* SessionStore
     const row = options.session ?? session(options.spec)
+    // The spec is stored like a published one: a stored session can then be replayed (`session/Replay`).
+    yield* store.putAgent(row.principal.orgId, options.spec)
     const existing = yield* store.getSession(row.principal.orgId, row.id)
     if (existing._tag === "None") yield* store.createSession(row)
     const current = existing._tag === "Some" ? existing.value : row

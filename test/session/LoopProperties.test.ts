@@ -16,6 +16,7 @@ import * as Tools from "../support/tools.js"
 const MARKER = "USER-TEXT-7f3a"
 
 const scripts = Arbitraries.route(Tools.names)
+const policies = Arbitraries.exitPolicy
 
 const isExitReason = Schema.is(ExitReason)
 
@@ -32,13 +33,15 @@ const pairedEverywhere = (turns: ReadonlyArray<Turn>): boolean =>
 describe("Loop properties (any replies, any faults)", () => {
   it.effect.prop(
     "one exit reason per burst, pairing, ceilings, one-way failover, sticky exhaustion, clean system prompt",
-    { scripts },
-    ({ scripts }) =>
+    { scripts, policy: policies },
+    ({ policy, scripts }) =>
       Effect.gen(function*() {
         const providers = scripts.map((script, i) =>
           Scripted.make({ name: `p${i}`, script, maxAttempts: 2, timeoutMs: 30_000, whenDone: Scripted.text("done") })
         )
-        const spec = Harness.agent({ tools: Tools.names })
+        // Any composition of the exit policy the invariants allow: own checks, any order.
+        const spec = Harness.agent({ tools: Tools.names, exitPolicy: policy })
+        const own = new Map((policy.checks ?? []).map((c) => [c.name, c]))
         const [first, second] = yield* Harness.drive(
           Harness.runBurst({ spec, prompt: `first ${MARKER}` }).pipe(
             Effect.flatMap((one) =>
@@ -65,6 +68,22 @@ describe("Loop properties (any replies, any faults)", () => {
             expect(s.modelCallsSession - s.modelCallsBurst).toBe(snaps[0]!.modelCallsSession - 1)
           })
           expect(landed.state.modelCalls).toBeLessThanOrEqual(limits.modelCallsPerSession)
+          // (f) exactly one exit decision, naming the check (or outcome) that ended the burst; an own check ends with
+          // its reason, and only once its metric reached its threshold — it ends a burst earlier, never later
+          const exits = (landed.trajectory.decisions ?? []).filter((d) => d._tag === "exit")
+          expect(exits).toHaveLength(1)
+          expect(exits[0]?.reason).toBe(landed.reason)
+          const check = own.get(exits[0]?.check ?? "")
+          if (check !== undefined) {
+            expect(landed.reason).toBe(check.reason)
+            if (check.metric === "modelCallsBurst") expect(snaps.length).toBe(check.atLeast)
+          }
+          for (const c of own.values()) {
+            if (c.metric === "modelCallsBurst" && c.at === "before_model") {
+              // the loop's model calls (the finalize call is gated by the same checks)
+              expect(snaps.length).toBeLessThanOrEqual(c.atLeast)
+            }
+          }
           // (d) the failover index never decreases within a burst
           const order = landed.trajectory.modelCalls.map((a) => Number(a.provider.slice(1)))
           order.forEach((p, i) => expect(p).toBeGreaterThanOrEqual(order[i - 1] ?? 0))
@@ -89,6 +108,6 @@ describe("Loop properties (any replies, any faults)", () => {
           }
         }
       }),
-    { fastCheck: { numRuns: 200, seed: 20261129 } }
+    { fastCheck: { numRuns: 200, seed: 20261201 } }
   )
 })
