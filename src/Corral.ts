@@ -8,7 +8,7 @@
  */
 import { Clock, Context, Effect, Layer, Option, ParseResult, Schema, Stream } from "effect"
 import { AgentSpec } from "./domain/AgentSpec.js"
-import type { AlreadyDecided, PersistenceFailed } from "./domain/Errors.js"
+import type { PersistenceFailed, SendError } from "./domain/Errors.js"
 import {
   AgentNotFound,
   FieldIssue,
@@ -68,10 +68,10 @@ export interface SendOptions {
   readonly idempotencyKey?: string
 }
 
-/** Anything `send`-like can fail with. */
-export type SessionError = SessionNotFound | PersistenceFailed | InvalidSessionState | ScopeMismatch | AlreadyDecided
-
-/** The Corral service. */
+/**
+ * The Corral service. Every method fails only with members of `CorralError` (domain/Errors), each with exactly the
+ * ones it can produce.
+ */
 export interface Service {
   /** Validates and stores an agent spec. Fails with `InvalidRequest` listing every invalid field. */
   readonly publishAgent: (by: Principal, spec: unknown) => Effect.Effect<AgentSpec, InvalidRequest | PersistenceFailed>
@@ -86,22 +86,23 @@ export interface Service {
   /**
    * Creates a session and starts its first burst in the background; returns once the session and its prompt are
    * stored (a process that dies right after still runs the prompt at its next start). With `idempotencyKey`, a retry
-   * answers the first view and creates nothing (`InvalidRequest` when the key was used for another request).
+   * answers the first view and creates nothing (`InvalidRequest` when the key was used for another request). An
+   * inherited artifact that is not found is `SessionNotFound`; one of another scope is `ScopeMismatch`.
    */
   readonly start: (
     by: Principal,
     request: StartRequest,
     options?: SendOptions
-  ) => Effect.Effect<SessionView, InvalidRequest | AgentNotFound | SessionError>
+  ) => Effect.Effect<SessionView, InvalidRequest | AgentNotFound | SessionNotFound | ScopeMismatch | PersistenceFailed>
   /**
-   * Creates a session, runs its first burst and returns the landed view. A retry with the same `idempotencyKey`
-   * answers the session as it stands and creates nothing.
+   * Creates a session, runs its first burst and returns the landed view; it can fail every way the service can (all
+   * of `CorralError`). A retry with the same `idempotencyKey` answers the session as it stands and creates nothing.
    */
   readonly run: (
     by: Principal,
     request: StartRequest,
     options?: SendOptions
-  ) => Effect.Effect<SessionView, InvalidRequest | AgentNotFound | SessionError>
+  ) => Effect.Effect<SessionView, InvalidRequest | AgentNotFound | ScopeMismatch | SendError>
   /**
    * Sends a follow-up and awaits its landing. `scope`, when given, must be the session's. The message is stored
    * before it is queued; a retry with the same `idempotencyKey` answers the session as it stands, sending nothing.
@@ -111,7 +112,7 @@ export interface Service {
     sessionId: string,
     text: string,
     options?: SendOptions & { readonly scope?: string }
-  ) => Effect.Effect<SessionView, InvalidRequest | SessionError>
+  ) => Effect.Effect<SessionView, InvalidRequest | ScopeMismatch | SendError>
   /**
    * Sends a follow-up without awaiting it: returns once the message is stored (it runs after the bursts before it,
    * and survives a crash of this process). A session that waits for a decision on a write refuses it
@@ -122,7 +123,7 @@ export interface Service {
     sessionId: string,
     text: string,
     options?: SendOptions & { readonly scope?: string }
-  ) => Effect.Effect<SessionView, InvalidRequest | SessionError>
+  ) => Effect.Effect<SessionView, InvalidRequest | ScopeMismatch | SendError>
   /**
    * Decides a pending write with its approval token; when it was the last one, the session resumes and this awaits
    * its landing. Only the session's own user decides, with an unspent, unexpired token issued for exactly the write
@@ -135,14 +136,14 @@ export interface Service {
     sessionId: string,
     token: string,
     decision?: "approve" | "reject"
-  ) => Effect.Effect<SessionView, SessionError>
+  ) => Effect.Effect<SessionView, SendError>
   /**
    * Issues fresh approval tokens for the writes still waiting and revokes their old ones (tokens are shown once and
    * expire). The session's own user only; the view carries the new tokens.
    */
-  readonly renewApprovals: (by: Principal, sessionId: string) => Effect.Effect<SessionView, SessionError>
+  readonly renewApprovals: (by: Principal, sessionId: string) => Effect.Effect<SessionView, SendError>
   /** Cancels the running burst (if any) and returns the session as it stands. */
-  readonly cancel: (by: Principal, sessionId: string) => Effect.Effect<SessionView, SessionError>
+  readonly cancel: (by: Principal, sessionId: string) => Effect.Effect<SessionView, SessionNotFound | PersistenceFailed>
   /** The session as it stands. */
   readonly get: (by: Principal, sessionId: string) => Effect.Effect<SessionView, SessionNotFound | PersistenceFailed>
   /** The persisted transcript after `afterSeq`. */

@@ -1,8 +1,11 @@
 /**
- * `corral` — an actor-model runtime for bounded LLM agent sessions. Start at `Corral`.
+ * `corral` — an actor-model runtime for bounded LLM agent sessions. Start at `Corral`; its methods fail only with
+ * `CorralError` (one union of tagged errors, recognised by `isCorralError`).
  */
 export { Corral } from "./Corral.js"
 export type { MemoryOptions, Service as CorralService, StartRequest } from "./Corral.js"
+export { CorralError, isCorralError } from "./domain/Errors.js"
+export type { CorralErrorOf } from "./domain/Errors.js"
 export * from "./domain/index.js"
 export * as LiveEvents from "./events/LiveEvents.js"
 export { SessionEvents } from "./events/SessionEvents.js"

@@ -112,3 +112,44 @@ export class AlreadyDecided extends Schema.TaggedError<AlreadyDecided>()("Alread
   /** The tool call it decided. */
   callId: Schema.String
 }) {}
+
+/**
+ * Every failure a `Corral` service method can fail with — the one union the narrower ones below derive from. A host
+ * that handles these seven tags (`Effect.catchTags`) has handled every typed failure of the embedding surface; a rail
+ * that trips is an exit reason on the session, never one of these.
+ *
+ * As a schema it decodes an error body from the wire (`{ _tag, message, ... }`) into the matching class.
+ */
+export const CorralError = Schema.Union(
+  InvalidRequest,
+  AgentNotFound,
+  SessionNotFound,
+  ScopeMismatch,
+  InvalidSessionState,
+  AlreadyDecided,
+  PersistenceFailed
+)
+export type CorralError = typeof CorralError.Type
+
+/** The members of `CorralError` with the given tags: how a narrower failure type is spelled. */
+export type CorralErrorOf<Tag extends CorralError["_tag"]> = Extract<CorralError, { readonly _tag: Tag }>
+
+/** Why a session's actor could not process a message (a store failure, or a message the session cannot take). */
+export type ActorFailure = CorralErrorOf<"PersistenceFailed" | "InvalidSessionState" | "AlreadyDecided">
+
+/** What delivering a message to a session can fail with: the actor's failures, or no such session. */
+export type SendError = CorralErrorOf<ActorFailure["_tag"] | "SessionNotFound">
+
+const corralErrorTags: ReadonlySet<unknown> = new Set(CorralError.members.map((member) => member._tag))
+const isCorralErrorShape = Schema.is(CorralError)
+
+/**
+ * Whether `u` is one of the `CorralError` failures. Checks, in order: `u` is an object whose `_tag` is one of the
+ * seven tags; then the member's schema: `u` carries that error class's identity (an `instanceof`, or the class
+ * marker `Symbol.for("effect/Schema/TaggedError/<tag>")` that every copy of the class shares) and every field has
+ * its schema's shape. So an error built by another copy of this package (two versions installed side by side) is
+ * recognised, while a plain object that borrows a tag, an `Error` without a tag, a string or another tagged error is
+ * not. A plain JSON body of the right shape is not an error yet: decode it with the `CorralError` schema.
+ */
+export const isCorralError = (u: unknown): u is CorralError =>
+  typeof u === "object" && u !== null && corralErrorTags.has(Reflect.get(u, "_tag")) && isCorralErrorShape(u)

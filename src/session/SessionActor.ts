@@ -17,6 +17,7 @@ import { Cause, Clock, Deferred, Effect, Exit, FiberId, Option } from "effect"
 import type { AgentSpec } from "../domain/AgentSpec.js"
 import type { IssuedToken } from "../domain/Approval.js"
 import { AlreadyDecided, InvalidSessionState, PersistenceFailed } from "../domain/Errors.js"
+import type { ActorFailure } from "../domain/Errors.js"
 import type { Turn, TurnEntry } from "../domain/Message.js"
 import type { Principal } from "../domain/Principal.js"
 import type { PendingConfirmation, Resolution, Session, SessionState } from "../domain/Session.js"
@@ -59,8 +60,8 @@ export interface Reply {
   readonly tokens: ReadonlyArray<IssuedToken>
 }
 
-/** Why a message could not be processed. */
-export type Failure = PersistenceFailed | InvalidSessionState | AlreadyDecided
+/** Why a message could not be processed: the domain's `ActorFailure`, a part of `CorralError`. */
+export type Failure = ActorFailure
 
 interface Envelope {
   readonly message: Message

@@ -14,7 +14,7 @@
 import { Clock, Context, Deferred, Duration, Effect, FiberId, FiberSet, Layer, Option, Schedule } from "effect"
 import type { Scope } from "effect"
 import type { AgentSpec } from "../domain/AgentSpec.js"
-import type { AlreadyDecided, InvalidSessionState } from "../domain/Errors.js"
+import type { SendError } from "../domain/Errors.js"
 import { PersistenceFailed, SessionNotFound } from "../domain/Errors.js"
 import type { InboxMessage } from "../domain/Inbox.js"
 import type { TurnEntry } from "../domain/Message.js"
@@ -25,8 +25,8 @@ import { SessionStore } from "../store/SessionStore.js"
 import * as SessionActor from "./SessionActor.js"
 import * as Transcript from "./Transcript.js"
 
-/** What hosting a session can fail with. */
-export type SendError = SessionNotFound | PersistenceFailed | InvalidSessionState | AlreadyDecided
+/** What hosting a session can fail with: the domain's `SendError`, a part of `CorralError`. */
+export type { SendError }
 
 /** The supervisor's service. */
 export interface Service {
