@@ -7,9 +7,14 @@
  * Fallbacks are deliberate: no providers configured still gives a working server (the demo agent only); no MCP
  * servers gives the built-in demo tools; `database.store: "memory"` skips SQL entirely; an MCP server that is down
  * is reported (by `/readyz` and `GET /v1/tools`), never fatal.
+ *
+ * A built-in tool is never shadowed by an MCP tool: the operator audited what a built-in does, and a server exporting
+ * the same name would silently take its calls (and its approvals) over. A clash known at start refuses the start,
+ * naming the server and the tool; one that appears later (a server that adds tools, or comes back with others) keeps
+ * the built-in and logs a warning naming both.
  */
 import type { SqlClient } from "@effect/sql"
-import { Context, Effect, Layer, Option } from "effect"
+import { Context, Effect, Layer, Option, Schema } from "effect"
 import type { ConfigError } from "effect"
 import type { Settings } from "../config/Config.js"
 import { Corral } from "../Corral.js"
@@ -31,6 +36,7 @@ import * as SqlStore from "../store/SqlStore.js"
 import * as Approvals from "../tools/Approvals.js"
 import * as McpRegistry from "../tools/McpRegistry.js"
 import { ToolExecutor } from "../tools/ToolExecutor.js"
+import type { ToolDef } from "../tools/ToolExecutor.js"
 import { ToolNotices } from "../tools/ToolNotices.js"
 import * as ToolRegistry from "../tools/ToolRegistry.js"
 import * as DemoAgent from "./DemoAgent.js"
@@ -41,7 +47,19 @@ export type WiringError =
   | PersistenceFailed
   | ConfigError.ConfigError
   | McpRegistry.McpStartError
+  | McpToolShadowsBuiltIn
   | InvalidRequest
+
+/** An MCP server exports a tool under the name of a built-in tool (refused at start: a built-in is never shadowed). */
+export class McpToolShadowsBuiltIn extends Schema.TaggedError<McpToolShadowsBuiltIn>()("McpToolShadowsBuiltIn", {
+  tool: Schema.String,
+  server: Schema.String
+}) {
+  override get message(): string {
+    return `MCP server "${this.server}" exports tool "${this.tool}", the name of a built-in tool; a built-in tool ` +
+      `cannot be shadowed: add "${this.tool}" to the server's "exclude" list, or rename it on the server`
+  }
+}
 
 /** What the runtime provides to the server and the CLI. */
 export type Services = Corral | Supervisor.Supervisor | SessionStore | Readiness.Readiness | ToolExecutor
@@ -101,17 +119,66 @@ export const providers = (settings: Settings, options: { readonly demoEverywhere
   ).pipe(Layer.provide(configured))
 }
 
+const serverOf = (def: ToolDef): string => def.source.startsWith("mcp:") ? def.source.slice(4) : def.source
+
 /**
- * The tools: MCP servers' tools over the demo tools (when the demo is on). An MCP server that cannot start does not
- * fail the layer (it is down and retried); a tool name two servers export does. A running call's notices go to the
- * `ToolNotices` in context, if any.
+ * The MCP tools under the built-ins: a built-in name wins every listing and every call. A clash already known at
+ * start fails with `McpToolShadowsBuiltIn`; a later one is logged (a warning naming the server and the tool, once per
+ * clash) when the tools are next listed — every burst lists them before it offers any — and the MCP tool is neither
+ * offered nor callable under that name.
  */
-export const tools = (settings: Settings): Layer.Layer<ToolExecutor, McpRegistry.McpStartError> => {
+const underBuiltIns = (
+  mcp: McpRegistry.McpRegistry,
+  builtIn: ToolRegistry.Registry
+): Effect.Effect<Context.Tag.Service<ToolExecutor>, McpToolShadowsBuiltIn> =>
+  Effect.gen(function*() {
+    const clash = mcp.tools.find((def) => builtIn.has(def.name))
+    if (clash !== undefined) {
+      return yield* new McpToolShadowsBuiltIn({ tool: clash.name, server: serverOf(clash) })
+    }
+    const warned = new Set<string>()
+    const watched: Context.Tag.Service<ToolExecutor> = {
+      ...(mcp.servers === undefined ? {} : { servers: mcp.servers }),
+      call: mcp.call,
+      // Listed on every call by `layered` (the MCP list is dynamic): a plain loop, effects only for a new clash.
+      list: (ctx) =>
+        Effect.flatMap(mcp.list(ctx), (listed) => {
+          const fresh: Array<ToolDef> = []
+          for (const def of listed) {
+            const key = JSON.stringify([def.source, def.name])
+            if (!builtIn.has(def.name) || warned.has(key)) continue
+            warned.add(key)
+            fresh.push(def)
+          }
+          if (fresh.length === 0) return Effect.succeed(listed)
+          return Effect.as(
+            Effect.forEach(fresh, (def) =>
+              Effect.logWarning(
+                `MCP server "${serverOf(def)}" now exports tool "${def.name}", the name of a built-in tool: the ` +
+                  `built-in keeps the name and the server's tool is not offered; add "${def.name}" to the server's ` +
+                  `"exclude" list, or rename it on the server`
+              ), { discard: true }),
+            listed
+          )
+        })
+    }
+    // The first layer shadows the second: the built-ins go on top.
+    return ToolRegistry.layered(builtIn, watched)
+  })
+
+/**
+ * The tools: MCP servers' tools under the demo tools (when the demo is on; see `underBuiltIns`). An MCP server that
+ * cannot start does not fail the layer (it is down and retried); a tool name two servers export does, and so does a
+ * server's tool named like a built-in. A running call's notices go to the `ToolNotices` in context, if any.
+ */
+export const tools = (
+  settings: Settings
+): Layer.Layer<ToolExecutor, McpRegistry.McpStartError | McpToolShadowsBuiltIn> => {
   const builtIn = ToolRegistry.make(settings.demo.enabled ? DemoAgent.tools : [])
   if (Object.keys(settings.mcpServers).length === 0) return Layer.succeed(ToolExecutor, builtIn)
   return Layer.scoped(
     ToolExecutor,
-    Effect.map(McpRegistry.make(settings.mcpServers), (mcp) => ToolRegistry.layered(mcp, builtIn))
+    Effect.flatMap(McpRegistry.make(settings.mcpServers), (mcp) => underBuiltIns(mcp, builtIn))
   )
 }
 

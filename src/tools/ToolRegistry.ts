@@ -286,9 +286,10 @@ const mergeLists = (session: ReadonlyArray<ToolDef>, shared: ReadonlyArray<ToolD
 }
 
 /**
- * A per-session executor over a shared one: session tools shadow shared tools of the same name, `list` is the
- * merged name-sorted list, and a call goes to the session layer when it lists the name, else to the shared one.
- * Never fails; a name neither layer knows gets the `unknown_tool` text listing the merged tools.
+ * One executor over another: the FIRST shadows the second — a name both list is the first's in `list` (the merged
+ * name-sorted list) and in `call`. Used for a per-session executor over a shared one, and by the server for its
+ * built-in tools over the MCP servers' (so no MCP server can take a built-in's name). Never fails; a name neither
+ * layer knows gets the `unknown_tool` text listing the merged tools.
  */
 export const layered = (
   session: Context.Tag.Service<ToolExecutor>,
