@@ -51,6 +51,8 @@ export interface Facts {
   readonly strikes: number
   /** The provider route is spent (sticky). */
   readonly exhausted: boolean
+  /** How many providers the agent's tier routes to on this host (0: an unknown tier). */
+  readonly providers: number
   /** Set at `after_tools` only. */
   readonly turn?: TurnFacts
 }
@@ -94,6 +96,18 @@ export const deadline = builtin(
   "deadline",
   (f) => f.activeMs >= f.limits.activeTimeMs,
   (f) => `active time ${f.activeMs} ms reached activeTimeMs ${f.limits.activeTimeMs}`
+)
+
+/**
+ * The agent's tier routes to no provider on this host (it is not configured, or no longer): no request is made, no
+ * call is counted, and the session is NOT marked exhausted — once the tier is configured, a follow-up works.
+ */
+export const noRoute = builtin(
+  "no_route",
+  "before_model",
+  "provider_failed",
+  (f) => f.providers === 0,
+  () => "the agent's tier routes to no provider on this host"
 )
 
 /** Every provider of the route is spent (sticky: later bursts end here before any request). */
@@ -173,6 +187,7 @@ export const toolBudget = builtin(
 /** The built-in checks, in Corral's default order. */
 export const builtins: ReadonlyArray<Check> = [
   deadline,
+  noRoute,
   providerExhausted,
   burstLimit,
   sessionLimit,

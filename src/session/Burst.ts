@@ -150,6 +150,7 @@ export const facts = (
   burstMs: Math.max(0, now - burst.startedAt),
   strikes: burst.strikes,
   exhausted,
+  providers: ctx.providers.length,
   ...(turn === undefined ? {} : { turn })
 })
 

@@ -26,7 +26,7 @@ import type { ExitReason } from "../domain/ExitReason.js"
 import type { Turn, TurnEntry } from "../domain/Message.js"
 import type { Session } from "../domain/Session.js"
 import { initialState } from "../domain/Session.js"
-import type { ModelAttempt, ToolCallRecord, Trajectory } from "../domain/Trajectory.js"
+import type { ModelAttempt, RailDecision, ToolCallRecord, Trajectory } from "../domain/Trajectory.js"
 import { Usage } from "../domain/Usage.js"
 import * as LiveEvents from "../events/LiveEvents.js"
 import type { ModelProvider } from "../model/ModelProvider.js"
@@ -276,6 +276,10 @@ const drive = <A, E>(
     yield* Fiber.interrupt(fiber)
   })
 
+/** The decisions to compare: without the exit when the record ends at a crash the replay cannot reproduce. */
+const exits = (decisions: ReadonlyArray<RailDecision>, prefix: boolean) =>
+  prefix ? decisions.filter((d) => d._tag !== "exit") : decisions
+
 /** Compares what the replay produced with the record; `prefix` for a burst whose record ends at a crash. */
 const compare = (
   recorded: RecordedBurst,
@@ -284,7 +288,8 @@ const compare = (
   slack: number
 ): Option.Option<Omit<Divergence, "runId">> => {
   const t = recorded.trajectory
-  const prefix = Option.isNone(landed)
+  // A crashed burst (a defect, a dead process, a store that stopped it) is verified up to where its record ends.
+  const prefix = Option.isNone(landed) || crashedBurst(t)
   // A crashed burst is compared over what both sides have: the record ends at the crash, and the replay, stopped
   // there, may have stored what a clean stop stores (interrupted results) where the crash stored nothing.
   const pair = <X>(path: string, rec: ReadonlyArray<X>, rep: ReadonlyArray<X>): readonly [string, unknown, unknown] => {
@@ -301,10 +306,10 @@ const compare = (
     pair("turns", entries, b.recorded),
     pair("modelCalls", t.modelCalls, b.attempts),
     pair("toolCalls", modelTools, replayedTools),
-    pair("decisions", t.decisions ?? [], b.decisions),
+    pair("decisions", exits(t.decisions ?? [], prefix), exits(b.decisions, prefix)),
     pair("budgets", t.budgets, b.budgets)
   ]
-  if (Option.isSome(landed)) {
+  if (Option.isSome(landed) && !prefix) {
     pairs.push(["usage", t.usage, landed.value.trajectory.usage], ["exitReason", t.exitReason, landed.value.reason])
     const report = recorded.session.state.report
     if (recorded.last === true && report !== undefined && report.exitReason === t.exitReason) {
@@ -424,7 +429,7 @@ export const verifyBurst = (recorded: RecordedBurst, options: Options = {}): Eff
       _tag: "Verified",
       runId: t.runId,
       exitReason: t.exitReason,
-      prefix: Option.isNone(landed),
+      prefix: Option.isNone(landed) || crashedBurst(t),
       attempts: b.attempts.length,
       toolCalls: b.toolCalls.filter((c) => c.origin === "model").length,
       decisions: b.decisions.length,

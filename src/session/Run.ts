@@ -247,6 +247,9 @@ export const burst = (
             "session is interrupted: send a follow-up once the store is back"
         })
         const reason = "crashed" as const
+        // The burst lands as crashed whatever had ended it: one exit decision, the store's.
+        const earlier = b.decisions.findIndex((d) => d._tag === "exit")
+        if (earlier >= 0) b.decisions.splice(earlier, 1)
         Burst.decided(b, {
           _tag: "exit",
           at: yield* Clock.currentTimeMillis,

@@ -192,7 +192,23 @@ export const runTurn = (
           ...(content === output ? {} : { output })
         })
       }
-      for (const call of surplus) results.push(TurnCap.surplusResult(call, ctx.limits.toolCallsPerTurn))
+      for (const call of surplus) {
+        const result = TurnCap.surplusResult(call, ctx.limits.toolCallsPerTurn)
+        results.push(result)
+        const def = ctx.tools.get(call.name)
+        burst.toolCalls.push({
+          callId: call.id,
+          name: call.name,
+          origin: "model",
+          effect: def?.effect ?? "unknown",
+          source: def?.source ?? "none",
+          status: result.status,
+          durationMs: 0,
+          arguments: call.arguments,
+          result: result.content,
+          isError: true
+        })
+      }
       const entry = { kind: "tool_results" as const, results }
       const turn = yield* Transcript.append(ctx.ports, ctx.session.id, entry, now, ctx.limits.persistTimeoutMs)
       Burst.persisted(burst, turn.seq, entry)

@@ -18,6 +18,7 @@ const facts = (fields: Partial<ExitPolicy.Facts> = {}): ExitPolicy.Facts => ({
   burstMs: 0,
   strikes: 0,
   exhausted: false,
+  providers: 1,
   ...fields
 })
 

@@ -288,20 +288,22 @@ describe("Corners: run-time notes", () => {
       }).pipe(Effect.provide(runtime(store, after, toolsAfter)))
     })
 
-  // needs the lead's Run.ts notes
   it.effect("an agent whose tier is no longer configured runs with tier_unknown in its trajectory", () =>
     Effect.gen(function*() {
       const model = Scripted.make({ script: [Scripted.text("done")] })
-      const { errors } = yield* publishedEarlier(
+      const { errors, view } = yield* publishedEarlier(
         { ...triage, id: "deep-agent", tier: "deep" },
         { default: [model], deep: [model] },
         { default: [model] },
         Tools.all
       )
       expect(errors).toContainEqual({ code: "tier_unknown", message: expect.stringContaining("deep") })
+      // No request, no call counted, and the session is not spent for good: configuring the tier again is enough.
+      expect(view.exitReason).toBe("provider_failed")
+      expect(view.modelCalls).toBe(0)
+      expect(model.requests).toHaveLength(0)
     }))
 
-  // needs the lead's Run.ts notes
   it.effect("an agent whose tool is no longer offered runs without it, with tool_unknown in its trajectory", () =>
     Effect.gen(function*() {
       const model = Scripted.make({
