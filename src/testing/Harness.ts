@@ -70,6 +70,8 @@ export const layer = (options: {
 export interface BurstRun extends Run.Landed {
   readonly turns: ReadonlyArray<Turn>
   readonly session: Session
+  /** The agent spec the burst ran with. */
+  readonly spec: AgentSpec
 }
 
 /**
@@ -97,7 +99,7 @@ export const runBurst = (options: {
       opening: { kind: "user", text: options.prompt ?? "Why is checkout failing?" }
     })
     const turns = yield* store.turns(row.principal.orgId, row.id)
-    return { ...landed, turns, session: { ...current, state: landed.state } }
+    return { ...landed, turns, session: { ...current, state: landed.state }, spec: options.spec }
   })
 
 /**

@@ -5,4 +5,7 @@
 export * as ScriptedModel from "../model/Scripted.js"
 export * as Arbitraries from "./Arbitraries.js"
 export * as Harness from "./Harness.js"
+export { replay } from "./replay.js"
+export type { BurstResult, Divergence, Options as ReplayOptions } from "./replay.js"
+export * as ReplayStored from "./replayStored.js"
 export { runScript } from "./runScript.js"

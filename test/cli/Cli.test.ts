@@ -3,11 +3,14 @@
  * (exit code and report), `replay` of what it stored, `migrate`, `agents publish`, and the error paths.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { ConfigProvider, Effect } from "effect"
+import { ConfigProvider, Effect, Layer } from "effect"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Cli from "../../src/cli/Cli.js"
+import * as Embedded from "../../src/store/Embedded.js"
+import { SessionStore } from "../../src/store/SessionStore.js"
+import * as SqlStore from "../../src/store/SqlStore.js"
 import { corral, corralRun, eventually } from "../support/ServerHarness.js"
 
 const tempDir = Effect.acquireRelease(
@@ -65,6 +68,31 @@ describe("corral CLI", () => {
         expect(replay.stdout).toContain(`session ${id}`)
         expect(replay.stdout).toContain("assistant")
         expect(replay.stdout).toContain("exit       completed")
+
+        // --verify re-runs the burst against its record: the rails decide the same way again.
+        const verified = yield* corralRun(["replay", id!, "--verify"], env)
+        expect(verified.code, verified.stdout + verified.stderr).toBe(0)
+        expect(verified.stdout).toMatch(/burst 1 run_[0-9a-f]+ completed: verified: \d+ attempt/)
+        expect(verified.stdout).toContain("no divergence")
+
+        // A rail changed since the recording (here: the per-burst ceiling the burst ran under) makes it diverge.
+        yield* Effect.gen(function*() {
+          const store = yield* SessionStore
+          const [trajectory] = yield* store.trajectories("local", id!)
+          const record = trajectory!.replay!
+          yield* store.saveTrajectory({
+            ...trajectory!,
+            replay: { ...record, limits: { ...record.limits, modelCallsPerBurst: 1 } }
+          })
+        }).pipe(
+          Effect.provide(SqlStore.layer().pipe(Layer.provide(Embedded.layerEmbedded({ dataDir: join(dir, "data") })))),
+          Effect.scoped
+        )
+        const diverged = yield* corralRun(["replay", id!, "--verify"], env)
+        expect(diverged.code, diverged.stdout + diverged.stderr).toBe(1)
+        expect(diverged.stdout).toMatch(/burst 1 run_[0-9a-f]+: DIVERGED at \S+/)
+        expect(diverged.stdout).toContain("recorded: ")
+        expect(diverged.stdout).toContain("replay: diverged")
 
         const again = yield* corralRun(["migrate"], env)
         expect(again.code, again.stderr).toBe(0)
