@@ -65,6 +65,15 @@ export const tighten = (
 }
 
 /**
+ * The limits one agent runs under: the host's ceilings tightened by the agent spec's `limits`. Every place that
+ * bounds an agent's work reads this, so a tighter value in the spec is never silently ignored. An override that
+ * would loosen a ceiling (refused when the spec was published, so only a spec stored under a laxer host reaches
+ * here) leaves the host's ceilings in force: the ceiling is the promise, never the spec.
+ */
+export const effective = (host: LimitsShape, override: LimitsOverride | undefined): LimitsShape =>
+  Either.getOrElse(tighten(host, override), () => host)
+
+/**
  * A layer that tightens the ceilings for everything it provides to. Fails with `InvalidRequest` naming each field
  * that would loosen a ceiling: a host can make Corral stricter, never laxer.
  */

@@ -211,6 +211,9 @@ export const make = (options: {
 
   const reply = (tokens: ReadonlyArray<IssuedToken> = []): Reply => ({ session, tokens })
 
+  /** The limits of this session's agent (host ∩ spec), as its bursts run under: the approval path obeys them too. */
+  const agentLimits = Effect.map(Limits.Limits, (host) => Limits.effective(host, options.spec.limits))
+
   const burst = (
     opening: TurnEntry,
     extra: Pick<Run.Request, "notes"> = {}
@@ -250,7 +253,7 @@ export const make = (options: {
   // reason; the session keeps waiting for a valid decision (or, when its write was decided, as it stands).
   const recordRefusal = <E>(text: string, error: E) =>
     Effect.gen(function*() {
-      const limits = yield* Limits.Limits
+      const limits = yield* agentLimits
       const entry: TurnEntry = { kind: "notice", rail: "Approvals", text: `A decision was refused: ${text}.` }
       const ports = { store: yield* SessionStore, events: yield* SessionEvents }
       yield* Transcript.append(ports, session.id, entry, yield* Clock.currentTimeMillis, limits.persistTimeoutMs)
@@ -323,7 +326,7 @@ export const make = (options: {
           decidedBy
         } satisfies Resolution
       }
-      const limits = yield* Limits.Limits
+      const limits = yield* agentLimits
       const budget = { toolCalls: session.state.toolCalls, tokens: session.state.usage.total }
       if (Option.isNone(Budget.claimTool(budget, limits))) {
         const content = Budget.budgetNotice(target.tool, limits.toolCalls)
@@ -346,7 +349,8 @@ export const make = (options: {
         principal: session.principal,
         scope: session.scope,
         runId: "approval",
-        callId: target.callId
+        callId: target.callId,
+        timeoutMs: limits.toolTimeoutMs
       })
       const durationMs = Math.max(0, (yield* Clock.currentTimeMillis) - startedAt)
       const content = Truncate.truncate(outcome.content, limits.toolResultMaxBytes).text

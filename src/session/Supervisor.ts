@@ -21,6 +21,7 @@ import type { TurnEntry } from "../domain/Message.js"
 import type { Session, SessionState } from "../domain/Session.js"
 import { Usage } from "../domain/Usage.js"
 import { SessionEvents } from "../events/SessionEvents.js"
+import * as Limits from "../rails/Limits.js"
 import { SessionStore } from "../store/SessionStore.js"
 import * as SessionActor from "./SessionActor.js"
 import * as Transcript from "./Transcript.js"
@@ -100,6 +101,9 @@ export const make = (
     yield* Effect.addFinalizer(() => Effect.sync(() => (stopping = true)))
     const idleTimeout = Duration.decode(options.idleTimeout ?? Duration.minutes(5))
     const actors = new Map<string, SessionActor.Actor>()
+    const host = yield* Limits.Limits
+    /** The limits a session's writes are bounded by: its agent's (host ∩ spec), the host's when the spec is gone. */
+    const limitsOf = (spec: AgentSpec | undefined) => Limits.effective(host, spec?.limits)
     /**
      * Accepted messages a caller of `send` is delivering right now: a load of the session must not deliver them a
      * second time from the durable mailbox.
@@ -145,13 +149,13 @@ export const make = (
      * an approved write that was dispatched but never resolved is closed as unknown_outcome (never re-run), with a
      * notice in the transcript for the model and the person. Returns the recovered session and the notice, if any.
      */
-    const recover = (session: Session, now: number) =>
+    const recover = (session: Session, now: number, persistTimeoutMs: number) =>
       Effect.gen(function*() {
         if (session.state.status !== "running") return { session, notice: Option.none<TurnEntry>() }
         let state: SessionState = yield* closeOpen(session, now)
         const repaired = SessionActor.repairPending(state)
         if (Option.isSome(repaired)) {
-          yield* Transcript.append({ store, events }, session.id, repaired.value.notice, now, 10_000)
+          yield* Transcript.append({ store, events }, session.id, repaired.value.notice, now, persistTimeoutMs)
           state = repaired.value.state
         }
         yield* store.saveState(session.id, state, now)
@@ -159,7 +163,11 @@ export const make = (
       })
 
     // At start: a session still `running` in the store has no live burst anywhere in this fresh process.
-    for (const session of yield* store.listRunning()) yield* recover(session, yield* Clock.currentTimeMillis)
+    for (const session of yield* store.listRunning()) {
+      const spec = yield* store.getAgent(session.principal.orgId, session.agentId, session.agentVersion)
+      const { persistTimeoutMs } = limitsOf(Option.getOrUndefined(spec))
+      yield* recover(session, yield* Clock.currentTimeMillis, persistTimeoutMs)
+    }
 
     /**
      * Keeps retrying the landing of a burst the store stopped until the store takes it (backoff 0.5 s doubling to
@@ -251,16 +259,17 @@ export const make = (
             message: `agent ${agentId} v${agentVersion} of session ${sessionId} is missing`
           })
         }
+        const { persistTimeoutMs } = limitsOf(spec.value)
         const entries = SessionActor.history(yield* store.turns(orgId, sessionId))
         const now = yield* Clock.currentTimeMillis
         // A turn whose calls never got results (the process died mid-dispatch) is closed as unknown_outcome.
         const repair = SessionActor.repairTail(entries)
         if (Option.isSome(repair)) {
-          yield* Transcript.append({ store, events }, sessionId, repair.value, now, 10_000)
+          yield* Transcript.append({ store, events }, sessionId, repair.value, now, persistTimeoutMs)
           entries.push(repair.value)
         }
         // Still `running` with no live actor: the actor that ran it stopped (an infrastructure failure).
-        const { notice, session } = yield* recover(found.value, now)
+        const { notice, session } = yield* recover(found.value, now, persistTimeoutMs)
         if (Option.isSome(notice)) {
           entries.push(notice.value)
         }

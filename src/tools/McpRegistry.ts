@@ -239,12 +239,13 @@ const dispatch = (
   snapshot: Snapshot,
   name: string,
   argumentsJson: string,
-  notify: McpCall.Notify | undefined
+  notify: McpCall.Notify | undefined,
+  limitMs: number | undefined
 ): Effect.Effect<ToolOutcome> => {
   const entry = snapshot.entries.get(name)
   return entry === undefined
     ? Effect.succeed(Texts.unknownTool(name, snapshot.available))
-    : McpCall.call(entry, argumentsJson, notify)
+    : McpCall.call(entry, argumentsJson, notify, limitMs)
 }
 
 /** A server whose tools may have changed, or a caller waiting for every change before it to be applied. */
@@ -391,7 +392,7 @@ export const make = (
       servers: statuses,
       list: () => Effect.sync(() => known(current, handles)),
       call: (name, argumentsJson, ctx) =>
-        Effect.suspend(() => dispatch(current, name, argumentsJson, notifyFor(ctx, name)))
+        Effect.suspend(() => dispatch(current, name, argumentsJson, notifyFor(ctx, name), ctx.timeoutMs))
     }
   })
 

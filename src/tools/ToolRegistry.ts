@@ -26,8 +26,8 @@ export type ToolReturn = string | { readonly content: string; readonly isError?:
 
 /**
  * An in-process tool: its advertised definition plus `run`. `run` receives parsed, schema-valid JSON; its failure
- * (or defect) becomes a `tool_error` outcome carrying the failure's message. `timeoutMs` tightens the session's
- * `Limits.toolTimeoutMs` for this tool (the tighter of the two applies).
+ * (or defect) becomes a `tool_error` outcome carrying the failure's message. `timeoutMs` tightens the call's limit
+ * (the caller's `ToolContext.timeoutMs`, else `Limits.toolTimeoutMs`) for this tool: the tighter of the two applies.
  */
 export interface ToolHandler extends ToolDef {
   readonly timeoutMs?: number
@@ -207,7 +207,8 @@ const runEntry = (entry: Entry, args: unknown, ctx: ToolContext): Effect.Effect<
       }
       // The suspended fiber is the one running `handler.run`, so its success type is the handler's.
       const fiber = defect.value.fiber as Fiber.RuntimeFiber<ToolReturn, unknown>
-      const limit = Context.get(runtime.context, Limits).toolTimeoutMs
+      // The burst's effective limit (host ∩ agent) when the caller says it; the host's ceiling otherwise.
+      const limit = ctx.timeoutMs ?? Context.get(runtime.context, Limits).toolTimeoutMs
       const own = entry.handler.timeoutMs
       const ms = own === undefined ? limit : Math.min(own, limit)
       return restore(Effect.timeoutTo(Fiber.await(fiber), {

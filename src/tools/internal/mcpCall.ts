@@ -164,19 +164,30 @@ const expired = (entry: Entry, ms: number, capMs: number, track: Track, why: Dea
 }
 
 /**
- * Calls `entry`'s tool with `argumentsJson`: checked against its input schema first, then sent with a deadline (the
- * server's `timeoutMs`, capped by `Limits.toolTimeoutMs`, restarted by each progress notification up to
- * `PROGRESS_CAP_FACTOR` times that) enforced here on Corral's clock, not only by the SDK. Progress and the server's
- * log messages go to `notify` while the call runs. Never fails.
+ * The silence window of one call: the server's own `timeoutMs` when it is tighter than the caller's limit (the burst's
+ * effective `toolTimeoutMs`, host ∩ agent), else that limit. The progress cap derives from it.
  */
-export const call = (entry: Entry, argumentsJson: string, notify?: Notify): Effect.Effect<ToolOutcome> => {
+export const timeoutFor = (own: number | undefined, limitMs: number): number =>
+  own === undefined ? limitMs : Math.min(own, limitMs)
+
+/**
+ * Calls `entry`'s tool with `argumentsJson`: checked against its input schema first, then sent with a deadline (see
+ * `timeoutFor`; `limitMs` is the burst's effective `toolTimeoutMs`, absent: `Limits.toolTimeoutMs`), restarted by
+ * each progress notification up to `PROGRESS_CAP_FACTOR` times that, enforced here on Corral's clock, not only by the
+ * SDK. Progress and the server's log messages go to `notify` while the call runs. Never fails.
+ */
+export const call = (
+  entry: Entry,
+  argumentsJson: string,
+  notify?: Notify,
+  limitMs?: number
+): Effect.Effect<ToolOutcome> => {
   const name = entry.def.name
   const checked = Arguments.check(name, argumentsJson, entry.validate, entry.expected)
   if (!checked.ok) return Effect.succeed(checked.outcome)
   const valid = checked.args
   return Effect.flatMap(Limits, (limits) => {
-    const own = entry.handle.config.timeoutMs
-    const ms = own === undefined ? limits.toolTimeoutMs : Math.min(own, limits.toolTimeoutMs)
+    const ms = timeoutFor(entry.handle.config.timeoutMs, limitMs ?? limits.toolTimeoutMs)
     const capMs = ms * Deadline.PROGRESS_CAP_FACTOR
     const track: Track = { sent: false, progress: undefined }
     return Effect.flatMap(Queue.sliding<void>(1), (progressed) => {

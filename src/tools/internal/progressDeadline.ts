@@ -1,7 +1,7 @@
 /**
  * The deadline of one MCP call that may report progress.
  *
- * A call gets `ms` (the server's `timeoutMs`, capped by `Limits.toolTimeoutMs`) of silence: every progress
+ * A call gets `ms` (the server's `timeoutMs`, capped by the burst's effective `toolTimeoutMs`) of silence: every progress
  * notification proves the server is still working on it and restarts that window. Progress is not completion,
  * though — a server stuck in a loop that keeps reporting would hold the call (and the burst's tool phase) for ever —
  * so the window never reaches past a hard cap of `PROGRESS_CAP_FACTOR` × `ms` after the call started. At the
