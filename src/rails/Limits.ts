@@ -66,12 +66,18 @@ export const tighten = (
 
 /**
  * The limits one agent runs under: the host's ceilings tightened by the agent spec's `limits`. Every place that
- * bounds an agent's work reads this, so a tighter value in the spec is never silently ignored. An override that
- * would loosen a ceiling (refused when the spec was published, so only a spec stored under a laxer host reaches
- * here) leaves the host's ceilings in force: the ceiling is the promise, never the spec.
+ * bounds an agent's work reads this, so a tighter value in the spec is never silently ignored. Field by field the
+ * tighter value wins: a value that would loosen a ceiling (refused when the spec was published, so only a spec stored
+ * under a laxer host reaches here) leaves that ceiling in force, and the agent's other, tighter values still apply.
  */
-export const effective = (host: LimitsShape, override: LimitsOverride | undefined): LimitsShape =>
-  Either.getOrElse(tighten(host, override), () => host)
+export const effective = (host: LimitsShape, override: LimitsOverride | undefined): LimitsShape => {
+  if (override === undefined) return host
+  const next: Record<string, number> = { ...host }
+  for (const [key, value] of Object.entries(override) as Array<[keyof LimitsShape, number | undefined]>) {
+    if (value !== undefined && value < host[key]) next[key] = value
+  }
+  return next as LimitsShape
+}
 
 /**
  * A layer that tightens the ceilings for everything it provides to. Fails with `InvalidRequest` naming each field

@@ -181,7 +181,7 @@ export const burst = (
     const ids = yield* Ids
     const ceiling = yield* Limits.Limits
     const { session, spec } = request
-    const limits = Either.getOrElse(Limits.tighten(ceiling, spec.limits), () => ceiling)
+    const limits = Limits.effective(ceiling, spec.limits)
     const policy = ExitPolicy.effective(yield* ExitPolicy.Policy, spec.exitPolicy)
     const runId = ids.runId()
     const listed = yield* executor.list({

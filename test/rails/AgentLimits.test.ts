@@ -130,7 +130,6 @@ describe("an agent's limits bite in the loop (host limits at defaults)", () => {
       expect(landed.turns.map((t) => t.entry.kind)).toEqual(["user", "notice"])
     }))
 
-  // needs the lead's ProviderChain change (the cap taken from the burst's limits, not the host's)
   it.effect("retryAfterCapMs: a Retry-After past the agent's cap fails over instead of waiting", () =>
     Effect.gen(function*() {
       const a = Scripted.make({
@@ -167,7 +166,6 @@ describe("an agent's limits bite in the loop (host limits at defaults)", () => {
       expect(Truncate.utf8Length(content)).toBeGreaterThan(1_024)
     }))
 
-  // needs the lead's ToolCall change (the loop passes the burst's toolTimeoutMs in the ToolContext)
   it.effect("toolTimeoutMs: an in-process tool is stopped at the agent's timeout", () =>
     Effect.gen(function*() {
       const slowCall = Scripted.toolCalls([{ name: "slow", arguments: { q: "x" } }])
@@ -212,7 +210,6 @@ describe("the executors bound a call by the caller's timeout (ToolContext.timeou
     { timeout: 30_000 }
   )
 
-  // needs the lead's ToolCall change (the loop passes the burst's toolTimeoutMs in the ToolContext)
   it.live(
     "toolTimeoutMs: an MCP tool is stopped at the agent's timeout, through the loop",
     () =>
@@ -237,10 +234,10 @@ describe("the executors bound a call by the caller's timeout (ToolContext.timeou
 })
 
 describe("Limits.effective", () => {
-  it("tightens the host's ceilings by the agent's, and keeps the host's when the agent's would loosen them", () => {
+  it("tightens the host's ceilings by the agent's, field by field; a value that would loosen one leaves it", () => {
     const host = { ...Limits.defaults, toolTimeoutMs: 10_000 }
     expect(Limits.effective(host, undefined)).toEqual(host)
     expect(Limits.effective(host, { toolTimeoutMs: 500 })).toEqual({ ...host, toolTimeoutMs: 500 })
-    expect(Limits.effective(host, { toolTimeoutMs: 20_000, strikes: 1 })).toEqual(host)
+    expect(Limits.effective(host, { toolTimeoutMs: 20_000, strikes: 1 })).toEqual({ ...host, strikes: 1 })
   })
 })
