@@ -1,9 +1,16 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
+import { Corral } from "../../src/Corral.js"
+import { Principal } from "../../src/domain/Principal.js"
+import * as LiveEvents from "../../src/events/LiveEvents.js"
+import { Providers } from "../../src/model/ModelProvider.js"
 import type { ModelProvider } from "../../src/model/ModelProvider.js"
 import * as Scripted from "../../src/model/Scripted.js"
 import * as Replay from "../../src/session/Replay.js"
+import * as MemoryStore from "../../src/store/MemoryStore.js"
+import { SessionStore } from "../../src/store/SessionStore.js"
 import * as Harness from "../../src/testing/Harness.js"
+import * as ToolRegistry from "../../src/tools/ToolRegistry.js"
 import * as Tools from "../support/tools.js"
 
 const spec = (fields: Parameters<typeof Harness.agent>[0] = {}) => Harness.agent({ tools: Tools.names, ...fields })
@@ -69,5 +76,76 @@ describe("Replay", () => {
       expect(result._tag).toBe("Diverged")
       if (result._tag !== "Diverged") return
       expect(result.divergence.path).toMatch(/^turns\[/)
+    }))
+})
+
+describe("Replay of whole sessions through the Corral service", () => {
+  const alice = new Principal({ orgId: "org_a", userId: "alice" })
+  const agent = {
+    id: "triage",
+    version: 1,
+    name: "Triage",
+    instructions: "Find the cause of the incident.",
+    tools: ["echo", "restart", "logs"]
+  }
+  const withCorral = <A, E>(model: Scripted.Scripted, body: (c: Corral["Type"]) => Effect.Effect<A, E>) =>
+    Effect.gen(function*() {
+      const store = yield* MemoryStore.makeMemory
+      const verify = (id: string) =>
+        Effect.flatMap(
+          Replay.load("org_a", id).pipe(Effect.provideService(SessionStore, store)),
+          (recorded) => Replay.verifySession(recorded)
+        )
+      const result = yield* Effect.gen(function*() {
+        const c = yield* Corral
+        yield* c.publishAgent(alice, agent)
+        // Time moves on by itself while a burst sleeps (the retry's backoff).
+        return yield* Harness.drive(body(c), { step: "100 millis" })
+      }).pipe(
+        Effect.provide(
+          Corral.layer().pipe(
+            Layer.provide(Layer.mergeAll(
+              LiveEvents.layer,
+              ToolRegistry.layer(Tools.all),
+              Layer.succeed(Providers, Providers.fromRoutes({ default: [model] }))
+            )),
+            Layer.provide(Layer.succeed(SessionStore, store))
+          )
+        )
+      )
+      return { result, verify }
+    })
+
+  it.effect("a write decided by a person, then a follow-up: every burst replays to the same decisions", () =>
+    Effect.gen(function*() {
+      const model = Scripted.make({
+        script: [
+          Scripted.fault("overloaded"),
+          Scripted.toolCalls([{ name: "logs", arguments: { q: "db" } }, {
+            name: "restart",
+            arguments: { service: "db" }
+          }]),
+          Scripted.text("Restarted the database."),
+          echo("after"),
+          Scripted.text("All good now.")
+        ]
+      })
+      const { result: id, verify } = yield* withCorral(model, (c) =>
+        Effect.gen(function*() {
+          const v = yield* c.run(alice, { agentId: "triage", scope: "incident:1", prompt: "fix checkout" })
+          expect(v.exitReason).toBe("confirmation_pending")
+          const decided = yield* c.approve(alice, v.id, v.pending[0]!.token!)
+          expect(decided.exitReason).toBe("completed")
+          const next = yield* c.continue(alice, v.id, "and now?")
+          expect(next.exitReason).toBe("completed")
+          return v.id
+        }))
+      const results = yield* verify(id)
+      expect(results.map((r) => r._tag)).toEqual(["Verified", "Verified", "Verified"])
+      expect(results.map((r) => r._tag === "Verified" ? r.exitReason : r._tag)).toEqual([
+        "confirmation_pending",
+        "completed",
+        "completed"
+      ])
     }))
 })
