@@ -108,6 +108,6 @@ describe("Loop properties (any replies, any faults)", () => {
           }
         }
       }),
-    { fastCheck: { numRuns: 200, seed: 20261201 } }
+    { fastCheck: { numRuns: 200, seed: 20261201 }, timeout: 180_000 }
   )
 })
