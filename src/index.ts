@@ -6,14 +6,95 @@ export { Corral } from "./Corral.js"
 export type { MemoryOptions, Service as CorralService, StartRequest } from "./Corral.js"
 export { CorralError, isCorralError } from "./domain/Errors.js"
 export type { CorralErrorOf } from "./domain/Errors.js"
-export * from "./domain/index.js"
+/** An agent: its prompt, tools, tier, limits and report schema (`publishAgent` validates one). */
+export { AgentSpec, JsonSchema } from "./domain/AgentSpec.js"
+/** A stored decision on a write tool call, and the token that approves one. */
+export { ApprovalRecord, type IssuedToken } from "./domain/Approval.js"
+/** How a provider failure is classified (`rate_limit`, `auth`, `context_overflow`…). */
+export { ErrorKind } from "./domain/ErrorKind.js"
+/** Every error the service fails with (each a `Schema.TaggedError`, for `Effect.catchTag`), and the helpers. */
+export {
+  AgentNotFound,
+  AlreadyDecided,
+  FieldIssue,
+  InvalidRequest,
+  InvalidSessionState,
+  PersistenceFailed,
+  ProviderError,
+  ProviderExhausted,
+  ScopeMismatch,
+  type SendError,
+  SessionNotFound
+} from "./domain/Errors.js"
+/** The spec's exit checks: thresholds on metrics at exit points, and why they halt a burst. */
+export { ExitPoint, ExitPolicySpec, HaltReason, Metric, ThresholdCheck } from "./domain/ExitChecks.js"
+/** Why a burst ended (`completed`, `turn_cap`, `provider_failed`…): stable snake_case strings. */
+export { ExitReason } from "./domain/ExitReason.js"
+/** The branded ids. */
+export { AgentId, RunId, SessionId, ToolCallId } from "./domain/Ids.js"
+/** A message waiting in a session's inbox. */
+export { InboxMessage } from "./domain/Inbox.js"
+/**
+ * The ceilings: `Limits` is the schema and the type of the full set, `LimitsOverride` a partial one (tighten only).
+ * The rails module (`defaults`, `layer`, `tighten`, `effective`, the `Limits` reference) is `LimitsRails`.
+ */
+export { Limits, LimitsOverride } from "./domain/Limits.js"
+/** The transcript: turns and their entries, tool calls and results, a model's reply. */
+export {
+  AssistantEntry,
+  FinishReason,
+  ModelReply,
+  NoticeEntry,
+  ToolCall,
+  ToolResult,
+  ToolResultsEntry,
+  ToolResultStatus,
+  Turn,
+  TurnEntry,
+  type TurnKind,
+  UserEntry
+} from "./domain/Message.js"
+/** Who calls: an org and a subject. Every call carries one. */
+export { Principal } from "./domain/Principal.js"
+/** A landed burst's report, and the schema used when the agent gives none. */
+export { defaultReportSchema, Report } from "./domain/Report.js"
+/** The scope a session is bound to. */
+export { Scope } from "./domain/Scope.js"
+/** A session, its state and the view the service answers with. */
+export { PendingConfirmation, Resolution, Session, SessionState, SessionStatus, SessionView } from "./domain/Session.js"
+/** What `events` streams: turns, tool progress and logs, text deltas, exits, reports, errors. */
+export {
+  DeltaEvent,
+  ErrorEvent,
+  ExitEvent,
+  ReportEvent,
+  SessionEvent,
+  ToolLogEvent,
+  ToolProgressEvent,
+  ToolStartEvent,
+  TurnEvent
+} from "./domain/SessionEvent.js"
+/** The per-burst record of what happened and why (model attempts, tool calls, rail decisions, budget). */
+export {
+  BudgetSnapshot,
+  ModelAttempt,
+  RailDecision,
+  ReplayRecord,
+  RouteEntry,
+  ToolCallRecord,
+  ToolFailure,
+  Trajectory
+} from "./domain/Trajectory.js"
+/** Token usage, summed per attempt. */
+export { Usage } from "./domain/Usage.js"
 export * as LiveEvents from "./events/LiveEvents.js"
 export { SessionEvents } from "./events/SessionEvents.js"
 export { Providers } from "./model/ModelProvider.js"
 export type { ModelProvider, ModelRequest, ToolSpec } from "./model/ModelProvider.js"
 export * as ProviderChain from "./model/ProviderChain.js"
 export * as ExitPolicy from "./rails/ExitPolicy.js"
-export * as Limits from "./rails/Limits.js"
+/** The ceilings rails: `defaults`, `layer(override)` (tighten only), `tighten`, `effective`, the `Limits` reference. */
+export * as LimitsRails from "./rails/Limits.js"
 export * as ReplyPolicy from "./rails/ReplyPolicy.js"
 export * as Strikes from "./rails/Strikes.js"
 export { Ids } from "./session/Ids.js"

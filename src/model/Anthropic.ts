@@ -18,6 +18,7 @@
 import type { HttpClientResponse } from "@effect/platform"
 import { HttpClient } from "@effect/platform"
 import { Effect, Either, Redacted as R, Stream } from "effect"
+import type { Layer } from "effect"
 import type { FinishReason, ModelReply, ToolCall } from "../domain/Message.js"
 import type { Usage } from "../domain/Usage.js"
 import { Event, Message, type WireBlock } from "./internal/anthropicWire.js"
@@ -25,7 +26,7 @@ import * as Http from "./internal/http.js"
 import * as Sse from "./internal/sse.js"
 import * as WireUsage from "./internal/usage.js"
 import type { ModelProvider, ModelRequest } from "./ModelProvider.js"
-import { defaultAttempt } from "./ModelProvider.js"
+import { defaultAttempt, defaultTier, Providers } from "./ModelProvider.js"
 import type { ProviderError } from "./ProviderError.js"
 import { classifyErrorType } from "./ProviderError.js"
 import * as Render from "./Render.js"
@@ -387,3 +388,11 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
       }
     }
   })
+
+/**
+ * An Anthropic provider as the only route: the `default` tier (`defaultTier`) is this one model. For several tiers or a
+ * failover order, list `make(...)` effects in `Providers.layer`. Needs an `HttpClient` (`NodeHttpClient.layerUndici`,
+ * re-exported by `corral/providers` as `layerHttpClient`); never fails.
+ */
+export const layer = (options: Options): Layer.Layer<Providers, never, HttpClient.HttpClient> =>
+  Providers.layer({ [defaultTier]: [make(options)] })

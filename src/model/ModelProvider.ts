@@ -2,8 +2,7 @@
  * The `ModelProvider` port: one model behind one API. Adapters (OpenAI-compatible, Anthropic, Scripted) implement
  * it; they classify every failure into a `ProviderError` kind once, at their boundary, and contain no loop logic.
  */
-import { Context, Option } from "effect"
-import type { Effect } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
 import type { JsonSchema } from "../domain/AgentSpec.js"
 import type { ProviderError } from "../domain/Errors.js"
 import type { ModelReply, TurnEntry } from "../domain/Message.js"
@@ -44,6 +43,12 @@ export interface ModelProvider {
 /** Defaults for the per-provider attempt rules. */
 export const defaultAttempt = { timeoutMs: 120_000, maxAttempts: 3 } as const
 
+/** The tier an agent spec without `tier` runs on; `Corral.layerMemory`'s `providers` fill it. */
+export const defaultTier = "default"
+
+/** One entry of a route given to `Providers.layer`: a built provider, or an adapter still to build (`make`). */
+export type ProviderEntry<E = never, R = never> = ModelProvider | Effect.Effect<ModelProvider, E, R>
+
 /** The provider routes: a tier name maps to an ordered provider list (the failover order). */
 export class Providers extends Context.Tag("corral/model/Providers")<Providers, {
   readonly tiers: ReadonlyArray<string>
@@ -55,5 +60,36 @@ export class Providers extends Context.Tag("corral/model/Providers")<Providers, 
       tiers: Object.keys(routes).sort(),
       route: (tier) => Option.fromNullable(routes[tier])
     }
+  }
+
+  /**
+   * The routes as a layer: tier name → providers in failover order (`defaultTier` is the one agents without a
+   * `tier` use). An entry may be an adapter's `make` effect (`OpenAiCompat.make(...)`, which needs an `HttpClient`):
+   * it is built once when the layer is, and one effect listed in several tiers is one provider, shared. Fails only
+   * with what building an entry fails with.
+   */
+  static layer<E = never, R = never>(
+    routes: Readonly<Record<string, ReadonlyArray<ProviderEntry<E, R>>>>
+  ): Layer.Layer<Providers, E, R> {
+    return Layer.effect(
+      Providers,
+      Effect.gen(function*() {
+        const built = new Map<ProviderEntry<E, R>, ModelProvider>()
+        const resolved: Record<string, ReadonlyArray<ModelProvider>> = {}
+        for (const [tier, entries] of Object.entries(routes)) {
+          const providers: Array<ModelProvider> = []
+          for (const entry of entries) {
+            let provider = built.get(entry)
+            if (provider === undefined) {
+              provider = Effect.isEffect(entry) ? yield* entry : entry
+              built.set(entry, provider)
+            }
+            providers.push(provider)
+          }
+          resolved[tier] = providers
+        }
+        return Providers.fromRoutes(resolved)
+      })
+    )
   }
 }

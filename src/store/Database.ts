@@ -38,6 +38,12 @@ export interface PostgresOptions {
    * on waiting for a pooled connection (capped at the 5 s connect timeout). See `layerPostgres`.
    */
   readonly timeoutMs?: number
+  /**
+   * Sets `search_path` on every pooled connection (a startup option, so no connection ever runs with another), and
+   * with it where every unqualified table name resolves. Must be a plain lowercase identifier, already validated by
+   * the caller (`corral/sql` checks it); the schema itself must exist before anything is created in it.
+   */
+  readonly searchPath?: string
 }
 
 /** The default persistence timeout (`limits.persistTimeoutMs`' seed default). */
@@ -101,6 +107,7 @@ export const layerPostgres = (
           keepAlive: true,
           keepAliveInitialDelayMillis: 10_000,
           application_name: "corral",
+          ...(options.searchPath === undefined ? {} : { options: `-c search_path=${options.searchPath}` }),
           Client: DiscardOnTimeout
         })
         pool.on("error", () => {})
