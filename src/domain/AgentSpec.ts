@@ -1,7 +1,7 @@
 /**
  * An agent is data: one loop runs every agent, and nothing in the loop asks which agent it is running.
  */
-import { Schema } from "effect"
+import { Schema, SchemaAST } from "effect"
 import { ExitPolicySpec } from "./ExitChecks.js"
 import { AgentId } from "./Ids.js"
 import { LimitsOverride } from "./Limits.js"
@@ -30,4 +30,10 @@ export class AgentSpec extends Schema.Class<AgentSpec>("AgentSpec")({
   limits: Schema.optional(LimitsOverride),
   /** The agent's own exit checks and their order (`rails/ExitPolicy`): they can end a burst earlier, never later. */
   exitPolicy: Schema.optional(ExitPolicySpec)
-}) {}
+}, [
+  undefined,
+  undefined,
+  // The wire form (encoded side) is one named JSON Schema definition, so an OpenAPI document can point at it
+  // (`#/components/schemas/AgentSpec`) instead of inlining it; only JSON Schema reads this, never a decode message.
+  { [SchemaAST.JSONIdentifierAnnotationId]: "AgentSpec" }
+]) {}

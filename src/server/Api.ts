@@ -13,7 +13,7 @@
  * Ids and query values are bounded here too (`PathId`, the listing's filters): nothing unbounded reaches a store.
  */
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
-import { JSONSchema, Schema } from "effect"
+import { Schema } from "effect"
 import { AgentSpec } from "../domain/AgentSpec.js"
 import {
   AgentNotFound,
@@ -59,11 +59,18 @@ const Wait = Schema.Struct({
 
 const Seq = Schema.NumberFromString.pipe(Schema.int(), Schema.nonNegative())
 
-/** An agent spec as submitted: any JSON object; Corral validates it whole and answers 422 naming every field. */
+/**
+ * An agent spec as submitted: any JSON object; Corral validates it whole and answers 422 naming every field. The
+ * document describes it as the `AgentSpec` component (registered by `Api`'s additional schemas) by reference: a
+ * standalone JSON Schema pasted here would carry its own `#/$defs/...` references, which resolve nowhere in the
+ * OpenAPI document and make client generators refuse it.
+ */
 export const AgentDocument = Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({
   identifier: "AgentDocument",
-  description: "An agent spec (see the AgentSpec schema). Every invalid field is reported, with its path, in a 422.",
-  jsonSchema: JSONSchema.make(AgentSpec)
+  jsonSchema: {
+    $ref: "#/components/schemas/AgentSpec",
+    description: "An agent spec (see the AgentSpec schema). Every invalid field is reported, with its path, in a 422."
+  }
 })
 
 /** The agents of the caller's org (latest version of each). */
@@ -175,6 +182,7 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
   )
   .middleware(Authentication)
   .addError(Unavailable)
+  .annotate(OpenApi.Description, "Agent specs: published as versioned data, read back by id and version")
 {}
 
 /** Sessions: start, follow, continue, approve, cancel, read. */
@@ -288,6 +296,7 @@ export class SessionsGroup extends HttpApiGroup.make("sessions")
   )
   .middleware(Authentication)
   .addError(Unavailable)
+  .annotate(OpenApi.Description, "Bounded sessions of an agent: start, follow, continue, approve, cancel, read")
 {}
 
 /** Probes: no authentication. */
@@ -301,6 +310,7 @@ export class SystemGroup extends HttpApiGroup.make("system")
       .addError(NotReady)
       .annotate(OpenApi.Summary, "Ready to serve: database reachable, migrations applied, not shutting down")
   )
+  .annotate(OpenApi.Description, "Liveness and readiness probes (no authentication)")
 {}
 
 /** The whole API. Body-level failures (413, 415, malformed JSON) are answered before routing; see `BodyGuard`. */
@@ -311,9 +321,14 @@ export class Api extends HttpApi.make("corral")
   .add(SystemGroup)
   .addError(PayloadTooLarge)
   .addError(UnsupportedMediaType)
+  // Named explicitly so `AgentDocument`'s reference resolves whatever the endpoints happen to return.
+  .annotate(HttpApi.AdditionalSchemas, [AgentSpec])
   .annotateContext(OpenApi.annotations({
     title: "Corral",
     version: "0.1.0",
+    license: { name: "Apache-2.0", url: "https://www.apache.org/licenses/LICENSE-2.0" },
+    // Relative: the API is wherever this document was fetched from (`/openapi.json` on the same origin).
+    servers: [{ url: "/" }],
     description: "Bounded LLM agent sessions. Without configured API keys the server is local-only and needs no " +
       "Authorization header; with keys, send `Authorization: Bearer <key>`. Try the built-in `demo` agent: " +
       "POST /v1/sessions with the example body, then open the `viewer` link of the answer."

@@ -59,4 +59,5 @@ export class ToolsGroup extends HttpApiGroup.make("tools")
       )
   )
   .middleware(Authentication)
+  .annotate(OpenApi.Description, "The tools an agent may name, and the state of the tool servers that provide them")
 {}
