@@ -82,8 +82,7 @@ const weight = (share: number) => Math.max(0, Math.round(share * 1000))
 const callsOf = (tool: ToolDefinition, options: CallOptions) => {
   const good: fc.Arbitrary<unknown> = options.overrides?.[tool.name] ?? Values.valid(tool.parameters)
   const bad = Values.malformed(good)
-  const named = (args: fc.Arbitrary<string>) =>
-    args.map((a): Scripted.CallSpec => ({ name: tool.name, arguments: a }))
+  const named = (args: fc.Arbitrary<string>) => args.map((a): Scripted.CallSpec => ({ name: tool.name, arguments: a }))
   return {
     valid: named(good.map((v) => JSON.stringify(v) ?? "null")),
     invalid: named(
@@ -103,7 +102,9 @@ const callsOf = (tool: ToolDefinition, options: CallOptions) => {
 export const toolCall = (tools: Tools, options: CallOptions = {}): fc.Arbitrary<Scripted.CallSpec> => {
   if (tools.every((t): t is string => typeof t === "string")) return legacyCall(tools)
   const mix = { ...callMix, ...options.mix }
-  const calls = tools.map((t) => callsOf(typeof t === "string" ? { name: t, parameters: { type: "object" } } : t, options))
+  const calls = tools.map((t) =>
+    callsOf(typeof t === "string" ? { name: t, parameters: { type: "object" } } : t, options)
+  )
   const kinds = [
     { weight: weight(mix.valid), arbitrary: fc.oneof(...calls.map((c) => c.valid)) },
     { weight: weight(mix.invalid), arbitrary: fc.oneof(...calls.map((c) => c.invalid)) },
@@ -122,40 +123,61 @@ export const fault: fc.Arbitrary<Scripted.Step> = fc.record({
   retryAfterMs: fc.option(fc.integer({ min: 0, max: 120_000 }), { nil: undefined })
 }).map(({ kind, retryAfterMs }) => Scripted.fault(kind, retryAfterMs === undefined ? {} : { retryAfterMs }))
 
+/** A reply asking for 1-10 calls of `tools` (ids possibly duplicated, as some models do). */
+export const toolCallsStep = (tools: Tools, options: CallOptions = {}): fc.Arbitrary<Scripted.Step> =>
+  fc.tuple(fc.array(toolCall(tools, options), { minLength: 1, maxLength: 10 }), fc.boolean()).map((
+    [calls, duplicateIds]
+  ) => Scripted.toolCalls(calls.map((c, i) => duplicateIds && i > 0 ? { ...c, id: "dup" } : c)))
+
 /**
  * One scripted step: a text answer, 1-10 tool calls (possibly with duplicated ids), an empty reply, a reply cut at
  * the output limit, a filtered or refused reply, or a fault.
  */
-export const step = (tools: Tools, options: CallOptions = {}): fc.Arbitrary<Scripted.Step> => {
-  const call = toolCall(tools, options)
-  return fc.oneof(
+export const step = (tools: Tools, options: CallOptions = {}): fc.Arbitrary<Scripted.Step> =>
+  fc.oneof(
     { weight: 2, arbitrary: fc.string({ maxLength: 20 }).map((t) => Scripted.text(`answer ${t}`)) },
-    {
-      weight: 6,
-      arbitrary: fc.tuple(fc.array(call, { minLength: 1, maxLength: 10 }), fc.boolean()).map((
-        [calls, duplicateIds]
-      ) => Scripted.toolCalls(calls.map((c, i) => duplicateIds && i > 0 ? { ...c, id: "dup" } : c)))
-    },
+    { weight: 6, arbitrary: toolCallsStep(tools, options) },
     { weight: 1, arbitrary: fc.constant(Scripted.empty()) },
-    { weight: 1, arbitrary: fc.array(call, { maxLength: 2 }).map((calls) => Scripted.length(calls)) },
+    {
+      weight: 1,
+      arbitrary: fc.array(toolCall(tools, options), { maxLength: 2 }).map((calls) => Scripted.length(calls))
+    },
     { weight: 1, arbitrary: fc.constantFrom(Scripted.filtered(), Scripted.refused()) },
     { weight: 3, arbitrary: fault }
   )
-}
+
+/**
+ * In scripts of tool definitions, the share that open with a tool call (the others open with any step). A model
+ * given a tool mostly calls it first; and a property test of a tool is about the tool: with any step first, over
+ * half the scripts end (a text answer, a fatal fault, no steps at all) before any call is made.
+ */
+export const opensWithCall = 0.75
 
 const scriptOptions = (options: number | ScriptOptions | undefined): ScriptOptions =>
   typeof options === "number" ? { maxLength: options } : options ?? {}
 
 /**
- * A script of up to `maxLength` steps (default 30). Pass the tools as definitions (`[lookup]`, not `["lookup"]`) for
- * calls derived from their schemas (see `toolCall`); a number as second argument is the legacy `maxLength`.
+ * A script of up to `maxLength` steps (default 30). Pass the tools as definitions (`[lookup]`, not `["lookup"]`):
+ * calls are then derived from their schemas (see `toolCall`), and a script has at least one step, its first a tool
+ * call in `opensWithCall` of them. Bare names keep the legacy generator (0-30 steps, any first). A number as second
+ * argument is the legacy `maxLength`.
  */
 export const script = (
   tools: Tools,
   options?: number | ScriptOptions
 ): fc.Arbitrary<ReadonlyArray<Scripted.Step>> => {
   const { maxLength = 30, ...calls } = scriptOptions(options)
-  return fc.array(step(tools, calls), { maxLength })
+  const any = step(tools, calls)
+  if (tools.every((t) => typeof t === "string") || maxLength < 1) return fc.array(any, { maxLength })
+  return fc.oneof(
+    {
+      weight: weight(opensWithCall),
+      arbitrary: fc.tuple(toolCallsStep(tools, calls), fc.array(any, { maxLength: maxLength - 1 })).map((
+        [first, rest]
+      ) => [first, ...rest])
+    },
+    { weight: weight(1 - opensWithCall), arbitrary: fc.array(any, { minLength: 1, maxLength }) }
+  )
 }
 
 /** Scripts for 1-3 providers of one route (the failover order). */

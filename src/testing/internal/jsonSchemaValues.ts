@@ -32,7 +32,9 @@ const resolve = (root: Schema, schema: Schema): Schema => {
   for (const part of ref.slice(1).split("/").filter((p) => p.length > 0)) {
     target = isRecord(target) ? target[part.replace(/~1/g, "/").replace(/~0/g, "~")] : undefined
   }
-  return isRecord(target) ? resolve(root, target) : {}
+  // Keywords next to a `$ref` apply too (ajv reads them; Effect's `JSONSchema.make` puts refinements there).
+  const { $ref: _ref, ...siblings } = schema
+  return { ...(isRecord(target) ? resolve(root, target) : {}), ...siblings }
 }
 
 /** `allOf` folded into one schema (properties and required merged): enough for the object compositions tools use. */
@@ -47,7 +49,7 @@ const flatten = (root: Schema, input: Schema): Schema => {
   for (const part of parts) {
     for (const [k, v] of Object.entries(part)) if (k !== "allOf") merged[k] = v
     if (isRecord(part["properties"])) Object.assign(properties, part["properties"])
-    if (Array.isArray(part["required"])) for (const r of part["required"]) required.add(String(r))
+    if (Array.isArray(part["required"])) { for (const r of part["required"]) required.add(String(r)) }
   }
   if (Object.keys(properties).length > 0) merged["properties"] = properties
   if (required.size > 0) merged["required"] = [...required]
@@ -225,9 +227,7 @@ const wrongType = (schema: Schema): ReadonlyArray<unknown> => {
     ["array", ["x"]],
     ["null", null]
   ]
-  return samples.filter(([t]) => !types.includes(t) && !(t === "integer" && types.includes("number"))).map(([, v]) =>
-    v
-  )
+  return samples.filter(([t]) => !types.includes(t) && !(t === "integer" && types.includes("number"))).map(([, v]) => v)
 }
 
 /** Every single-fault change of `value` that may break `schema`: a missing required field, a wrong type, ... */
@@ -260,9 +260,16 @@ const mutations = (root: Schema, input: Schema, value: unknown, depth = 0): Read
     const minItems = num(schema["minItems"])
     const maxItems = num(schema["maxItems"])
     if (minItems !== undefined && minItems > 0) out.push(value.slice(0, minItems - 1))
-    if (maxItems !== undefined) out.push([...value, ...Array.from({ length: maxItems + 1 - value.length }, () => value[0])])
+    if (maxItems !== undefined) {
+      out.push([
+        ...value,
+        ...Array.from({ length: maxItems + 1 - value.length }, () => value[0])
+      ])
+    }
     const items = schemaOf(schema["items"])
-    if (value.length > 0) for (const m of mutations(root, items, value[0], depth + 1)) out.push([m, ...value.slice(1)])
+    if (value.length > 0) {
+      for (const m of mutations(root, items, value[0], depth + 1)) out.push([m, ...value.slice(1)])
+    }
   }
   return out
 }
