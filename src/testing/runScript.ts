@@ -133,8 +133,14 @@ const session = (options: SessionOptions): Effect.Effect<SessionRun, CorralError
           const waiting = view.pending.every((p) => p.token !== undefined)
             ? view.pending
             : (yield* corral.renewApprovals(by, view.id)).pending
+          // One decision per token: writes the model sent under one call id share a token, and one decision
+          // settles them all (deciding the token again would be refused as already decided).
+          const tokens = [...new Set(waiting.map((p) => p.token ?? ""))]
           let last = view
-          for (const write of waiting) last = yield* corral.approve(by, view.id, write.token ?? "", message.decision)
+          for (const token of tokens) {
+            if (last.status !== "awaiting_confirmation") break
+            last = yield* corral.approve(by, view.id, token, message.decision)
+          }
           return last
         })
       const result = yield* Effect.either(sent)
