@@ -42,7 +42,10 @@ export const callMix: CallMix = { valid: 0.8, invalid: 0.1, malformed: 0.05, unk
 
 /** Options of the schema-driven generators. */
 export interface CallOptions {
-  /** The share of each kind of call; missing kinds default to `callMix`'s (the shares are weights, not re-scaled). */
+  /**
+   * The share of each kind of call, in place of `callMix`: kinds not named get none, and the shares are weights
+   * (`{ valid: 1, invalid: 1 }` is half and half).
+   */
   readonly mix?: Partial<CallMix>
   /**
    * Per tool name, the VALID arguments to use instead of ones derived from the schema (a tool whose schema says too
@@ -101,7 +104,9 @@ const callsOf = (tool: ToolDefinition, options: CallOptions) => {
  */
 export const toolCall = (tools: Tools, options: CallOptions = {}): fc.Arbitrary<Scripted.CallSpec> => {
   if (tools.every((t): t is string => typeof t === "string")) return legacyCall(tools)
-  const mix = { ...callMix, ...options.mix }
+  const mix = options.mix === undefined
+    ? callMix
+    : { valid: 0, invalid: 0, malformed: 0, unknownTool: 0, ...options.mix }
   const calls = tools.map((t) =>
     callsOf(typeof t === "string" ? { name: t, parameters: { type: "object" } } : t, options)
   )
@@ -114,7 +119,9 @@ export const toolCall = (tools: Tools, options: CallOptions = {}): fc.Arbitrary<
       arbitrary: fc.record({ name: fc.constantFrom("nope", "ech0", ""), arguments: fc.constant("{}") })
     }
   ]
-  return fc.oneof(...kinds.filter((k) => k.weight > 0))
+  const drawn = kinds.filter((k) => k.weight > 0)
+  if (drawn.length === 0) throw new Error("Arbitraries: the call mix gives every kind of call a zero share")
+  return fc.oneof(...drawn)
 }
 
 /** A provider fault of any kind, with or without a Retry-After (up to 2 minutes, beyond the 60 s cap). */
