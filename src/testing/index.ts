@@ -9,3 +9,16 @@ export { replay } from "./replay.js"
 export type { BurstResult, Divergence, Options as ReplayOptions } from "./replay.js"
 export * as ReplayStored from "./replayStored.js"
 export { runScript } from "./runScript.js"
+export type {
+  Approve,
+  Continue,
+  Landed,
+  Message,
+  Options as RunScriptOptions,
+  Outcome,
+  Refused,
+  Run,
+  SessionOptions,
+  SessionRun,
+  Skipped
+} from "./runScript.js"
