@@ -1,0 +1,4 @@
+/**
+ * `corral/mcp` — entry point; filled by the public-surface work.
+ */
+export {}

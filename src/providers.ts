@@ -1,0 +1,4 @@
+/**
+ * `corral/providers` — entry point; filled by the public-surface work.
+ */
+export {}

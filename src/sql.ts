@@ -1,0 +1,4 @@
+/**
+ * `corral/sql` — entry point; filled by the public-surface work.
+ */
+export {}
