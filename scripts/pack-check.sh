@@ -30,7 +30,7 @@ mkdir -p "$app"
 cp scripts/pack-check/embed.mjs scripts/pack-check/typed.ts scripts/pack-check/tsconfig.json "$app/"
 printf '{ "name": "corral-pack-check", "private": true, "type": "module" }\n' > "$app/package.json"
 cd "$app"
-npm install --no-audit --no-fund --loglevel=error "$work/$tarball" "${extras[@]}"
+npm install --no-audit --no-fund --prefer-offline --loglevel=error "$work/$tarball" "${extras[@]}"
 echo "pack-check: installed corral with ${extras[*]}"
 
 echo "pack-check (a): plain Node ESM embedding"
@@ -42,4 +42,7 @@ npx --no-install tsc -p tsconfig.json
 echo "pack-check (c): npx corral --help"
 npx --no-install corral --help > help.txt
 grep -q "Usage: corral <command>" help.txt
+started="$(date +%s%N)"
+node node_modules/corral/bin/corral.js --help > /dev/null
+echo "pack-check: corral --help took $((($(date +%s%N) - started) / 1000000)) ms (plain node, installed package)"
 echo "pack-check: ok"
