@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The package as a stranger gets it: build, `npm pack`, install the tarball into an empty temporary project next to
+# the peer dependencies of the stated ranges (package.json `peerDependencies`), and there
+#   (a) run a plain Node ESM program that embeds Corral (scripts/pack-check/embed.mjs: one session, must complete),
+#   (b) type-check a TypeScript file against the shipped declarations (strict, NodeNext, skipLibCheck off),
+#   (c) run `npx corral --help` (exit 0).
+# Catches what the repository's own tests cannot: exports that point at missing files, declarations that do not
+# resolve, a run-time import of a dev dependency (tsx), a file left out of `files`. Needs the npm registry.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root="$PWD"
+work="$(mktemp -d "${TMPDIR:-/tmp}/corral-pack-check.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+
+npm run --silent build
+pack_json="$(npm pack --ignore-scripts --json --pack-destination "$work")"
+read -r tarball size unpacked files < <(node -e '
+  const [p] = JSON.parse(process.argv[1])
+  console.log(p.filename, p.size, p.unpackedSize, p.entryCount)' "$pack_json")
+echo "pack-check: ${tarball}: $((size / 1024)) KB packed, $((unpacked / 1024)) KB unpacked, ${files} files"
+
+# Peers of the stated ranges, and the compiler of the repository's own range for (b).
+mapfile -t extras < <(node -e '
+  const p = require(process.argv[1])
+  for (const [name, range] of Object.entries(p.peerDependencies)) console.log(`${name}@${range}`)
+  for (const name of ["typescript", "@types/node"]) console.log(`${name}@${p.devDependencies[name]}`)' "$root/package.json")
+
+app="$work/app"
+mkdir -p "$app"
+cp scripts/pack-check/embed.mjs scripts/pack-check/typed.ts scripts/pack-check/tsconfig.json "$app/"
+printf '{ "name": "corral-pack-check", "private": true, "type": "module" }\n' > "$app/package.json"
+cd "$app"
+npm install --no-audit --no-fund --prefer-offline --loglevel=error "$work/$tarball" "${extras[@]}"
+echo "pack-check: installed corral with ${extras[*]}"
+
+echo "pack-check (a): plain Node ESM embedding"
+node embed.mjs
+
+echo "pack-check (b): tsc --noEmit against the shipped types"
+npx --no-install tsc -p tsconfig.json
+
+echo "pack-check (c): npx corral --help"
+npx --no-install corral --help > help.txt
+grep -q "Usage: corral <command>" help.txt
+started="$(date +%s%N)"
+node node_modules/corral/bin/corral.js --help > /dev/null
+echo "pack-check: corral --help took $((($(date +%s%N) - started) / 1000000)) ms (plain node, installed package)"
+echo "pack-check: ok"
