@@ -95,7 +95,7 @@ export const deadline = builtin(
   "before_model",
   "deadline",
   (f) => f.activeMs >= f.limits.activeTimeMs,
-  (f) => `active time ${f.activeMs} ms reached activeTimeMs ${f.limits.activeTimeMs}`
+  (f) => `the session's active time reached activeTimeMs ${f.limits.activeTimeMs}`
 )
 
 /**
@@ -292,10 +292,13 @@ export const threshold = (spec: ThresholdCheck): Check =>
     at: spec.at,
     reason: spec.reason,
     fires: (facts) => metric(facts, spec.metric) >= spec.atLeast,
+    // A time is not quoted: a replay reads it on another clock (`session/Replay`); counts are exact.
     notice: (facts) =>
       spec.notice ??
-        `${spec.metric} ${metric(facts, spec.metric)} reached the agent's check "${spec.name}" (at least ` +
-          `${spec.atLeast})`
+        `${spec.metric}${
+            spec.metric === "activeMs" || spec.metric === "burstMs" ? "" : ` ${metric(facts, spec.metric)}`
+          }` +
+          ` reached the agent's check "${spec.name}" (at least ${spec.atLeast})`
   })
 
 /**

@@ -12,8 +12,9 @@
  * turn, every attempt, every tool record, every rail decision, the counter snapshots, the usage, the exit reason and
  * (for the last burst) the report with what is stored, and stops at the first divergence with its path.
  *
- * Times are compared within a slack (`timeSlackMs`, 1 s by default): a recording on a real clock also spent time in
- * store writes, which the replay does not; every number a rail decided on (delays, counts, sizes) is compared exactly.
+ * Times are compared within a slack (`timeSlackMs`, 1 s by default), one way: a recording on a real clock also spent
+ * time in store writes, which the replay does not, so a replayed time may be earlier than the recorded one but not
+ * later than it by more than the slack; every number a rail decided on (delays, counts, sizes) is compared exactly.
  * A burst that crashed (a defect, a process that died, a store that stopped it) is verified up to where its record
  * ends. Records older than replay (no `replay` block), and bursts stopped before their first turn, are skipped with
  * the reason.
@@ -87,10 +88,15 @@ export interface Options {
 
 const defaultSlackMs = 1000
 
-/** The keys whose values are clock readings or durations: compared within the slack. */
-const timeKeys: ReadonlySet<string> = new Set(["at", "startedAt", "durationMs", "endedAt", "activeMs"])
+/** The keys whose values are clock readings: a replayed one may be earlier than the recorded one, not later. */
+const clockKeys: ReadonlySet<string> = new Set(["at", "startedAt", "endedAt", "activeMs"])
 
-/** The first difference between two JSON-like values, by path; times within `slack`. */
+/**
+ * The first difference between two JSON-like values, by path. Clock readings compare within the slack one way: a
+ * recording on a real clock also spent time in store writes, which the replay does not, so a replayed time may be
+ * earlier than the recorded one by any amount but later by at most `slack`. A duration next to its start compares
+ * as its END (start + duration: the replay waits for the recorded end), other durations within the slack.
+ */
 export const firstDifference = (
   recorded: unknown,
   replayed: unknown,
@@ -98,8 +104,15 @@ export const firstDifference = (
   slack: number,
   key = ""
 ): Option.Option<{ readonly path: string; readonly recorded: unknown; readonly replayed: unknown }> => {
-  if (typeof recorded === "number" && typeof replayed === "number" && timeKeys.has(key)) {
-    return Math.abs(recorded - replayed) <= slack ? Option.none() : Option.some({ path, recorded, replayed })
+  if (typeof recorded === "number" && typeof replayed === "number") {
+    if (clockKeys.has(key)) {
+      return replayed - recorded <= slack
+        ? Option.none()
+        : Option.some({ path, recorded, replayed })
+    }
+    if (key === "durationMs") {
+      return Math.abs(replayed - recorded) <= slack ? Option.none() : Option.some({ path, recorded, replayed })
+    }
   }
   if (Array.isArray(recorded) && Array.isArray(replayed)) {
     const n = Math.min(recorded.length, replayed.length)
@@ -112,8 +125,18 @@ export const firstDifference = (
       : Option.some({ path: `${path}.length`, recorded: recorded.length, replayed: replayed.length })
   }
   if (isObject(recorded) && isObject(replayed)) {
+    const ends = typeof recorded.startedAt === "number" && typeof recorded.durationMs === "number" &&
+      typeof replayed.startedAt === "number" && typeof replayed.durationMs === "number"
+    if (ends) {
+      const rec = (recorded.startedAt as number) + (recorded.durationMs as number)
+      const rep = (replayed.startedAt as number) + (replayed.durationMs as number)
+      if (Math.abs(rep - rec) > slack) {
+        return Option.some({ path: `${path}.(startedAt + durationMs)`, recorded: rec, replayed: rep })
+      }
+    }
     const keys = [...new Set([...Object.keys(recorded), ...Object.keys(replayed)])].sort()
     for (const k of keys) {
+      if (ends && k === "durationMs") continue
       const d = firstDifference(recorded[k], replayed[k], path === "" ? k : `${path}.${k}`, slack, k)
       if (Option.isSome(d)) return d
     }
