@@ -93,7 +93,7 @@ describe("Corral sessions", () => {
       (c) =>
         Effect.gen(function*() {
           const started = yield* c.start(alice, { agentId: "triage", scope: "incident:1", prompt: "go" })
-          expect(started.status).toBe("idle")
+          expect(started.status).toBe("running")
           const follow = yield* Effect.fork(c.continue(alice, started.id, "and then?"))
           yield* TestClock.adjust("1 second")
           const v = yield* Fiber.join(follow)
