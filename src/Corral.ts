@@ -8,6 +8,7 @@
  */
 import { Clock, Context, Duration, Effect, Layer, Option, ParseResult, Schema, Stream } from "effect"
 import { AgentSpec } from "./domain/AgentSpec.js"
+import type { AgentSpecInput } from "./domain/AgentSpec.js"
 import type { PersistenceFailed, SendError } from "./domain/Errors.js"
 import {
   AgentNotFound,
@@ -81,8 +82,15 @@ export interface SendOptions {
  * ones it can produce.
  */
 export interface Service {
-  /** Validates and stores an agent spec. Fails with `InvalidRequest` listing every invalid field. */
-  readonly publishAgent: (by: Principal, spec: unknown) => Effect.Effect<AgentSpec, InvalidRequest | PersistenceFailed>
+  /**
+   * Validates and stores an agent spec (`defineAgent` types one where it is written). The spec is validated at
+   * runtime whatever its static type: fails with `InvalidRequest` listing every invalid field (unknown tools and
+   * tiers, loosened limits, a bad report schema, excess properties).
+   */
+  readonly publishAgent: (
+    by: Principal,
+    spec: AgentSpecInput
+  ) => Effect.Effect<AgentSpec, InvalidRequest | PersistenceFailed>
   /** The given version of an agent, or its latest. */
   readonly getAgent: (
     by: Principal,
