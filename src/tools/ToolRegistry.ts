@@ -119,13 +119,16 @@ export const jsonSchemaOf = <A, I>(schema: Schema.Schema<A, I, never>): JsonSche
 const decoderOf = <A, I>(schema: Schema.Schema<A, I, never>) => {
   const decode = Schema.decodeUnknownEither(schema, { errors: "all", onExcessProperty: "error" })
   return (args: unknown): Either.Either<unknown, string> =>
-    Either.mapLeft(
-      decode(args),
-      (error) =>
-        ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) =>
-          `- ${issue.path.length === 0 ? "(arguments)" : issue.path.map(String).join(".")}: ${issue.message}`
-        ).join("\n")
-    )
+    Either.mapLeft(decode(args), (error) => {
+      const issues = ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) => ({
+        path: issue.path.length === 0 ? "(arguments)" : issue.path.map(String).join("."),
+        message: issue.message
+      }))
+      // An optional field's `undefined` alternative means nothing in JSON: drop it when the field has another issue.
+      const told = (i: { readonly path: string; readonly message: string }) =>
+        !i.message.startsWith("Expected undefined") || !issues.some((o) => o.path === i.path && o !== i)
+      return issues.filter(told).map((i) => `- ${i.path}: ${i.message}`).join("\n")
+    })
 }
 
 /**

@@ -88,6 +88,7 @@ describe("Tools with an Effect Schema for parameters", () => {
       expect(outOfRange.failure).toBe("invalid_args")
       expect(outOfRange.content).toContain(`arguments for tool "lookup" do not match its schema`)
       expect(outOfRange.content).toMatch(/- limit: .*between 1 and 100/)
+      expect(outOfRange.content).not.toContain("Expected undefined")
       // A refinement no JSON Schema says: the Schema itself decides.
       const badDate = yield* call({ service: "db", since: "yesterday-ish" })
       expect(badDate.failure).toBe("invalid_args")
