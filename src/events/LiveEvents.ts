@@ -10,6 +10,11 @@
  * writers raced between persist and publish), the missing range is read from the store before the later turn is
  * emitted, so the subscriber always sees seq n+1 right after seq n.
  *
+ * With `landings`, the replay also carries the `exit` and `report` of each burst that landed (events/Landings), right
+ * after its last turn, and live copies of those are not repeated; with `until: "landed"` the stream ends after the
+ * report of the burst that runs or waits when the subscription starts (see `withLandings` for the read order that
+ * makes this race-free).
+ *
  * Hubs are unbounded: a bounded hub would either block the session loop on a slow client (back-pressure) or drop
  * turns (sliding). A slow client's backlog is the server's to cut off.
  */
