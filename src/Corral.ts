@@ -181,7 +181,7 @@ export interface Service {
   /**
    * Stored turns after `fromSeq`, then live events; never misses or repeats a turn. With a number (or nothing) it
    * replays turns only and does not end by itself. With `EventsOptions` it also replays the `exit` and `report` of
-   * every burst that landed after `fromSeq`, each right after its last turn, and with `until: "landed"` it ends after
+   * every burst that landed after turn `fromSeq` (one right after that turn included), each right after its last turn, and with `until: "landed"` it ends after
    * the `report` of the burst running (or accepted and waiting) when it starts — right after the replay when none
    * is. Fails with `SessionNotFound` (another org's session too) or the store's `PersistenceFailed`.
    */

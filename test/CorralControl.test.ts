@@ -135,14 +135,18 @@ describe("Corral.events until landed", () => {
             "exit:completed",
             "report:completed"
           ])
-          // From a resume point: only what came after it.
+          // From a resume point: what came after that turn, the landing right after it included.
           const resumed = yield* Stream.runCollect(c.events(alice, ran.id, { fromSeq: 4, until: "landed" }))
           expect(labels(Chunk.toReadonlyArray(resumed))).toEqual([
+            "exit:completed",
+            "report:completed",
             "user",
             "assistant",
             "exit:completed",
             "report:completed"
           ])
+          const later = yield* Stream.runCollect(c.events(alice, ran.id, { fromSeq: 5, until: "landed" }))
+          expect(labels(Chunk.toReadonlyArray(later))).toEqual(["assistant", "exit:completed", "report:completed"])
         })
     ))
 
@@ -159,7 +163,15 @@ describe("Corral.events until landed", () => {
           )
           yield* TestClock.adjust("2 seconds")
           const seen = labels(Chunk.toReadonlyArray(yield* Fiber.join(following)))
-          expect(seen).toEqual(["user", "assistant", "exit:completed", "report:completed"])
+          // The first burst's landing (right after turn `seq`) is replayed; the stream ends at the follow-up's.
+          expect(seen).toEqual([
+            "exit:completed",
+            "report:completed",
+            "user",
+            "assistant",
+            "exit:completed",
+            "report:completed"
+          ])
         })
     ))
 })

@@ -36,8 +36,8 @@ const printEvent = (event: SessionEvent) => Output.lines(Printer.lines(event))
 const follow = (by: Principal, sessionId: string, fromSeq: number, onSeq: (seq: number) => void) =>
   Effect.flatMap(Corral, (corral) => {
     let reason: ExitReason | undefined
-    return corral.events(by, sessionId, fromSeq).pipe(
-      Stream.takeUntil((event) => event._tag === "report"),
+    // Ends when the burst lands, replaying its exit and report if it landed before the subscription (after a cancel).
+    return corral.events(by, sessionId, { fromSeq, until: "landed" }).pipe(
       Stream.runForEach((event) =>
         Effect.suspend(() => {
           if (event._tag === "turn") onSeq(event.seq)

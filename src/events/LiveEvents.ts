@@ -132,10 +132,12 @@ export const make: Effect.Effect<LiveEvents, never, SessionStore> = Effect.map(S
       }
       const landings = Landings.fromStore(sessionId, yield* store.trajectories(orgId, sessionId), Option.some(state))
       const stored = yield* store.turns(orgId, sessionId, fromSeq)
+      // A landing right after turn `fromSeq` is replayed: the resume point is a turn, and whether the client saw the
+      // landing that followed it is unknown — a repeated exit (same seq) is harmless, a missed one is not.
       const shown = (upTo: number) =>
         Landings.interleave(
           stored.filter((t) => t.seq <= upTo),
-          landings.filter((l) => l.seq > fromSeq && l.seq <= upTo)
+          landings.filter((l) => l.seq >= fromSeq && l.seq <= upTo)
         )
       if (until && !waits) return Stream.fromIterable(shown(Number.MAX_SAFE_INTEGER))
       const landedNow = landings.find((l) => !before.has(l.runId))
@@ -145,7 +147,7 @@ export const make: Effect.Effect<LiveEvents, never, SessionStore> = Effect.map(S
         return Stream.fromIterable(
           Landings.interleave(
             stored.filter((t) => t.seq <= landedNow.seq),
-            landings.slice(0, upTo + 1).filter((l) => l.seq > fromSeq)
+            landings.slice(0, upTo + 1).filter((l) => l.seq >= fromSeq)
           )
         )
       }

@@ -10,7 +10,8 @@ import type { SessionEvent } from "../domain/SessionEvent.js"
 /** How `subscribe` replays and when its stream ends. */
 export interface SubscribeOptions {
   /**
-   * Also replay the `exit` and `report` of every burst that landed after `fromSeq`, each right after its last turn
+   * Also replay the `exit` and `report` of every burst that landed after turn `fromSeq` (one landing right after
+   * that turn included), each right after its last turn
    * (they are live-only otherwise, so a late subscriber would never see how earlier bursts ended).
    */
   readonly landings?: boolean
