@@ -6,8 +6,9 @@
  * unknown agent, a session bound to another scope, or an inherited artifact from another scope is refused with a
  * typed error naming what is wrong.
  */
-import { Clock, Context, Effect, Layer, Option, ParseResult, Schema, Stream } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Option, ParseResult, Schema, Stream } from "effect"
 import { AgentSpec } from "./domain/AgentSpec.js"
+import type { AgentSpecInput } from "./domain/AgentSpec.js"
 import type { PersistenceFailed, SendError } from "./domain/Errors.js"
 import {
   AgentNotFound,
@@ -59,6 +60,14 @@ export const StartRequest = Schema.Struct({
 })
 export type StartRequest = typeof StartRequest.Encoded
 
+/** The options form of `events`: replays every stored event kind, and can end when the burst lands. */
+export interface EventsOptions {
+  /** Replay what came after this turn sequence (0: everything). */
+  readonly fromSeq?: number
+  /** `"landed"`: end after the `report` of the burst running or waiting now (at once after the replay if none). */
+  readonly until?: "landed"
+}
+
 /** Options of the calls that accept a message. */
 export interface SendOptions {
   /**
@@ -73,8 +82,15 @@ export interface SendOptions {
  * ones it can produce.
  */
 export interface Service {
-  /** Validates and stores an agent spec. Fails with `InvalidRequest` listing every invalid field. */
-  readonly publishAgent: (by: Principal, spec: unknown) => Effect.Effect<AgentSpec, InvalidRequest | PersistenceFailed>
+  /**
+   * Validates and stores an agent spec (`defineAgent` types one where it is written). The spec is validated at
+   * runtime whatever its static type: fails with `InvalidRequest` listing every invalid field (unknown tools and
+   * tiers, loosened limits, a bad report schema, excess properties).
+   */
+  readonly publishAgent: (
+    by: Principal,
+    spec: AgentSpecInput
+  ) => Effect.Effect<AgentSpec, InvalidRequest | PersistenceFailed>
   /** The given version of an agent, or its latest. */
   readonly getAgent: (
     by: Principal,
@@ -85,7 +101,7 @@ export interface Service {
   readonly listAgents: (by: Principal) => Effect.Effect<ReadonlyArray<AgentSpec>, PersistenceFailed>
   /**
    * Creates a session and starts its first burst in the background; returns once the session and its prompt are
-   * stored (a process that dies right after still runs the prompt at its next start). With `idempotencyKey`, a retry
+   * stored (a process that dies right after still runs the prompt at its next start), with status `running`. With `idempotencyKey`, a retry
    * answers the first view and creates nothing (`InvalidRequest` when the key was used for another request). An
    * inherited artifact that is not found is `SessionNotFound`; one of another scope is `ScopeMismatch`.
    */
@@ -142,7 +158,12 @@ export interface Service {
    * expire). The session's own user only; the view carries the new tokens.
    */
   readonly renewApprovals: (by: Principal, sessionId: string) => Effect.Effect<SessionView, SendError>
-  /** Cancels the running burst (if any) and returns the session as it stands. */
+  /**
+   * Cancels the running burst and resolves once it has landed, with the landed view (`exitReason: "cancelled"`,
+   * transcript kept). When no burst runs here it answers the session as it stands at once (a message accepted but not
+   * yet started is not cancelled). The wait is bounded by twice the persistence timeout plus 5 s: a landing the
+   * store holds up beyond that answers the session as it stands then (still `running`).
+   */
   readonly cancel: (by: Principal, sessionId: string) => Effect.Effect<SessionView, SessionNotFound | PersistenceFailed>
   /** The session as it stands. */
   readonly get: (by: Principal, sessionId: string) => Effect.Effect<SessionView, SessionNotFound | PersistenceFailed>
@@ -157,11 +178,17 @@ export interface Service {
     by: Principal,
     sessionId: string
   ) => Effect.Effect<ReadonlyArray<Trajectory>, SessionNotFound | PersistenceFailed>
-  /** Stored turns after `fromSeq`, then live events; never misses or repeats a turn. Does not end by itself. */
+  /**
+   * Stored turns after `fromSeq`, then live events; never misses or repeats a turn. With a number (or nothing) it
+   * replays turns only and does not end by itself. With `EventsOptions` it also replays the `exit` and `report` of
+   * every burst that landed after turn `fromSeq` (one right after that turn included), each right after its last turn, and with `until: "landed"` it ends after
+   * the `report` of the burst running (or accepted and waiting) when it starts — right after the replay when none
+   * is. Fails with `SessionNotFound` (another org's session too) or the store's `PersistenceFailed`.
+   */
   readonly events: (
     by: Principal,
     sessionId: string,
-    fromSeq?: number
+    from?: number | EventsOptions
   ) => Stream.Stream<SessionEvent, SessionNotFound | PersistenceFailed>
 }
 
@@ -318,6 +345,13 @@ export const make: Effect.Effect<
       return blocks.join("\n\n")
     })
 
+  /**
+   * How long `cancel` waits for the cancelled burst to land: a store write that times out stops the burst, whose own
+   * landing is a second bounded write, hence twice the persistence timeout (host ceiling: an agent's can only be
+   * tighter), plus 5 s for the loop's in-flight call to stop and the author hook to run.
+   */
+  const cancelWait = Duration.millis(2 * ceiling.persistTimeoutMs + 5_000)
+
   const { earlier, replay } = Idempotency.make(store)
   const idempotency = Idempotency.record
 
@@ -382,10 +416,13 @@ export const make: Effect.Effect<
           : {}),
         acceptedAt: now
       }
+      // The prompt is stored and will run: the session is `running` from the caller's point of view (a retry with
+      // the same key answers the same).
+      const answer = view({ ...session, state: { ...session.state, status: "running" } })
       const stored = yield* store.accept({
         session,
         message,
-        ...idempotency(by, options.idempotencyKey, print, session.id, view(session), now)
+        ...idempotency(by, options.idempotencyKey, print, session.id, answer, now)
       })
       if (stored._tag === "Duplicate") return yield* replay(stored.first, print)
       // Recorded in the store too, where the database itself refuses a cross-scope artifact; a refused start never
@@ -396,7 +433,7 @@ export const make: Effect.Effect<
         { discard: true }
       ).pipe(Effect.tapError(() => Effect.ignore(store.settle(session.id, message.id))))
       yield* supervisor.adopt(session, spec)
-      return { _tag: "Created" as const, session, opening: Supervisor.fromInbox(message) }
+      return { _tag: "Created" as const, session, answer, opening: Supervisor.fromInbox(message) }
     })
 
   /** Validates a follow-up and stores it (with the idempotency record) before it is queued. */
@@ -471,7 +508,7 @@ export const make: Effect.Effect<
         if (created._tag === "Replay") return created.first.answer
         // The first burst runs on the actor; nobody awaits it here.
         yield* detach(by, created.session.id, created.opening)
-        return view(created.session)
+        return created.answer
       }),
     run: (by, input, options = {}) =>
       Effect.flatMap(create(by, input, options), (created) =>
@@ -492,16 +529,33 @@ export const make: Effect.Effect<
       send(by, sessionId, { _tag: "Approve", by, token, decision }),
     renewApprovals: (by, sessionId) => send(by, sessionId, { _tag: "Renew", by }),
     cancel: (by, sessionId) =>
-      Effect.zipRight(
-        Effect.flatMap(load(by, sessionId), () => supervisor.cancel(by.orgId, sessionId)),
-        Effect.map(load(by, sessionId), (session) => view(session))
-      ),
+      Effect.gen(function*() {
+        yield* load(by, sessionId)
+        if (yield* supervisor.cancel(by.orgId, sessionId)) {
+          // Bounded: a landing stuck on a store that does not answer (or a hung author hook) answers what stands.
+          yield* Effect.timeout(supervisor.landed(by.orgId, sessionId), cancelWait).pipe(
+            Effect.catchTag(
+              "TimeoutException",
+              () => Effect.logWarning(`session ${sessionId}: the cancelled burst did not land within ${cancelWait}`)
+            )
+          )
+        }
+        return view(yield* load(by, sessionId))
+      }),
     get: (by, sessionId) => Effect.map(load(by, sessionId), (session) => view(session)),
     turns: (by, sessionId, afterSeq = 0) =>
       Effect.zipRight(load(by, sessionId), store.turns(by.orgId, sessionId, afterSeq)),
     trajectories: (by, sessionId) => Effect.zipRight(load(by, sessionId), store.trajectories(by.orgId, sessionId)),
-    events: (by, sessionId, fromSeq = 0) =>
-      Stream.unwrap(Effect.as(load(by, sessionId), events.subscribe(by.orgId, sessionId, fromSeq)))
+    events: (by, sessionId, from = 0) =>
+      Stream.unwrap(Effect.as(
+        load(by, sessionId),
+        typeof from === "number"
+          ? events.subscribe(by.orgId, sessionId, from)
+          : events.subscribe(by.orgId, sessionId, from.fromSeq ?? 0, {
+            landings: true,
+            ...(from.until === undefined ? {} : { until: from.until })
+          })
+      ))
   }
   return service
 })

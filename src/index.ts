@@ -4,6 +4,9 @@
  */
 export { Corral } from "./Corral.js"
 export type { MemoryOptions, Service as CorralService, StartRequest } from "./Corral.js"
+export type { EventsOptions, SendOptions } from "./Corral.js"
+export { defineAgent } from "./domain/AgentSpec.js"
+export type { AgentSpecInput } from "./domain/AgentSpec.js"
 export { CorralError, isCorralError } from "./domain/Errors.js"
 export type { CorralErrorOf } from "./domain/Errors.js"
 /** An agent: its prompt, tools, tier, limits and report schema (`publishAgent` validates one). */

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Effect, Fiber, Stream, TestClock } from "effect"
 import { Corral } from "../src/Corral.js"
+import type { AgentSpecInput } from "../src/domain/AgentSpec.js"
 import { Principal } from "../src/domain/Principal.js"
 import { Usage } from "../src/domain/Usage.js"
 import type { ModelProvider } from "../src/model/ModelProvider.js"
@@ -55,7 +56,9 @@ describe("Corral.publishAgent", () => {
   it.effect("rejects a malformed spec with the path of each problem", () =>
     Effect.gen(function*() {
       const c = yield* Corral
-      const error = yield* Effect.flip(c.publishAgent(alice, { id: "Bad Id", version: 0, extra: true }))
+      const error = yield* Effect.flip(
+        c.publishAgent(alice, { id: "Bad Id", version: 0, extra: true } as unknown as AgentSpecInput)
+      )
       if (error._tag !== "InvalidRequest") throw new Error("expected InvalidRequest")
       const paths = error.issues.map((i) => i.path)
       expect(paths).toEqual(expect.arrayContaining(["id", "version", "name", "instructions", "extra"]))
@@ -93,7 +96,7 @@ describe("Corral sessions", () => {
       (c) =>
         Effect.gen(function*() {
           const started = yield* c.start(alice, { agentId: "triage", scope: "incident:1", prompt: "go" })
-          expect(started.status).toBe("idle")
+          expect(started.status).toBe("running")
           const follow = yield* Effect.fork(c.continue(alice, started.id, "and then?"))
           yield* TestClock.adjust("1 second")
           const v = yield* Fiber.join(follow)

@@ -104,7 +104,7 @@ const agent = {
   name: "Bench",
   instructions: "Call the echo tool, then answer.",
   tools: ["echo"],
-  finalize: "transcript",
+  finalize: "transcript" as const,
   limits: { modelCallsPerBurst: Harness.TURNS }
 }
 
@@ -115,7 +115,7 @@ const holder = {
   name: "Holder",
   instructions: "Answer.",
   tier: "history",
-  finalize: "transcript"
+  finalize: "transcript" as const
 }
 
 const versions = (): Record<string, string> => {

@@ -5,7 +5,7 @@
  */
 import { Effect, Either, Option } from "effect"
 import { Corral } from "../Corral.js"
-import type { AgentSpec } from "../domain/AgentSpec.js"
+import type { AgentSpec, AgentSpecInput } from "../domain/AgentSpec.js"
 import * as Wiring from "../server/Wiring.js"
 import type * as Args from "./Args.js"
 import * as Command from "./Command.js"
@@ -21,7 +21,7 @@ const local = (args: Args.Parsed, spec: unknown) =>
     const settings = yield* Command.settings(args)
     const by = yield* Command.principal(args, settings)
     const published = yield* Effect.provide(
-      Effect.flatMap(Corral, (corral) => corral.publishAgent(by, spec)),
+      Effect.flatMap(Corral, (corral) => corral.publishAgent(by, spec as AgentSpecInput)),
       Wiring.layer(settings, [by])
     )
     return { published, org: by.orgId }

@@ -9,6 +9,7 @@
 import { Effect, Either, Option, Stream } from "effect"
 import { readFile } from "node:fs/promises"
 import { Corral } from "../Corral.js"
+import type { AgentSpecInput } from "../domain/AgentSpec.js"
 import type { ExitReason } from "../domain/ExitReason.js"
 import type { Principal } from "../domain/Principal.js"
 import type { SessionEvent } from "../domain/SessionEvent.js"
@@ -35,8 +36,8 @@ const printEvent = (event: SessionEvent) => Output.lines(Printer.lines(event))
 const follow = (by: Principal, sessionId: string, fromSeq: number, onSeq: (seq: number) => void) =>
   Effect.flatMap(Corral, (corral) => {
     let reason: ExitReason | undefined
-    return corral.events(by, sessionId, fromSeq).pipe(
-      Stream.takeUntil((event) => event._tag === "report"),
+    // Ends when the burst lands, replaying its exit and report if it landed before the subscription (after a cancel).
+    return corral.events(by, sessionId, { fromSeq, until: "landed" }).pipe(
       Stream.runForEach((event) =>
         Effect.suspend(() => {
           if (event._tag === "turn") onSeq(event.seq)
@@ -51,7 +52,7 @@ const follow = (by: Principal, sessionId: string, fromSeq: number, onSeq: (seq: 
 const session = (by: Principal, spec: unknown, scope: string, prompt: string) =>
   Effect.gen(function*() {
     const corral = yield* Corral
-    const agentId = spec === undefined ? DemoAgent.agentId : (yield* corral.publishAgent(by, spec)).id
+    const agentId = spec === undefined ? DemoAgent.agentId : (yield* corral.publishAgent(by, spec as AgentSpecInput)).id
     const started = yield* corral.start(by, { agentId, scope, prompt })
     yield* Output.line(`session ${started.id} · agent ${agentId} v${started.agentVersion} · scope ${scope}`)
     let last = 0

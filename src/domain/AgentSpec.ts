@@ -37,3 +37,16 @@ export class AgentSpec extends Schema.Class<AgentSpec>("AgentSpec")({
   // (`#/components/schemas/AgentSpec`) instead of inlining it; only JSON Schema reads this, never a decode message.
   { [SchemaAST.JSONIdentifierAnnotationId]: "AgentSpec" }
 ]) {}
+
+/**
+ * What `publishAgent` takes: the spec as written (the encoded side of `AgentSpec`), so the optional fields with a
+ * default (`tier`, `tools`, `finalize`, …) may be left out. It is still validated at runtime: a value from JSON or
+ * from JavaScript that does not fit fails with `InvalidRequest` naming every invalid field.
+ */
+export type AgentSpecInput = typeof AgentSpec.Encoded
+
+/**
+ * Types an agent spec where it is written (autocomplete and type errors in the editor); returns it unchanged.
+ * Validation happens when it is published.
+ */
+export const defineAgent = <const S extends AgentSpecInput>(spec: S): S => spec

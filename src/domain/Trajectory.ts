@@ -10,6 +10,7 @@ import { ExitReason } from "./ExitReason.js"
 import { Limits } from "./Limits.js"
 import { ModelReply, ToolResultStatus } from "./Message.js"
 import { Principal } from "./Principal.js"
+import { Report } from "./Report.js"
 import { Usage } from "./Usage.js"
 
 /** One attempt at one provider: the verbatim reply, or the classified error. */
@@ -189,6 +190,8 @@ export const Trajectory = Schema.Struct({
   /** Every rail decision of the burst, in order, with exactly one `exit`. Absent in records older than replay. */
   decisions: Schema.optional(Schema.Array(RailDecision)),
   replay: Schema.optional(ReplayRecord),
+  /** The report the burst landed with (what its `report` event carried). Absent in older records and while open. */
+  report: Schema.optional(Report),
   /**
    * `true` while the burst runs: the trajectory is saved as it goes (after every model call and tool turn), so a
    * process that dies mid-burst leaves its attempts and usage behind; `exitReason` is then provisional. Recovery

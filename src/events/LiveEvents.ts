@@ -10,16 +10,23 @@
  * writers raced between persist and publish), the missing range is read from the store before the later turn is
  * emitted, so the subscriber always sees seq n+1 right after seq n.
  *
+ * With `landings`, the replay also carries the `exit` and `report` of each burst that landed (events/Landings), right
+ * after its last turn, and live copies of those are not repeated; with `until: "landed"` the stream ends after the
+ * report of the burst that runs or waits when the subscription starts (see `withLandings` for the read order that
+ * makes this race-free).
+ *
  * Hubs are unbounded: a bounded hub would either block the session loop on a slow client (back-pressure) or drop
  * turns (sliding). A slow client's backlog is the server's to cut off.
  */
 import { Effect, Layer, Option, PubSub, Stream } from "effect"
-import type { Context, Scope } from "effect"
+import type { Context, Queue, Scope } from "effect"
 import type { PersistenceFailed } from "../domain/Errors.js"
 import type { Turn } from "../domain/Message.js"
 import type { SessionEvent } from "../domain/SessionEvent.js"
 import { SessionStore } from "../store/SessionStore.js"
+import * as Landings from "./Landings.js"
 import { SessionEvents } from "./SessionEvents.js"
+import type { SubscribeOptions } from "./SessionEvents.js"
 
 /** The service, plus how many sessions currently have a live hub (for tests and metrics). */
 export interface LiveEvents extends Context.Tag.Service<SessionEvents> {
@@ -68,37 +75,110 @@ export const make: Effect.Effect<LiveEvents, never, SessionStore> = Effect.map(S
         })
     )
 
+  /** Live events after the replay: turns in order (gaps filled from the store), landings not already replayed. */
+  const follow = (
+    orgId: string,
+    sessionId: string,
+    live: Queue.Dequeue<SessionEvent>,
+    from: { last: number; landedUpTo: number }
+  ): Stream.Stream<SessionEvent, PersistenceFailed> => {
+    let last = from.last
+    const onLive = (event: SessionEvent): Effect.Effect<ReadonlyArray<SessionEvent>, PersistenceFailed> => {
+      if (event._tag === "exit" || event._tag === "report") {
+        // Published after the subscription began but already replayed from the store.
+        return Effect.succeed(event.seq <= from.landedUpTo ? [] : [event])
+      }
+      if (event._tag !== "turn") return Effect.succeed([event])
+      if (event.seq <= last) return Effect.succeed([])
+      if (event.seq === last + 1) {
+        last = event.seq
+        return Effect.succeed([event])
+      }
+      // A later turn overtook an earlier one between persist and publish: fill the gap from the store.
+      return Effect.map(store.turns(orgId, sessionId, last), (turns) => {
+        const upTo = turns.filter((t) => t.seq <= event.seq)
+        if (upTo.length > 0) last = upTo[upTo.length - 1]!.seq
+        return upTo.map(turnEvent)
+      })
+    }
+    return Stream.fromQueue(live).pipe(Stream.mapConcatEffect(onLive))
+  }
+
+  /**
+   * The replay with landings, after the hub is joined. Reads in this order: trajectories (what had landed), the
+   * session (whether a burst runs or waits), trajectories again and the turns (what to replay: every landing the
+   * session read implies is in it). A burst that landed between the two trajectory reads is the one `until` waits
+   * for; otherwise its landing comes live.
+   */
+  const withLandings = (
+    orgId: string,
+    sessionId: string,
+    fromSeq: number,
+    live: Queue.Dequeue<SessionEvent>,
+    until: boolean
+  ) =>
+    Effect.gen(function*() {
+      const before = new Set(
+        Landings.fromStore(sessionId, yield* store.trajectories(orgId, sessionId), Option.none())
+          .map((l) => l.runId)
+      )
+      const current = yield* store.getSession(orgId, sessionId)
+      if (Option.isNone(current)) return Stream.empty
+      const state = current.value.state
+      let waits = false
+      if (until) {
+        const inbox = yield* store.inbox(sessionId)
+        waits = Landings.busy(state, inbox, inbox.length === 0 ? [] : yield* store.turns(orgId, sessionId, 0))
+      }
+      const landings = Landings.fromStore(sessionId, yield* store.trajectories(orgId, sessionId), Option.some(state))
+      const stored = yield* store.turns(orgId, sessionId, fromSeq)
+      // A landing right after turn `fromSeq` is replayed: the resume point is a turn, and whether the client saw the
+      // landing that followed it is unknown — a repeated exit (same seq) is harmless, a missed one is not.
+      const shown = (upTo: number) =>
+        Landings.interleave(
+          stored.filter((t) => t.seq <= upTo),
+          landings.filter((l) => l.seq >= fromSeq && l.seq <= upTo)
+        )
+      if (until && !waits) return Stream.fromIterable(shown(Number.MAX_SAFE_INTEGER))
+      const landedNow = landings.find((l) => !before.has(l.runId))
+      if (until && landedNow !== undefined) {
+        // The burst that ran at subscription landed meanwhile: replay up to its landing, and end there.
+        const upTo = landings.indexOf(landedNow)
+        return Stream.fromIterable(
+          Landings.interleave(
+            stored.filter((t) => t.seq <= landedNow.seq),
+            landings.slice(0, upTo + 1).filter((l) => l.seq >= fromSeq)
+          )
+        )
+      }
+      const replayed = shown(Number.MAX_SAFE_INTEGER)
+      const last = Math.max(fromSeq, stored.length > 0 ? stored[stored.length - 1]!.seq : fromSeq)
+      const tail = follow(orgId, sessionId, live, { last, landedUpTo: landings.at(-1)?.seq ?? -1 })
+      return Stream.concat(
+        Stream.fromIterable(replayed),
+        until ? tail.pipe(Stream.takeUntil((e) => e._tag === "report")) : tail
+      )
+    })
+
   const subscribe = (
     orgId: string,
     sessionId: string,
-    fromSeq: number
+    fromSeq: number,
+    options: SubscribeOptions = {}
   ): Stream.Stream<SessionEvent, PersistenceFailed> =>
     Stream.unwrapScoped(Effect.gen(function*() {
       if (Option.isNone(yield* store.getSession(orgId, sessionId))) return Stream.empty
       const hub = yield* join(sessionId)
       // Subscribe before reading the store: that ordering is the whole no-gap guarantee.
       const live = yield* PubSub.subscribe(hub.pubsub)
+      const until = options.until === "landed"
+      if (options.landings === true || until) return yield* withLandings(orgId, sessionId, fromSeq, live, until)
       const stored = yield* store.turns(orgId, sessionId, fromSeq)
-      let last = Math.max(fromSeq, stored.length > 0 ? stored[stored.length - 1]!.seq : fromSeq)
-
-      const onLive = (event: SessionEvent): Effect.Effect<ReadonlyArray<SessionEvent>, PersistenceFailed> => {
-        if (event._tag !== "turn") return Effect.succeed([event])
-        if (event.seq <= last) return Effect.succeed([])
-        if (event.seq === last + 1) {
-          last = event.seq
-          return Effect.succeed([event])
-        }
-        // A later turn overtook an earlier one between persist and publish: fill the gap from the store.
-        return Effect.map(store.turns(orgId, sessionId, last), (turns) => {
-          const upTo = turns.filter((t) => t.seq <= event.seq)
-          if (upTo.length > 0) last = upTo[upTo.length - 1]!.seq
-          return upTo.map(turnEvent)
-        })
-      }
-
+      const last = Math.max(fromSeq, stored.length > 0 ? stored[stored.length - 1]!.seq : fromSeq)
       return Stream.concat(
         Stream.fromIterable(stored.map(turnEvent)),
-        Stream.fromQueue(live).pipe(Stream.mapConcatEffect(onLive))
+        // Without landings nothing was replayed but turns: every live exit and report passes.
+        follow(orgId, sessionId, live, { last, landedUpTo: Number.NEGATIVE_INFINITY })
       )
     }))
 

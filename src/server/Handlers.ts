@@ -15,6 +15,7 @@ import { HttpApiBuilder, HttpApiError, HttpServerRequest, HttpServerResponse } f
 import { Clock, Effect, Layer, Option } from "effect"
 import type { StartRequest } from "../Corral.js"
 import { Corral } from "../Corral.js"
+import type { AgentSpecInput } from "../domain/AgentSpec.js"
 import { AlreadyDecided, InvalidSessionState, SessionNotFound } from "../domain/Errors.js"
 import type { PersistenceFailed } from "../domain/Errors.js"
 import type { Principal } from "../domain/Principal.js"
@@ -122,7 +123,9 @@ const agents = HttpApiBuilder.group(Api, "agents", (handlers) =>
     const corral = yield* Corral
     return handlers
       .handle("publishAgent", ({ payload }) =>
-        Effect.flatMap(CurrentPrincipal, (by) => orUnavailable(corral.publishAgent(by, payload))))
+        Effect.flatMap(CurrentPrincipal, (by) =>
+          // The document is checked field by field by `publishAgent` itself (422 naming each field).
+          orUnavailable(corral.publishAgent(by, payload as AgentSpecInput))))
       .handle("listAgents", () =>
         Effect.flatMap(CurrentPrincipal, (by) =>
           orUnavailable(Effect.map(corral.listAgents(by), (list) => ({ agents: list })))))

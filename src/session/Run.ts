@@ -265,7 +265,7 @@ export const burst = (
           report
         }
         const settle = settleStopped({ store, events }, session, {
-          trajectory: Burst.trajectory(ctx, b, reason, endedAt),
+          trajectory: { ...Burst.trajectory(ctx, b, reason, endedAt), report },
           state,
           seq: b.lastSeq,
           report
@@ -314,7 +314,8 @@ export const burst = (
     const report = yield* Landing.land(ctx, b, reason)
     const endedAt = yield* Clock.currentTimeMillis
     let state: SessionState = { ...(yield* Burst.toState(b, before, reason, endedAt)), report }
-    const trajectory = Burst.trajectory(ctx, b, reason, endedAt)
+    // The report is stored with the trajectory: a late subscriber is replayed every landing (events/Landings).
+    const trajectory: Trajectory = { ...Burst.trajectory(ctx, b, reason, endedAt), report }
     // The pending writes' tokens are stored (hashed) before the state that makes the session wait for them.
     const { issued, records } = Approvals.issue({
       session,

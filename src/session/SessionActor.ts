@@ -83,6 +83,11 @@ export interface Actor {
   readonly offer: (message: Message) => Option.Option<Deferred.Deferred<Reply, Failure>>
   /** Signals the running burst to stop. `true` when a burst was running. */
   readonly cancel: Effect.Effect<boolean>
+  /**
+   * Completes when the burst running now has landed and the actor holds its landed state (at once when none runs).
+   * Never fails: a burst the store stopped has landed too, as far as the actor is concerned.
+   */
+  readonly landed: Effect.Effect<void>
   /** Since when (Clock millis) the actor has had nothing to do; `undefined` while a message waits or is processed. */
   readonly idleSince: () => number | undefined
   /** Closes the actor if it is idle (synchronously: no message can slip in between). `true` when it closed. */
@@ -195,6 +200,8 @@ export const make = (options: {
   let conversation: ReadonlyArray<TurnEntry> = options.history
   let closed = false
   let running: Deferred.Deferred<void> | undefined
+  /** Completed once the burst in flight has landed and `session` holds its state; `undefined` when none runs. */
+  let landing: Deferred.Deferred<void> | undefined
   let inFlight: Envelope | undefined
   /** Messages not yet taken by the drain, oldest first; only this actor touches it. */
   let mailbox: Array<Envelope> = []
@@ -220,7 +227,9 @@ export const make = (options: {
   ): Effect.Effect<Reply, PersistenceFailed, Requirements> =>
     Effect.gen(function*() {
       const cancel = yield* Deferred.make<void>()
+      const done = yield* Deferred.make<void>()
       running = cancel
+      landing = done
       const before = session
       // Readers (`get`) see the burst in flight, as the store does.
       session = { ...session, state: { ...session.state, status: "running" } }
@@ -239,7 +248,14 @@ export const make = (options: {
       session = { ...session, state: landed.state, updatedAt: landed.trajectory.endedAt }
       conversation = landed.messages
       return reply(landed.tokens)
-    })
+    }).pipe(
+      // After the landed state is held (or the burst failed): a `cancel` awaiting it then reads the landed view.
+      Effect.ensuring(Effect.suspend(() => {
+        const done = landing
+        landing = undefined
+        return done === undefined ? Effect.void : Deferred.succeed(done, undefined)
+      }))
+    )
 
   /** Saves `state` as the session's state now. */
   const save = (state: SessionState) =>
@@ -478,6 +494,7 @@ export const make = (options: {
       return Option.some(reply)
     },
     cancel: Effect.suspend(() => running === undefined ? Effect.succeed(false) : Deferred.succeed(running, undefined)),
+    landed: Effect.suspend(() => landing === undefined ? Effect.void : Deferred.await(landing)),
     idleSince: () => draining ? undefined : lastDrained,
     passivate: () => {
       // A queued message always has a drain running (the offer started it), so `draining` covers the mailbox too.

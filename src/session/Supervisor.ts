@@ -41,6 +41,11 @@ export interface Service {
   ) => Effect.Effect<SessionActor.Reply, SendError>
   /** Cancels the session's running burst; `false` when none was running (or no actor is live). */
   readonly cancel: (orgId: string, sessionId: string) => Effect.Effect<boolean>
+  /**
+   * Completes when the session's running burst has landed and its live actor holds the landed state; at once when no
+   * burst runs here (or no actor is live). Unbounded: callers bound it.
+   */
+  readonly landed: (orgId: string, sessionId: string) => Effect.Effect<void>
   /** The session as its live actor holds it, if one is live. */
   readonly peek: (orgId: string, sessionId: string) => Option.Option<Session>
   /** How many actors are live. */
@@ -393,6 +398,10 @@ export const make = (
       cancel: (orgId, sessionId) => {
         const live = actors.get(sessionId)
         return live === undefined || live.orgId !== orgId ? Effect.succeed(false) : live.cancel
+      },
+      landed: (orgId, sessionId) => {
+        const live = actors.get(sessionId)
+        return live === undefined || live.orgId !== orgId ? Effect.void : live.landed
       },
       peek: (orgId, sessionId) => {
         const live = actors.get(sessionId)

@@ -10,11 +10,17 @@
  * is an error-flagged outcome whose text tells the model what to do next. Malformed JSON is never repaired — a
  * repaired call would run with arguments the model did not mean.
  *
+ * A tool may instead declare its parameters with an Effect `Schema` (`define` with `parameters: Schema`): the model is
+ * offered the JSON Schema derived from it, and the arguments are decoded with the schema itself — so refinements and
+ * transformations a JSON Schema cannot say still hold — before `run` gets the decoded, typed value. A decode failure
+ * is the same `invalid_args` outcome, naming each field.
+ *
  * `layered` stacks a per-session executor over a shared one; session tools shadow shared tools of the same name.
  */
 import { Ajv } from "ajv"
 import type { ValidateFunction } from "ajv"
-import { Cause, Context, Effect, Either, Exit, Fiber, Layer, Runtime, Schema } from "effect"
+import { Cause, Context, Effect, Either, Exit, Fiber, JSONSchema, Layer, ParseResult, Runtime, Schema } from "effect"
+import type { JsonSchema } from "../domain/AgentSpec.js"
 import { Limits } from "../rails/Limits.js"
 import * as Arguments from "./internal/arguments.js"
 import * as Texts from "./internal/texts.js"
@@ -31,6 +37,11 @@ export type ToolReturn = string | { readonly content: string; readonly isError?:
  */
 export interface ToolHandler extends ToolDef {
   readonly timeoutMs?: number
+  /**
+   * Set by `define` for a tool whose parameters are an Effect `Schema`: decodes the parsed arguments (instead of the
+   * JSON Schema check), or says what is wrong, one line per field.
+   */
+  readonly decode?: (args: unknown) => Either.Either<unknown, string>
   readonly run: (args: unknown, ctx: ToolContext) => Effect.Effect<ToolReturn, unknown>
 }
 
@@ -84,25 +95,71 @@ export interface ToolSpec<A> {
   readonly run: (args: A, ctx: ToolContext) => Effect.Effect<ToolReturn, unknown>
 }
 
+/** The fields of `define` with an Effect `Schema` for the parameters: `run` gets the decoded value, typed `A`. */
+export interface SchemaToolSpec<A, I> extends Omit<ToolSpec<A>, "parameters"> {
+  /** Decodes the arguments (`I`, a JSON object) into `A`; its JSON Schema is what the model is offered. */
+  readonly parameters: Schema.Schema<A, I, never>
+}
+
 /**
- * Builds a handler. `A` is the argument type the schema guarantees — the registry validates before `run` is called,
- * so keeping `A` in line with `parameters` is the author's promise. Never fails.
+ * The JSON Schema of a parameters `Schema`, as offered to the model: `JSONSchema.make` without `$schema`, and a
+ * top-level `$ref` (a `Schema.Class`) inlined, since providers want an object schema at the top. Throws for a schema
+ * with no JSON Schema form (a declaration without a `jsonSchema` annotation): a programming error.
  */
-export const define = <A = unknown>(spec: ToolSpec<A>): ToolHandler => ({
-  name: spec.name,
-  description: spec.description,
-  parameters: spec.parameters,
-  effect: spec.effect ?? "read",
-  source: spec.source ?? "core",
-  ...(spec.timeoutMs === undefined ? {} : { timeoutMs: spec.timeoutMs }),
-  // The registry only calls `run` with arguments that passed `parameters`: that is the cast's justification.
-  run: (args, ctx) => spec.run(args as A, ctx)
-})
+export const jsonSchemaOf = <A, I>(schema: Schema.Schema<A, I, never>): JsonSchema => {
+  const { $schema: _, ...made } = JSONSchema.make(schema) as unknown as JsonSchema
+  const ref = made.$ref
+  const defs = made.$defs as Record<string, JsonSchema> | undefined
+  if (typeof ref !== "string" || !ref.startsWith("#/$defs/") || defs === undefined) return made
+  const { $ref: _ref, ...rest } = made
+  return { ...rest, ...defs[ref.slice("#/$defs/".length)] }
+}
+
+/** The decoder of a Schema tool: every issue, one line per field (`- path: message`). */
+const decoderOf = <A, I>(schema: Schema.Schema<A, I, never>) => {
+  const decode = Schema.decodeUnknownEither(schema, { errors: "all", onExcessProperty: "error" })
+  return (args: unknown): Either.Either<unknown, string> =>
+    Either.mapLeft(decode(args), (error) => {
+      const issues = ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) => ({
+        path: issue.path.length === 0 ? "(arguments)" : issue.path.map(String).join("."),
+        message: issue.message
+      }))
+      // An optional field's `undefined` alternative means nothing in JSON: drop it when the field has another issue.
+      const told = (i: { readonly path: string; readonly message: string }) =>
+        !i.message.startsWith("Expected undefined") || !issues.some((o) => o.path === i.path && o !== i)
+      return issues.filter(told).map((i) => `- ${i.path}: ${i.message}`).join("\n")
+    })
+}
+
+/**
+ * Builds a handler. With a JSON Schema for `parameters`, `A` is the argument type the schema guarantees — the
+ * registry validates before `run` is called, so keeping `A` in line with `parameters` is the author's promise. With
+ * an Effect `Schema`, the model is offered its JSON Schema (`jsonSchemaOf`) and `run` gets the decoded value: `A` is
+ * the schema's type. Throws only for a `Schema` with no JSON Schema form (see `jsonSchemaOf`).
+ */
+export function define<A, I = A>(spec: SchemaToolSpec<A, I>): ToolHandler
+export function define<A = unknown>(spec: ToolSpec<A>): ToolHandler
+export function define(spec: ToolSpec<unknown> | SchemaToolSpec<unknown, unknown>): ToolHandler {
+  const typed = Schema.isSchema(spec.parameters) ? spec.parameters as Schema.Schema<unknown, unknown, never> : undefined
+  return {
+    name: spec.name,
+    description: spec.description,
+    parameters: typed === undefined ? spec.parameters as JsonSchema : jsonSchemaOf(typed),
+    effect: spec.effect ?? "read",
+    source: spec.source ?? "core",
+    ...(spec.timeoutMs === undefined ? {} : { timeoutMs: spec.timeoutMs }),
+    ...(typed === undefined ? {} : { decode: decoderOf(typed) }),
+    // The registry only calls `run` with arguments that passed `parameters` (or were decoded by it): that is the
+    // cast's justification.
+    run: (args, ctx) => spec.run(args, ctx)
+  }
+}
 
 interface Entry {
   readonly def: ToolDef
   readonly handler: ToolHandler
-  readonly validate: ValidateFunction
+  /** The JSON Schema check; absent for a Schema tool (its `decode` checks instead). */
+  readonly validate: ValidateFunction | undefined
   /** Summary of the schema for invalid-args texts, computed once. */
   readonly expected: string
 }
@@ -123,9 +180,9 @@ const compile = (handler: ToolHandler): ValidateFunction => {
 }
 
 const toEntry = (handler: ToolHandler, source: string): Either.Either<Entry, InvalidToolSchema> => {
-  let validate: ValidateFunction
+  let validate: ValidateFunction | undefined
   try {
-    validate = compile(handler)
+    validate = handler.decode === undefined ? compile(handler) : undefined
   } catch (error) {
     return Either.left(new InvalidToolSchema({ tool: handler.name, message: Texts.messageOf(error) }))
   }
@@ -236,8 +293,17 @@ const dispatch = (
   if (entry === undefined) return Effect.succeed(Texts.unknownTool(name, available))
   const checked = Arguments.check(name, argumentsJson, entry.validate, entry.expected)
   if (!checked.ok) return Effect.succeed(checked.outcome)
-  const args = checked.args
-  return runEntry(entry, args, ctx)
+  const decode = entry.handler.decode
+  if (decode === undefined) return runEntry(entry, checked.args, ctx)
+  const decoded = decode(checked.args)
+  if (Either.isLeft(decoded)) {
+    return Effect.succeed(Texts.failed(
+      "invalid_args",
+      `arguments for tool "${name}" do not match its schema:\n${decoded.left}\n` +
+        `Expected arguments: ${entry.expected}. Re-emit the call with corrected arguments.`
+    ))
+  }
+  return runEntry(entry, decoded.right, ctx)
 }
 
 const build = (core: ReadonlyMap<string, Entry>, job: ReadonlyArray<Entry>): Registry => {

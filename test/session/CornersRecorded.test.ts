@@ -13,6 +13,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Ajv } from "ajv"
 import { Effect, Layer, Option } from "effect"
 import { Corral } from "../../src/Corral.js"
+import type { AgentSpecInput } from "../../src/domain/AgentSpec.js"
 import { PersistenceFailed } from "../../src/domain/Errors.js"
 import type { ExitReason } from "../../src/domain/ExitReason.js"
 import { Principal } from "../../src/domain/Principal.js"
@@ -277,7 +278,7 @@ describe("Corners: run-time notes", () => {
   ) =>
     Effect.gen(function*() {
       const store = yield* makeMemory
-      yield* Effect.flatMap(Corral, (c) => c.publishAgent(alice, agent)).pipe(
+      yield* Effect.flatMap(Corral, (c) => c.publishAgent(alice, agent as AgentSpecInput)).pipe(
         Effect.provide(runtime(store, before))
       )
       return yield* Effect.gen(function*() {
