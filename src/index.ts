@@ -90,22 +90,30 @@ export {
 } from "./domain/Trajectory.js"
 /** Token usage, summed per attempt. */
 export { Usage } from "./domain/Usage.js"
+/** The `SessionEvents` port over a PubSub per watched session, with replay from the store: `make`, `layer`. */
 export * as LiveEvents from "./events/LiveEvents.js"
 export { SessionEvents } from "./events/SessionEvents.js"
 export { Providers } from "./model/ModelProvider.js"
 export type { ModelProvider, ModelRequest, ToolSpec } from "./model/ModelProvider.js"
+/** One model call across a route of providers with sticky failover: `callModel`, its state and options. */
 export * as ProviderChain from "./model/ProviderChain.js"
+/** The one ordered list of checks that can end a burst: the built-in checks, `threshold`, `add`, `reorder`, `decide`. */
 export * as ExitPolicy from "./rails/ExitPolicy.js"
 /** The ceilings rails: `defaults`, `layer(override)` (tighten only), `tighten`, `effective`, the `Limits` reference. */
 export * as LimitsRails from "./rails/Limits.js"
+/** What one model reply means for the loop (cut tool calls dropped, empty replies nudged): `classify`. */
 export * as ReplyPolicy from "./rails/ReplyPolicy.js"
+/** Consecutive bad tool use, bounded at three strikes: `observeTurn`. */
 export * as Strikes from "./rails/Strikes.js"
 export { Ids } from "./session/Ids.js"
 export { AuthorPhase } from "./session/Landing.js"
+/** Re-runs a stored burst against what was recorded and says where it diverges: `verifyBurst`, `verifySession`. */
 export * as Replay from "./session/Replay.js"
 export { Supervisor } from "./session/Supervisor.js"
+/** The `SessionStore` port over plain Maps (tests, the demo, the all-in-memory runtime): `layerMemory`, `makeMemory`. */
 export * as MemoryStore from "./store/MemoryStore.js"
 export { SessionStore } from "./store/SessionStore.js"
 export { ToolExecutor } from "./tools/ToolExecutor.js"
 export type { ToolContext, ToolDef, ToolOutcome } from "./tools/ToolExecutor.js"
+/** In-process tools behind the `ToolExecutor` port: `define`, `make`, `layer`, `layered`. */
 export * as ToolRegistry from "./tools/ToolRegistry.js"
