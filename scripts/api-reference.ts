@@ -180,7 +180,7 @@ const sectionOf = (checker: ts.TypeChecker, source: ts.SourceFile, specifier: st
     }
   }
   const first = source.statements[0]
-  const intro = first === undefined ? "" : firstParagraph(leadingDocs(first)[0] ?? "")
+  const intro = first === undefined ? "" : (leadingDocs(first)[0] ?? "").trim()
   return { specifier, intro, rows, undocumented, undocumentedMembers }
 }
 
