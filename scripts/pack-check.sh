@@ -3,14 +3,22 @@
 # the peer dependencies of the stated ranges (package.json `peerDependencies`), and there
 #   (a) run a plain Node ESM program that embeds Corral (scripts/pack-check/embed.mjs: one session, must complete),
 #   (b) type-check a TypeScript file against the shipped declarations (strict, NodeNext, skipLibCheck off),
-#   (c) run `npx corral --help` (exit 0).
+#   (c) run `npx corral --help` (exit 0),
+#   (d) compile the repository's examples/*.ts there with tsc (strict, NodeNext, skipLibCheck off) and run each with
+#       plain node: openai-compatible against the fake provider (started from this checkout), durable-postgres on
+#       CORRAL_TEST_DATABASE_URL when set (it prints "skipped" without one).
 # Catches what the repository's own tests cannot: exports that point at missing files, declarations that do not
 # resolve, a run-time import of a dev dependency (tsx), a file left out of `files`. Needs the npm registry.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
 work="$(mktemp -d "${TMPDIR:-/tmp}/corral-pack-check.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
+fake_pid=""
+cleanup() {
+  if [ -n "$fake_pid" ]; then kill "$fake_pid" 2> /dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
 
 npm run --silent build
 pack_json="$(npm pack --ignore-scripts --json --pack-destination "$work")"
@@ -28,6 +36,9 @@ mapfile -t extras < <(node -e '
 app="$work/app"
 mkdir -p "$app"
 cp scripts/pack-check/embed.mjs scripts/pack-check/typed.ts scripts/pack-check/tsconfig.json "$app/"
+mkdir -p "$app/examples"
+cp examples/*.ts "$app/examples/"
+cp scripts/pack-check/tsconfig.examples.json "$app/"
 printf '{ "name": "corral-pack-check", "private": true, "type": "module" }\n' > "$app/package.json"
 cd "$app"
 npm install --no-audit --no-fund --prefer-offline --loglevel=error "$work/$tarball" "${extras[@]}"
@@ -45,4 +56,30 @@ grep -q "Usage: corral <command>" help.txt
 started="$(date +%s%N)"
 node node_modules/corral/bin/corral.js --help > /dev/null
 echo "pack-check: corral --help took $((($(date +%s%N) - started) / 1000000)) ms (plain node, installed package)"
+
+echo "pack-check (d): the examples, compiled with tsc and run with plain node"
+npx --no-install tsc -p tsconfig.examples.json
+# The fake provider is a dev-only script of this checkout (tsx, test support): run it from there, on a free port,
+# and read its base URL from the first lines it prints.
+(cd "$root" && exec node --import tsx --conditions=corral-source scripts/fake-provider.ts) > "$work/fake.log" 2>&1 &
+fake_pid=$!
+base_url=""
+for _ in $(seq 1 300); do
+  base_url="$(sed -n 's/^ *OpenAI-compatible base URL: *//p' "$work/fake.log")"
+  if [ -n "$base_url" ] || ! kill -0 "$fake_pid" 2> /dev/null; then break; fi
+  sleep 0.2
+done
+if [ -z "$base_url" ]; then
+  echo "pack-check: the fake provider did not start:" >&2
+  cat "$work/fake.log" >&2
+  exit 1
+fi
+for compiled in examples-out/*.js; do
+  name="$(basename "$compiled" .js)"
+  echo "pack-check (d): example ${name}"
+  if ! OPENAI_BASE_URL="$base_url" DATABASE_URL="${CORRAL_TEST_DATABASE_URL:-}" node "$compiled"; then
+    echo "pack-check: example ${name} failed" >&2
+    exit 1
+  fi
+done
 echo "pack-check: ok"
