@@ -30,6 +30,7 @@ import type { ToolSpec } from "../model/ModelProvider.js"
 import * as ExitPolicy from "../rails/ExitPolicy.js"
 import * as Limits from "../rails/Limits.js"
 import { SessionStore } from "../store/SessionStore.js"
+import * as Tracing from "../telemetry/Tracing.js"
 import * as Approvals from "../tools/Approvals.js"
 import type { ToolDef } from "../tools/ToolExecutor.js"
 import { ToolExecutor } from "../tools/ToolExecutor.js"
@@ -169,8 +170,16 @@ const settleStopped = (
     yield* events.publish({ _tag: "report", sessionId: session.id, seq: landed.seq, report: landed.report })
   })
 
-/** Runs one burst to its landing. Fails only with `PersistenceFailed` (infrastructure), after ending visibly. */
+/**
+ * Runs one burst to its landing. Fails only with `PersistenceFailed` (infrastructure), after ending visibly. Its
+ * spans are made only when tracing is on (`telemetry/Tracing`).
+ */
 export const burst = (
+  request: Request
+): Effect.Effect<Landed, PersistenceFailed, SessionStore | SessionEvents | ToolExecutor | Providers> =>
+  Tracing.scoped(run(request))
+
+const run = (
   request: Request
 ): Effect.Effect<Landed, PersistenceFailed, SessionStore | SessionEvents | ToolExecutor | Providers> =>
   Effect.gen(function*() {
