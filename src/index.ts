@@ -110,8 +110,8 @@ export { AuthorPhase } from "./session/Landing.js"
 /** Re-runs a stored burst against what was recorded and says where it diverges: `verifyBurst`, `verifySession`. */
 export * as Replay from "./session/Replay.js"
 /** Whether Corral makes spans: off unless turned on (`Tracing.layer(true)`), so spans cost nothing by default. */
-export * as Tracing from "./telemetry/Tracing.js"
 export { Supervisor } from "./session/Supervisor.js"
+export * as Tracing from "./telemetry/Tracing.js"
 /** The `SessionStore` port over plain Maps (tests, the demo, the all-in-memory runtime): `layerMemory`, `makeMemory`. */
 export * as MemoryStore from "./store/MemoryStore.js"
 export { SessionStore } from "./store/SessionStore.js"
