@@ -18,8 +18,11 @@ afterAll(async () => {
     )
   }
   if (process.env.CORRAL_REPLAY_SUMMARY !== undefined) {
+    const why = new Map<string, number>()
+    for (const skipped of summary.skipped) why.set(skipped.why, (why.get(skipped.why) ?? 0) + 1)
     console.log(
-      `replay: ${summary.sessions} sessions, ${summary.verified} bursts verified, ${summary.skipped.length} skipped`
+      `replay: ${summary.sessions} sessions, ${summary.verified} bursts verified, ${summary.skipped.length} skipped` +
+        [...why].map(([reason, n]) => `\n  skipped ${n}: ${reason}`).join("")
     )
   }
 }, 120_000)
