@@ -109,8 +109,8 @@ export { Ids } from "./session/Ids.js"
 export { AuthorPhase } from "./session/Landing.js"
 /** Re-runs a stored burst against what was recorded and says where it diverges: `verifyBurst`, `verifySession`. */
 export * as Replay from "./session/Replay.js"
-/** Whether Corral makes spans: off unless turned on (`Tracing.layer(true)`), so spans cost nothing by default. */
 export { Supervisor } from "./session/Supervisor.js"
+/** Whether Corral makes spans: off unless turned on (`Tracing.layer(true)`), so spans cost nothing by default. */
 export * as Tracing from "./telemetry/Tracing.js"
 /** The `SessionStore` port over plain Maps (tests, the demo, the all-in-memory runtime): `layerMemory`, `makeMemory`. */
 export * as MemoryStore from "./store/MemoryStore.js"
