@@ -18,7 +18,8 @@
 import { Context, Either, Layer, Option } from "effect"
 import type { ErrorKind } from "../domain/ErrorKind.js"
 import { FieldIssue, InvalidRequest } from "../domain/Errors.js"
-import type { ExitPoint, ExitPolicySpec, HaltReason, Metric, ThresholdCheck } from "../domain/ExitChecks.js"
+import { HaltReason } from "../domain/ExitChecks.js"
+import type { ExitPoint, ExitPolicySpec, Metric, ThresholdCheck } from "../domain/ExitChecks.js"
 import type { ExitReason } from "../domain/ExitReason.js"
 import type { Limits } from "../domain/Limits.js"
 
@@ -429,12 +430,5 @@ export const noFinalize: ReadonlySet<ExitReason> = new Set<ExitReason>([
 /** Whether a halt reason is one an own check may use. */
 export const isHaltReason = (reason: ExitReason): reason is HaltReason => halts.has(reason)
 
-const halts: ReadonlySet<ExitReason> = new Set<ExitReason>([
-  "burst_limit",
-  "session_limit",
-  "tool_budget",
-  "token_budget",
-  "deadline",
-  "repeat_call_halt",
-  "bad_tool_use"
-])
+// The one list of halts is the schema's (`domain/ExitChecks`), which the agent spec decodes with.
+const halts: ReadonlySet<ExitReason> = new Set<ExitReason>(HaltReason.literals)
