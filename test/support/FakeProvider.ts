@@ -173,6 +173,8 @@ export interface FakeProvider {
   readonly anthropicBaseUrl: string
   /** Every request so far, in arrival order. */
   readonly requests: ReadonlyArray<RecordedRequest>
+  /** How many requests arrived (also when `record` is off). */
+  readonly count: () => number
   /** Appends behaviours to the queue. */
   readonly enqueue: (...behaviours: ReadonlyArray<Behaviour>) => void
   /** Lets every held reply (`holdAfter`) finish. */
@@ -189,6 +191,8 @@ export interface StartOptions {
   readonly port?: number
   /** Split streamed text into at most this many deltas (default 3). */
   readonly textPieces?: number
+  /** Keep every request in `requests` (default true); a benchmark turns it off and reads `count`. */
+  readonly record?: boolean
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -206,7 +210,8 @@ export const demoReport = {
   nextSteps: ["Point Corral at a real model."]
 }
 
-const sampleArgs = (parameters: unknown): Record<string, unknown> => {
+/** Arguments valid for a tool's JSON Schema: its required properties filled (numbers 1, booleans true, strings "demo"). */
+export const sampleArgs = (parameters: unknown): Record<string, unknown> => {
   const schema = asRecord(parameters)
   const properties = asRecord(schema.properties)
   const out: Record<string, unknown> = {}
@@ -225,21 +230,37 @@ const structured = (request: RecordedRequest): { readonly tool?: string } | unde
   return choice.type === "tool" && typeof choice.name === "string" ? { tool: choice.name } : undefined
 }
 
-const sawToolResults = (request: RecordedRequest): boolean =>
-  asArray(request.body.messages).some((m) => {
+/** How many tool results the request's conversation holds (either wire format). */
+export const toolResults = (request: RecordedRequest): number => {
+  let count = 0
+  for (const m of asArray(request.body.messages)) {
     const message = asRecord(m)
-    return message.role === "tool" ||
-      asArray(message.content).some((block) => asRecord(block).type === "tool_result")
+    if (message.role === "tool") count++
+    else for (const block of asArray(message.content)) if (asRecord(block).type === "tool_result") count++
+  }
+  return count
+}
+
+const sawToolResults = (request: RecordedRequest): boolean => toolResults(request) > 0
+
+/** The tools the request offers, with their parameters' JSON Schemas (either wire format). */
+export const offeredTools = (
+  request: RecordedRequest
+): ReadonlyArray<{ readonly name: string; readonly parameters: unknown }> =>
+  asArray(request.body.tools).flatMap((entry) => {
+    const tool = asRecord(entry)
+    if (request.wire === "openai") {
+      const fn = asRecord(tool.function)
+      return typeof fn.name === "string" ? [{ name: fn.name, parameters: fn.parameters }] : []
+    }
+    return typeof tool.name === "string" ? [{ name: tool.name, parameters: tool.input_schema }] : []
   })
 
-const firstTool = (request: RecordedRequest): { readonly name: string; readonly parameters: unknown } | undefined => {
-  const tool = asRecord(asArray(request.body.tools)[0])
-  if (request.wire === "openai") {
-    const fn = asRecord(tool.function)
-    return typeof fn.name === "string" ? { name: fn.name, parameters: fn.parameters } : undefined
-  }
-  return typeof tool.name === "string" ? { name: tool.name, parameters: tool.input_schema } : undefined
-}
+const firstTool = (request: RecordedRequest): { readonly name: string; readonly parameters: unknown } | undefined =>
+  offeredTools(request)[0]
+
+/** Whether the request is a finalize (structured-output) call. */
+export const isFinalize = (request: RecordedRequest): boolean => structured(request) !== undefined
 
 /**
  * The default conversation: a finalize call gets `demoReport`; a request offering tools, before any tool result,
@@ -430,6 +451,8 @@ export const start = (options: StartOptions = {}): Promise<FakeProvider> => {
   const fallback = options.fallback ?? demo
   const pieces = options.textPieces ?? 3
   const requests: Array<RecordedRequest> = []
+  const record = options.record ?? true
+  let arrived = 0
   const timers = new Set<NodeJS.Timeout>()
   let holds: Array<() => void> = []
   let onClose: () => void = () => undefined
@@ -570,7 +593,7 @@ export const start = (options: StartOptions = {}): Promise<FakeProvider> => {
       }
       const path = req.url ?? "/"
       const request: RecordedRequest = {
-        n: requests.length + 1,
+        n: ++arrived,
         wire: wireOf(path),
         path,
         headers: req.headers,
@@ -578,7 +601,7 @@ export const start = (options: StartOptions = {}): Promise<FakeProvider> => {
         stream: body.stream === true,
         at: performance.now()
       }
-      requests.push(request)
+      if (record) requests.push(request)
       if (req.method !== "POST" || request.wire === "other") {
         res.writeHead(404, { "content-type": "application/json" })
         res.end(JSON.stringify({ error: { message: `no route for ${req.method} ${path}`, type: "not_found_error" } }))
@@ -602,6 +625,7 @@ export const start = (options: StartOptions = {}): Promise<FakeProvider> => {
         openAiBaseUrl: `${url}/v1`,
         anthropicBaseUrl: url,
         requests,
+        count: () => arrived,
         enqueue: (...behaviours) => queue.push(...behaviours),
         release: () => {
           const pending = holds

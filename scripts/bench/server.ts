@@ -1,0 +1,394 @@
+/**
+ * `npm run bench:server`: the server path, measured from the outside. N sessions are started at once over the HTTP
+ * API of a real `corral serve` process, each followed by its own Server-Sent Events stream until it lands. The model
+ * is the fake provider over real HTTP (test/support/FakeProvider.ts, OpenAI wire format, in this process) playing a
+ * conversation of 3–5 model turns (the count derived from the session, so every run plays the same work): each turn
+ * but the last calls one tool, alternately the in-process `demo_status` and `echo` of an MCP stdio server
+ * (test/support/mcp-fixture.ts, a child of the server); the last answers; the landing's finalize call returns the
+ * report. Everything the server does is measured on the server process alone:
+ *
+ * - sessions/s and model turns/s: N ÷ the wall time from the first POST to the last landing (turns: requests the
+ *   fake model received, finalize calls included);
+ * - server CPU ms per turn: the server process's user + system CPU over that window (/proc/PID/stat) ÷ turns —
+ *   the database is excluded when it is Postgres (another process), included when it is the embedded PGlite;
+ * - time to land p50 / p99: from sending the POST to the `exit` event on the session's stream;
+ * - peak RSS of the server (sampled every 100 ms, and its VmHWM);
+ * - with `--profile`: the server runs as an esbuild bundle under `--cpu-prof`, and the self time of the measured
+ *   window is summarised by area and function (scripts/bench/internal/cpuProfile.ts).
+ *
+ * A warm-up of min(50, N) sessions runs first and is not counted. Sessions must all land `completed`; a failed or
+ * stuck session makes the run exit 1 (bound: `--timeout-s`, default 600).
+ *
+ * Usage: `npm run bench:server -- [--sessions 1000] [--store postgres|embedded|both] [--profile] [--top 30]
+ * [--min-turns 3] [--max-turns 5] [--timeout-s 600] [--keep-db] [--tools both|inproc|mcp] [--follow sse|wait]`. `--store postgres` makes a fresh database on the machine's
+ * server (.ci/postgres.sh) and drops it after (unless `--keep-db`, which prints its URL); `embedded` uses a fresh PGlite directory. Prints a report and one
+ * `RESULT <json>` line per store.
+ */
+import type { ChildProcess } from "node:child_process"
+import { execFileSync, spawn } from "node:child_process"
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import * as http from "node:http"
+import { loadavg, tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import * as FakeProvider from "../../test/support/FakeProvider.js"
+import * as CpuProfile from "./internal/cpuProfile.js"
+
+const root = fileURLToPath(new URL("../..", import.meta.url))
+const work = join(root, "node_modules", ".cache", "corral-bench", "server")
+const bundleFile = join(work, "main.mjs")
+
+const argv = process.argv.slice(2)
+const flag = (name: string, fallback: string): string => {
+  const index = argv.indexOf(`--${name}`)
+  const value = index === -1 ? undefined : argv[index + 1]
+  return value === undefined || value.startsWith("--") ? (index === -1 ? fallback : "true") : value
+}
+const sessions = Number(flag("sessions", "1000"))
+const storeFlag = flag("store", "postgres")
+const profile = argv.includes("--profile")
+const top = Number(flag("top", "30"))
+const minTurns = Number(flag("min-turns", "3"))
+const maxTurns = Number(flag("max-turns", "5"))
+const timeoutMs = Number(flag("timeout-s", "600")) * 1000
+const keepDatabase = argv.includes("--keep-db")
+// Diagnostics, to see what each part costs: `--tools inproc|mcp|both` (default both), `--follow sse|wait` (wait:
+// no event stream, the start request itself waits for the landing with `?wait=true`).
+const toolsFlag = flag("tools", "both")
+const followFlag = flag("follow", "sse")
+
+const agent = {
+  id: "bench",
+  version: 1,
+  name: "Server-path benchmark",
+  instructions: "Investigate the incident with the tools, then answer.",
+  tier: "default",
+  tools: toolsFlag === "inproc" ? ["demo_status"] : toolsFlag === "mcp" ? ["echo"] : ["demo_status", "echo"]
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The model: 3–5 turns per session, each but the last calling one tool, the arguments varied per turn so the
+// repeat-call rail never fires.
+
+const turnsOf = (request: FakeProvider.RecordedRequest): number => {
+  const messages = Array.isArray(request.body.messages) ? request.body.messages : []
+  const firstUser = JSON.stringify(messages.find((m: { role?: string }) => m?.role === "user") ?? "")
+  let hash = 0
+  for (let i = 0; i < firstUser.length; i++) hash = (hash * 31 + firstUser.charCodeAt(i)) | 0
+  return minTurns + (Math.abs(hash) % (maxTurns - minTurns + 1))
+}
+
+const conversation = (request: FakeProvider.RecordedRequest): FakeProvider.Behaviour => {
+  if (FakeProvider.isFinalize(request)) return FakeProvider.demo(request)
+  const done = FakeProvider.toolResults(request)
+  const tools = FakeProvider.offeredTools(request)
+  if (tools.length === 0 || done >= turnsOf(request) - 1) {
+    return FakeProvider.text(`Investigated with ${done} tool calls: nothing is wrong.`)
+  }
+  const tool = tools[done % tools.length]!
+  const args = Object.fromEntries(
+    Object.entries(FakeProvider.sampleArgs(tool.parameters)).map(([k, v]) => [k, v === "demo" ? `demo-${done}` : v])
+  )
+  return FakeProvider.reply({ text: "Looking.", toolCalls: [{ name: tool.name, arguments: args }] })
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The server process
+
+const agentPool = new http.Agent({ keepAlive: true, maxSockets: Infinity })
+
+interface Reply {
+  readonly status: number
+  readonly body: string
+}
+
+const request = (url: string, method: string, body?: unknown): Promise<Reply> =>
+  new Promise((resolve, reject) => {
+    const payload = body === undefined ? undefined : JSON.stringify(body)
+    const req = http.request(url, {
+      method,
+      agent: agentPool,
+      headers: payload === undefined
+        ? {}
+        : { "content-type": "application/json", "content-length": Buffer.byteLength(payload) }
+    }, (res) => {
+      let text = ""
+      res.setEncoding("utf8")
+      res.on("data", (chunk: string) => (text += chunk))
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: text }))
+      res.on("error", reject)
+    })
+    req.on("error", reject)
+    req.end(payload)
+  })
+
+/** Resolves at the session's `exit` event (or a snapshot that shows it landed); rejects on a closed stream. */
+const follow = (url: string): Promise<string> =>
+  new Promise((resolve, reject) => {
+    const req = http.get(url, { agent: agentPool, headers: { accept: "text/event-stream" } }, (res) => {
+      if (res.statusCode !== 200) return reject(new Error(`events: HTTP ${res.statusCode}`))
+      let buffer = ""
+      res.setEncoding("utf8")
+      res.on("data", (chunk: string) => {
+        buffer += chunk
+        let end: number
+        while ((end = buffer.indexOf("\n\n")) !== -1) {
+          const frame = buffer.slice(0, end)
+          buffer = buffer.slice(end + 2)
+          const event = /^event: (.*)$/m.exec(frame)?.[1]
+          const data = /^data: (.*)$/m.exec(frame)?.[1]
+          if (event === "exit" && data !== undefined) {
+            res.destroy()
+            return resolve(String((JSON.parse(data) as { reason?: unknown }).reason ?? "?"))
+          }
+          if (event === "session" && data !== undefined) {
+            const view = JSON.parse(data) as { status?: string; exitReason?: string }
+            if (view.status !== "running" && view.exitReason !== undefined) {
+              res.destroy()
+              return resolve(view.exitReason)
+            }
+          }
+        }
+      })
+      res.on("end", () => reject(new Error("events: the stream ended before the session landed")))
+    })
+    req.on("error", reject)
+  })
+
+const cpuMs = (pid: number): number => {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")
+  // utime and stime are fields 14 and 15 of stat (11 and 12 after the command), in clock ticks (100 per second).
+  return (Number(fields[11]) + Number(fields[12])) * 10
+}
+
+const statusKb = (pid: number, key: "VmRSS" | "VmHWM"): number => {
+  const line = readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith(`${key}:`))
+  return Number(/(\d+)/.exec(line ?? "")?.[1] ?? 0)
+}
+
+const monotonicUs = (): number => Number(process.hrtime.bigint() / 1000n)
+
+const quantile = (sorted: ReadonlyArray<number>, q: number): number =>
+  sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? NaN
+
+const startServer = async (
+  env: Record<string, string>,
+  profileDir: string | undefined
+): Promise<{ readonly child: ChildProcess; readonly url: string; readonly startedMs: number }> => {
+  const started = performance.now()
+  const args = profileDir !== undefined
+    ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`, bundleFile, "serve"]
+    : ["--conditions=corral-source", "--import", "tsx", join(root, "src/cli/main.ts"), "serve"]
+  const child = spawn(process.execPath, args, {
+    cwd: root,
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+  let log = ""
+  child.stderr!.on("data", (chunk: Buffer) => (log = (log + chunk.toString()).slice(-20_000)))
+  const url = await new Promise<string>((resolve, reject) => {
+    let out = ""
+    const timer = setTimeout(() => reject(new Error(`the server did not start in 60 s:\n${out}\n${log}`)), 60_000)
+    child.stdout!.on("data", (chunk: Buffer) => {
+      out += chunk.toString()
+      const match = /listening on (http:\/\/[\d.]+:\d+)/.exec(out)
+      if (match !== null) {
+        clearTimeout(timer)
+        resolve(match[1]!)
+      }
+    })
+    child.once("exit", (code) => reject(new Error(`the server exited (${code}) before listening:\n${out}\n${log}`)))
+  })
+  child.stdout!.resume()
+  // Ready = /readyz 200 with the MCP server up (its tool is one of the agent's).
+  for (const deadline = Date.now() + 60_000; Date.now() < deadline;) {
+    const ready = await request(`${url}/readyz`, "GET").catch(() => undefined)
+    if (ready?.status === 200 && ready.body.includes("\"mcp:fixture\":\"up\"")) break
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  return { child, url, startedMs: performance.now() - started }
+}
+
+const runMany = async (url: string, count: number, offset: number) => {
+  const landings: Array<number> = []
+  const reasons = new Map<string, number>()
+  const failures: Array<string> = []
+  await Promise.all(Array.from({ length: count }, async (_, i) => {
+    const n = offset + i
+    const sent = performance.now()
+    try {
+      const wait = followFlag === "wait"
+      const started = await request(`${url}/v1/sessions${wait ? "?wait=true" : ""}`, "POST", {
+        agentId: agent.id,
+        scope: `bench:${n}`,
+        prompt: `Session ${n}: why is checkout failing?`
+      })
+      if (started.status !== (wait ? 200 : 202)) {
+        throw new Error(`start: HTTP ${started.status} ${started.body.slice(0, 200)}`)
+      }
+      const answer = JSON.parse(started.body) as { sessionId: string; exitReason?: string }
+      const reason = wait
+        ? String(answer.exitReason ?? "?")
+        : await follow(`${url}/v1/sessions/${answer.sessionId}/events`)
+      landings.push(performance.now() - sent)
+      reasons.set(reason, (reasons.get(reason) ?? 0) + 1)
+    } catch (error) {
+      failures.push(String(error))
+    }
+  }))
+  return { landings, reasons, failures }
+}
+
+const benchStore = async (store: "postgres" | "embedded") => {
+  const dir = mkdtempSync(join(tmpdir(), "corral-bench-server-"))
+  let database: string | undefined
+  const model = await FakeProvider.start({ fallback: conversation, record: false })
+  const config = {
+    providers: { fake: { api: "openai", baseUrl: model.openAiBaseUrl, model: "fake-model", timeoutMs: 120_000 } },
+    tiers: { default: ["fake"] },
+    mcpServers: {
+      fixture: {
+        command: process.execPath,
+        args: ["--import", "tsx", join(root, "test/support/mcp-fixture.ts"), "--only", "echo"],
+        effects: { echo: "read" },
+        timeoutMs: 120_000
+      }
+    },
+    server: { port: 0 },
+    demo: { enabled: true, delayMs: 0 },
+    database: { dataDir: join(dir, "data") }
+  }
+  writeFileSync(join(dir, "corral.json"), JSON.stringify(config))
+  const env: Record<string, string> = { CORRAL_CONFIG: join(dir, "corral.json") }
+  if (store === "postgres") {
+    database = execFileSync("bash", [join(root, ".ci/postgres.sh")], { encoding: "utf8" }).trim()
+    env.DATABASE_URL = database
+  }
+  const profileDir = profile ? join(work, `profile-${store}`) : undefined
+  if (profileDir !== undefined) rmSync(profileDir, { recursive: true, force: true })
+  const server = await startServer(env, profileDir)
+  const pid = server.child.pid!
+  try {
+    const published = await request(`${server.url}/v1/agents`, "POST", agent)
+    if (published.status !== 201) throw new Error(`publish: HTTP ${published.status} ${published.body}`)
+    const idleRssMb = statusKb(pid, "VmRSS") / 1024
+
+    const warm = await runMany(server.url, Math.min(50, sessions), 0)
+    if (warm.failures.length > 0) throw new Error(`warm-up failed: ${warm.failures[0]}`)
+
+    let peakKb = 0
+    const sampler = setInterval(() => (peakKb = Math.max(peakKb, statusKb(pid, "VmRSS"))), 100)
+    const turns0 = model.count()
+    const cpu0 = cpuMs(pid)
+    const load0 = loadavg()[0]!
+    const fromUs = monotonicUs()
+    const t0 = performance.now()
+    const timer = setTimeout(() => {
+      console.error(`bench:server: not every session landed within ${timeoutMs / 1000} s`)
+      server.child.kill("SIGKILL")
+      process.exit(1)
+    }, timeoutMs)
+    const run = await runMany(server.url, sessions, 1_000_000)
+    clearTimeout(timer)
+    const wallMs = performance.now() - t0
+    const toUs = monotonicUs()
+    const cpu = cpuMs(pid) - cpu0
+    clearInterval(sampler)
+    const turns = model.count() - turns0
+    const sorted = [...run.landings].sort((a, b) => a - b)
+    const result = {
+      store,
+      sessions,
+      landed: run.landings.length,
+      failed: run.failures.length,
+      exit_reasons: Object.fromEntries(run.reasons),
+      model_turns: turns,
+      wall_ms: Math.round(wallMs),
+      sessions_per_s: Number((sessions / (wallMs / 1000)).toFixed(1)),
+      turns_per_s: Number((turns / (wallMs / 1000)).toFixed(1)),
+      server_cpu_ms_per_turn: Number((cpu / Math.max(1, turns)).toFixed(2)),
+      land_p50_ms: Math.round(quantile(sorted, 0.5)),
+      land_p99_ms: Math.round(quantile(sorted, 0.99)),
+      peak_rss_mb: Math.round(Math.max(peakKb, statusKb(pid, "VmRSS")) / 1024),
+      vmhwm_mb: Math.round(statusKb(pid, "VmHWM") / 1024),
+      idle_rss_mb: Math.round(idleRssMb),
+      ready_ms: Math.round(server.startedMs),
+      load_average: [Number(load0.toFixed(2)), Number(loadavg()[0]!.toFixed(2))]
+    }
+    console.log(`\n## ${store}: ${sessions} sessions at once\n`)
+    for (const [key, value] of Object.entries(result)) console.log(`- ${key}: ${JSON.stringify(value)}`)
+    if (run.failures.length > 0) console.log(`- first failure: ${run.failures[0]}`)
+    await stop(server.child)
+    if (profileDir !== undefined) {
+      const file = readdirSync(profileDir).find((f) => f.endsWith(".cpuprofile"))
+      if (file === undefined) console.log("\n(no CPU profile was written)")
+      else {
+        const summary = CpuProfile.summarise({
+          profileFile: join(profileDir, file),
+          bundleFile,
+          units: turns,
+          top,
+          fromUs,
+          toUs
+        })
+        console.log(`\nCPU profile of the measured window (${(summary.totalUs / 1e6).toFixed(2)} s sampled):\n`)
+        console.log(summary.lines.join("\n"))
+      }
+    }
+    console.log(`RESULT ${JSON.stringify(result)}`)
+    return result
+  } finally {
+    await stop(server.child)
+    await model.close()
+    rmSync(dir, { recursive: true, force: true })
+    if (database !== undefined && keepDatabase) console.log(`the database is kept: ${database}`)
+    else if (database !== undefined) {
+      execFileSync("psql", [
+        "-h",
+        "127.0.0.1",
+        "-U",
+        "postgres",
+        "-d",
+        "postgres",
+        "-q",
+        "-c",
+        `DROP DATABASE IF EXISTS "${database.split("/").pop()}" WITH (FORCE)`
+      ])
+    }
+  }
+}
+
+/** SIGTERM (the server drains and exits 0, writing its CPU profile), SIGKILL after 30 s. */
+const stop = (child: ChildProcess): Promise<void> =>
+  child.exitCode !== null || child.signalCode !== null
+    ? Promise.resolve()
+    : new Promise((resolve) => {
+      const kill = setTimeout(() => child.kill("SIGKILL"), 30_000)
+      child.once("exit", () => {
+        clearTimeout(kill)
+        resolve()
+      })
+      child.kill("SIGTERM")
+    })
+
+const main = async () => {
+  if (profile) {
+    mkdirSync(work, { recursive: true })
+    await CpuProfile.bundle(join(root, "src/cli/main.ts"), bundleFile)
+    // The viewer's static files are read next to the server module.
+    execFileSync("cp", ["-r", join(root, "src/server/viewer"), join(work, "viewer")])
+  }
+  const stores = storeFlag === "both" ? (["postgres", "embedded"] as const) : [storeFlag as "postgres" | "embedded"]
+  let failed = false
+  for (const store of stores) {
+    const result = await benchStore(store)
+    failed ||= result.failed > 0 || result.landed !== sessions
+  }
+  agentPool.destroy()
+  process.exit(failed ? 1 : 0)
+}
+
+void main().catch((error) => {
+  console.error(error)
+  process.exit(1)
+})
