@@ -20,7 +20,8 @@
  * stuck session makes the run exit 1 (bound: `--timeout-s`, default 600).
  *
  * Usage: `npm run bench:server -- [--sessions 1000] [--store postgres|embedded|both] [--profile] [--top 30]
- * [--min-turns 3] [--max-turns 5] [--timeout-s 600] [--keep-db] [--tools both|inproc|mcp] [--follow sse|wait]`. `--store postgres` makes a fresh database on the machine's
+ * [--min-turns 3] [--max-turns 5] [--timeout-s 600] [--keep-db] [--tools both|inproc|mcp] [--follow sse|wait]
+ * [--corral DIR]` (`--corral`: serve another checkout, e.g. a worktree of an older commit, to compare in one run). `--store postgres` makes a fresh database on the machine's
  * server (.ci/postgres.sh) and drops it after (unless `--keep-db`, which prints its URL); `embedded` uses a fresh PGlite directory. Prints a report and one
  * `RESULT <json>` line per store.
  */
@@ -55,6 +56,8 @@ const keepDatabase = argv.includes("--keep-db")
 // Diagnostics, to see what each part costs: `--tools inproc|mcp|both` (default both), `--follow sse|wait` (wait:
 // no event stream, the start request itself waits for the landing with `?wait=true`).
 const toolsFlag = flag("tools", "both")
+// `--corral DIR`: serve from another checkout (its sources through tsx), to compare two versions in one run.
+const corralDir = flag("corral", root)
 const followFlag = flag("follow", "sse")
 
 const agent = {
@@ -178,7 +181,7 @@ const startServer = async (
   const started = performance.now()
   const args = profileDir !== undefined
     ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`, bundleFile, "serve"]
-    : ["--conditions=corral-source", "--import", "tsx", join(root, "src/cli/main.ts"), "serve"]
+    : ["--conditions=corral-source", "--import", "tsx", join(corralDir, "src/cli/main.ts"), "serve"]
   const child = spawn(process.execPath, args, {
     cwd: root,
     env: { ...process.env, ...env },

@@ -15,11 +15,12 @@
  * Run: `node --expose-gc --import tsx scripts/bench/workload.ts --scenario A|B|C [--quick --sessions N --warmup N]`
  * Options: `--store memory|embedded|postgres` (A and B; embedded = PGlite in a fresh temporary directory, postgres =
  * the server at `DATABASE_URL`, e.g. `DATABASE_URL=$(bash .ci/postgres.sh)`), `--tracer off`
- * (disables Effect's built-in in-memory span objects, a diagnostic), `--passivate` (C: let every actor passivate
+ * (disables Effect's built-in in-memory span objects, a diagnostic), `--count-fibers` (a diagnostic: prints the
+ * fibers started per model turn to stderr at exit), `--passivate` (C: let every actor passivate
  * before measuring, so only the store's share remains). Prints one `RESULT <json>` line (framework `corral`).
  */
 import type { Duration } from "effect"
-import { Config, Effect, Layer, ManagedRuntime, Option } from "effect"
+import { Config, Effect, Layer, ManagedRuntime, Option, Supervisor as EffectSupervisor } from "effect"
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
@@ -212,7 +213,27 @@ void Harness.main<SessionView, string>(async (options) => {
       )),
       Layer.provide(sql.layer)
     )
-  const layer = Layer.merge(corralLayer, tracer === "off" ? Layer.setTracerEnabled(false) : Layer.empty)
+  // `--count-fibers`: a diagnostic: counts every fiber the runtime starts and says, at exit, how many per model turn.
+  const countFibers = options.flags.get("count-fibers") === "true"
+  let fibers = 0
+  if (countFibers) {
+    process.on("exit", () =>
+      process.stderr.write(
+        `fibers started: ${fibers} over ${modelCalls} model turns (${
+          (fibers / Math.max(1, modelCalls)).toFixed(1)
+        } per turn)\n`
+      ))
+  }
+  const counting = new (class extends EffectSupervisor.AbstractSupervisor<void> {
+    value = Effect.void
+    override onStart() {
+      fibers++
+    }
+  })()
+  // Provided underneath, so that the actors (forked while the layer is built) are supervised too.
+  const layer = Layer.merge(corralLayer, tracer === "off" ? Layer.setTracerEnabled(false) : Layer.empty).pipe(
+    Layer.provide(countFibers ? EffectSupervisor.addSupervisor(counting) : Layer.empty)
+  )
   const runtime = ManagedRuntime.make(layer)
   const corral = await runtime.runPromise(Corral)
   await runtime.runPromise(

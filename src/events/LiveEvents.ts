@@ -18,7 +18,7 @@
  * Hubs are unbounded: a bounded hub would either block the session loop on a slow client (back-pressure) or drop
  * turns (sliding). A slow client's backlog is the server's to cut off.
  */
-import { Effect, Layer, Option, PubSub, Stream } from "effect"
+import { Chunk, Effect, Layer, Option, PubSub, Stream } from "effect"
 import type { Context, Queue, Scope } from "effect"
 import type { PersistenceFailed } from "../domain/Errors.js"
 import type { Turn } from "../domain/Message.js"
@@ -83,25 +83,42 @@ export const make: Effect.Effect<LiveEvents, never, SessionStore> = Effect.map(S
     from: { last: number; landedUpTo: number }
   ): Stream.Stream<SessionEvent, PersistenceFailed> => {
     let last = from.last
-    const onLive = (event: SessionEvent): Effect.Effect<ReadonlyArray<SessionEvent>, PersistenceFailed> => {
-      if (event._tag === "exit" || event._tag === "report") {
-        // Published after the subscription began but already replayed from the store.
-        return Effect.succeed(event.seq <= from.landedUpTo ? [] : [event])
+    // A chunk at a time (whatever the queue held when pulled), synchronously unless a gap needs the store: per-event
+    // effects were a measurable share of a followed turn's cost.
+    const onChunk = (chunk: Chunk.Chunk<SessionEvent>): Effect.Effect<Chunk.Chunk<SessionEvent>, PersistenceFailed> => {
+      const events = Chunk.toReadonlyArray(chunk)
+      const out: Array<SessionEvent> = []
+      const from_ = (start: number): Effect.Effect<Chunk.Chunk<SessionEvent>, PersistenceFailed> => {
+        for (let i = start; i < events.length; i++) {
+          const event = events[i]!
+          if (event._tag === "exit" || event._tag === "report") {
+            // Published after the subscription began but already replayed from the store.
+            if (event.seq > from.landedUpTo) out.push(event)
+            continue
+          }
+          if (event._tag !== "turn") {
+            out.push(event)
+            continue
+          }
+          if (event.seq <= last) continue
+          if (event.seq === last + 1) {
+            last = event.seq
+            out.push(event)
+            continue
+          }
+          // A later turn overtook an earlier one between persist and publish: fill the gap from the store.
+          return Effect.flatMap(store.turns(orgId, sessionId, last), (turns) => {
+            const upTo = turns.filter((t) => t.seq <= event.seq)
+            if (upTo.length > 0) last = upTo[upTo.length - 1]!.seq
+            for (const turn of upTo) out.push(turnEvent(turn))
+            return from_(i + 1)
+          })
+        }
+        return Effect.succeed(Chunk.unsafeFromArray(out))
       }
-      if (event._tag !== "turn") return Effect.succeed([event])
-      if (event.seq <= last) return Effect.succeed([])
-      if (event.seq === last + 1) {
-        last = event.seq
-        return Effect.succeed([event])
-      }
-      // A later turn overtook an earlier one between persist and publish: fill the gap from the store.
-      return Effect.map(store.turns(orgId, sessionId, last), (turns) => {
-        const upTo = turns.filter((t) => t.seq <= event.seq)
-        if (upTo.length > 0) last = upTo[upTo.length - 1]!.seq
-        return upTo.map(turnEvent)
-      })
+      return from_(0)
     }
-    return Stream.fromQueue(live).pipe(Stream.mapConcatEffect(onLive))
+    return Stream.fromQueue(live).pipe(Stream.mapChunksEffect(onChunk))
   }
 
   /**

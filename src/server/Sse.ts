@@ -13,7 +13,7 @@
  * the subscription exists. Keep-alive comments every `keepAliveMs` keep proxies from closing an idle stream; the
  * stream ends when the server drains.
  */
-import { Effect, Schedule, Schema, Stream } from "effect"
+import { Chunk, Effect, Schedule, Schema, Stream } from "effect"
 import type { Service as CorralService } from "../Corral.js"
 import type { Principal } from "../domain/Principal.js"
 import type { SessionView } from "../domain/Session.js"
@@ -64,19 +64,22 @@ export interface Options {
 export const stream = (options: Options): Stream.Stream<Uint8Array> => {
   const { after, corral, principal, sessionId } = options
   let subscribed = false
+  // A chunk of events (what was ready when pulled) becomes ONE string, so ONE write: a followed turn's events
+  // often arrive together (its turn, a tool start, deltas), and each write is a system call.
+  const framed = (events: Chunk.Chunk<SessionEvent>, first: string): Chunk.Chunk<string> => {
+    let out = first
+    for (const event of events) if (!(event._tag === "turn" && event.seq <= after)) out += frame(event)
+    return out === "" ? Chunk.empty() : Chunk.of(out)
+  }
   const events = corral.events(principal, sessionId, Math.max(0, after - 1)).pipe(
-    Stream.mapConcatEffect((event) =>
-      Effect.gen(function*() {
-        const out: Array<string> = []
-        if (!subscribed) {
-          subscribed = true
-          const view = yield* Effect.option(options.current)
-          if (view._tag === "Some") out.push(snapshot(view.value))
-        }
-        if (!(event._tag === "turn" && event.seq <= after)) out.push(frame(event))
-        return out
-      })
-    ),
+    Stream.mapChunksEffect((chunk) => {
+      if (subscribed) return Effect.succeed(framed(chunk, ""))
+      subscribed = true
+      return Effect.map(
+        Effect.option(options.current),
+        (view) => framed(chunk, view._tag === "Some" ? snapshot(view.value) : "")
+      )
+    }),
     Stream.catchAll((error) =>
       Stream.make(`event: error\n${data({ _tag: error._tag, message: "stream interrupted" })}`)
     )
