@@ -1,12 +1,14 @@
 #!/usr/bin/env node
 /* global URL */
-// The `corral` command. Installed from the package it runs the built CLI (dist/cli/main.js) with plain Node. In a
+// The `corral` command. Installed from the package it runs the built CLI with plain Node: the bundle
+// (dist/cli/bundle/main.js, see scripts/build-cli.mjs: far fewer modules to load at start), else dist/cli/main.js. In a
 // clone of the repository (a .git next to bin/, or no build at all) it runs the TypeScript sources through tsx (a
 // dev dependency), so a fresh clone needs no build step and an edit is never hidden behind a stale dist/.
 import { existsSync } from "node:fs"
 
 const here = (path) => new URL(path, import.meta.url)
-const built = here("../dist/cli/main.js")
+const bundled = here("../dist/cli/bundle/main.js")
+const built = existsSync(bundled) ? bundled : here("../dist/cli/main.js")
 const source = here("../src/cli/main.ts")
 const fromSource = existsSync(source) && (existsSync(here("../.git")) || !existsSync(built))
 if (fromSource) {

@@ -1,0 +1,37 @@
+/**
+ * `npm run build` step two: the `corral` command as an esbuild bundle (dist/cli/bundle/), which is what the installed
+ * `bin/corral.js` runs. Why: start-up of the server and of `corral run` is dominated by loading modules — Effect,
+ * @effect/platform and the rest are a few hundred ES modules, each resolved, read and linked by Node's loader — and a
+ * bundle is a handful of files. `--help` stays instant: the entry's `import()`s become separate chunks (splitting),
+ * loaded only by commands that need them.
+ *
+ * Left external: PGlite (it loads its WASM and data files next to its own module) and pg's optional native binding.
+ * The library entries (`corral`, `corral/testing`, …) are NOT bundled: an embedder's program shares one Effect with
+ * Corral (peer dependency). The CLI is a program of its own, so its copy inside the bundle is never mixed with another.
+ */
+import { build } from "esbuild"
+import { cpSync, rmSync } from "node:fs"
+import { fileURLToPath } from "node:url"
+
+const root = fileURLToPath(new URL("..", import.meta.url))
+const outdir = `${root}dist/cli/bundle`
+rmSync(outdir, { recursive: true, force: true })
+await build({
+  entryPoints: { main: `${root}src/cli/main.ts` },
+  outdir,
+  bundle: true,
+  splitting: true,
+  format: "esm",
+  platform: "node",
+  target: "node20",
+  sourcemap: "linked",
+  // Maps point into the shipped src/ (the package ships it for the library's maps too) instead of carrying it again.
+  sourcesContent: false,
+  external: ["@electric-sql/pglite", "@electric-sql/pglite/*", "pg-native"],
+  // CommonJS dependencies (pg, ajv, …) call `require` for Node's built-ins; an ES module has none.
+  banner: { js: "import { createRequire as __corralRequire } from 'node:module'; const require = __corralRequire(import.meta.url);" },
+  chunkNames: "chunks/[name]-[hash]",
+  logLevel: "warning"
+})
+// The viewer's static files are read next to the module that serves them (a chunk of this bundle).
+cpSync(`${root}src/server/viewer`, `${outdir}/chunks/viewer`, { recursive: true })
