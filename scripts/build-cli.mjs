@@ -1,3 +1,4 @@
+/* global URL */
 /**
  * `npm run build` step two: the `corral` command as an esbuild bundle (dist/cli/bundle/), which is what the installed
  * `bin/corral.js` runs. Why: start-up of the server and of `corral run` is dominated by loading modules — Effect,
@@ -29,7 +30,10 @@ await build({
   sourcesContent: false,
   external: ["@electric-sql/pglite", "@electric-sql/pglite/*", "pg-native"],
   // CommonJS dependencies (pg, ajv, …) call `require` for Node's built-ins; an ES module has none.
-  banner: { js: "import { createRequire as __corralRequire } from 'node:module'; const require = __corralRequire(import.meta.url);" },
+  banner: {
+    js:
+      "import { createRequire as __corralRequire } from 'node:module'; const require = __corralRequire(import.meta.url);"
+  },
   chunkNames: "chunks/[name]-[hash]",
   logLevel: "warning"
 })
