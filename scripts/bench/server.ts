@@ -16,10 +16,10 @@
  * - with `--profile`: the server runs as an esbuild bundle under `--cpu-prof`, and the self time of the measured
  *   window is summarised by area and function (scripts/bench/internal/cpuProfile.ts).
  *
- * A warm-up of min(50, N) sessions runs first and is not counted. Sessions must all land `completed`; a failed or
+ * A warm-up of min(50, N) sessions (`--warmup`) runs first and is not counted. Sessions must all land `completed`; a failed or
  * stuck session makes the run exit 1 (bound: `--timeout-s`, default 600).
  *
- * Usage: `npm run bench:server -- [--sessions 1000] [--store postgres|embedded|both] [--profile] [--top 30]
+ * Usage: `npm run bench:server -- [--sessions 1000] [--warmup 50] [--store postgres|embedded|both] [--profile] [--top 30]
  * [--min-turns 3] [--max-turns 5] [--timeout-s 600] [--keep-db] [--tools both|inproc|mcp] [--follow sse|wait]
  * [--corral DIR]` (`--corral`: serve another checkout, e.g. a worktree of an older commit, to compare in one run). `--store postgres` makes a fresh database on the machine's
  * server (.ci/postgres.sh) and drops it after (unless `--keep-db`, which prints its URL); `embedded` uses a fresh PGlite directory. Prints a report and one
@@ -46,6 +46,7 @@ const flag = (name: string, fallback: string): string => {
   return value === undefined || value.startsWith("--") ? (index === -1 ? fallback : "true") : value
 }
 const sessions = Number(flag("sessions", "1000"))
+const warmup = Number(flag("warmup", String(Math.min(50, sessions))))
 const storeFlag = flag("store", "postgres")
 const profile = argv.includes("--profile")
 const top = Number(flag("top", "30"))
@@ -276,7 +277,7 @@ const benchStore = async (store: "postgres" | "embedded") => {
     if (published.status !== 201) throw new Error(`publish: HTTP ${published.status} ${published.body}`)
     const idleRssMb = statusKb(pid, "VmRSS") / 1024
 
-    const warm = await runMany(server.url, Math.min(50, sessions), 0)
+    const warm = await runMany(server.url, warmup, 0)
     if (warm.failures.length > 0) throw new Error(`warm-up failed: ${warm.failures[0]}`)
 
     let peakKb = 0
