@@ -8,7 +8,7 @@ import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { sha256 } from "../../src/server/Authentication.js"
 import * as Server from "../../src/server/Server.js"
-import { call, http } from "../support/McpHost.js"
+import { call, http, textOf } from "../support/McpHost.js"
 import { baseUrl, client, raw, settings } from "../support/ServerHarness.js"
 
 const aliceKey = "ck_alice_mcp_0123456789"
@@ -68,7 +68,7 @@ layer(Server.layer(keyed), { excludeTestServices: true, timeout: "90 seconds" })
   it.scoped("runs an agent to its landing: the report and exit reason as structured content, progress per turn", () =>
     Effect.gen(function*() {
       const host = yield* http(yield* mcpUrl, aliceKey)
-      const progress: Array<{ progress: number; message?: string }> = []
+      const progress: Array<{ progress: number; message?: string | undefined }> = []
       const result = yield* call(host, "run_demo", { scope: "incident:MCP-1", prompt: "Why is checkout failing?" }, {
         onProgress: (p) => progress.push(p)
       })
@@ -166,12 +166,12 @@ layer(Server.layer(keyed), { excludeTestServices: true, timeout: "90 seconds" })
       ])
       const read = yield* Effect.promise(() => host.client.readResource({ uri }))
       expect(read.contents.map((c) => c.uri)).toEqual([uri, `${uri}/transcript`])
-      const session = JSON.parse(read.contents[0]!.text as string)
+      const session = JSON.parse(textOf(read.contents[0]))
       expect(session).toMatchObject({ id, status: "idle", exitReason: "completed", scope: "incident:MCP-5" })
-      const turns = JSON.parse(read.contents[1]!.text as string) as ReadonlyArray<{ entry: { kind: string } }>
+      const turns = JSON.parse(textOf(read.contents[1])) as ReadonlyArray<{ entry: { kind: string } }>
       expect(turns[0]?.entry.kind).toBe("user")
       const report = yield* Effect.promise(() => host.client.readResource({ uri: `${uri}/report` }))
-      expect(JSON.parse(report.contents[0]!.text as string)).toMatchObject({ exitReason: "completed" })
+      expect(JSON.parse(textOf(report.contents[0]))).toMatchObject({ exitReason: "completed" })
 
       const completion = yield* Effect.promise(() =>
         host.client.complete({

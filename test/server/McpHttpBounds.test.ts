@@ -8,7 +8,7 @@ import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import * as McpHttp from "../../src/server/mcp/Http.js"
 import * as Server from "../../src/server/Server.js"
-import { call, http } from "../support/McpHost.js"
+import { http, textOf } from "../support/McpHost.js"
 import { baseUrl, eventually, raw, settings } from "../support/ServerHarness.js"
 
 const mcpUrl = Effect.map(baseUrl, (url) => `${url}/mcp`)
@@ -49,13 +49,13 @@ layer(Server.layer(slow, { mcp: { maxSessions: 3, idleMs: 1_500 } }), { excludeT
         const landed = yield* eventually("the cancelled session to land", Effect.map(
           Effect.promise(() => host.client.readResource({ uri })),
           (read) => {
-            const session = JSON.parse(read.contents[0]!.text as string) as { status: string; exitReason?: string }
+            const session = JSON.parse(textOf(read.contents[0])) as { status: string; exitReason?: string }
             return session.exitReason === undefined ? undefined : session
           }
         ))
         expect(landed).toMatchObject({ status: "idle", exitReason: "cancelled" })
         const read = yield* Effect.promise(() => host.client.readResource({ uri: `${uri}/transcript` }))
-        const turns = JSON.parse(read.contents[0]!.text as string) as ReadonlyArray<{ entry: { kind: string } }>
+        const turns = JSON.parse(textOf(read.contents[0])) as ReadonlyArray<{ entry: { kind: string } }>
         expect(turns.map((t) => t.entry.kind).slice(0, 2)).toEqual(["user", "assistant"])
         expect(progress.length).toBeLessThan(6)
       }))

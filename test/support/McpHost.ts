@@ -88,7 +88,7 @@ export const call = (
   name: string,
   args: Record<string, unknown>,
   options: {
-    readonly onProgress?: (progress: { progress: number; message?: string }) => void
+    readonly onProgress?: (progress: { progress: number; message?: string | undefined }) => void
     readonly signal?: AbortSignal
   } = {}
 ): Effect.Effect<RunResult> =>
@@ -99,3 +99,9 @@ export const call = (
       ...(options.signal === undefined ? {} : { signal: options.signal })
     }) as Promise<RunResult>
   )
+
+/** The text of a resource content (dies when it is a blob or absent). */
+export const textOf = (content: { readonly text?: unknown; readonly blob?: unknown } | undefined): string => {
+  if (content === undefined || typeof content.text !== "string") throw new Error("expected a text resource content")
+  return content.text
+}
