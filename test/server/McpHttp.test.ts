@@ -9,7 +9,7 @@ import { Effect } from "effect"
 import { sha256 } from "../../src/server/Authentication.js"
 import * as Server from "../../src/server/Server.js"
 import { call, http, textOf } from "../support/McpHost.js"
-import { baseUrl, client, raw, settings } from "../support/ServerHarness.js"
+import { baseUrl, client, eventually, raw, settings } from "../support/ServerHarness.js"
 
 const aliceKey = "ck_alice_mcp_0123456789"
 const malloryKey = "ck_mallory_mcp_9876543210"
@@ -190,6 +190,29 @@ layer(Server.layer(keyed), { excludeTestServices: true, timeout: "90 seconds" })
       expect(String(hidden.error)).toMatch(/-32002.*Resource not found/)
       const theirs = yield* Effect.promise(() => mallory.client.listResources())
       expect(theirs.resources.map((r) => r.uri)).not.toContain(uri)
+    }))
+
+  it.scoped("a subscribed session resource sends an update per new turn and landing; unknown URIs are refused", () =>
+    Effect.gen(function*() {
+      const host = yield* http(yield* mcpUrl, aliceKey)
+      const waiting = yield* call(host, "run_demo", { scope: "incident:MCP-8", prompt: "Checkout fails: fix it." })
+      const id = waiting.structuredContent!["sessionId"] as string
+      const token = (waiting.structuredContent!["pending"] as ReadonlyArray<{ token: string }>)[0]!.token
+      const uri = `corral://sessions/${id}`
+      const updates: Array<string> = []
+      const { ResourceUpdatedNotificationSchema } = yield* Effect.promise(() => import("@modelcontextprotocol/sdk/types.js"))
+      host.client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => {
+        updates.push(n.params.uri)
+      })
+      yield* Effect.promise(() => host.client.subscribeResource({ uri }))
+      // A person approves over the HTTP API: the resumed burst's turns reach the subscriber.
+      const api = yield* client(aliceKey)
+      yield* api.sessions.decide({ path: { id }, payload: { token, decision: "approve" }, urlParams: { wait: true } })
+      yield* eventually("resource updates", Effect.sync(() => updates.length >= 2 ? updates : undefined))
+      expect(new Set(updates)).toEqual(new Set([uri]))
+      yield* Effect.promise(() => host.client.unsubscribeResource({ uri }))
+      const unknown = yield* Effect.flip(Effect.tryPromise(() => host.client.subscribeResource({ uri: "test://watched-resource" })))
+      expect(String(unknown.error)).toMatch(/-32002.*Resource not found: test:\/\/watched-resource/)
     }))
 
   it.scoped("answers ping, and sends log notifications at or above the level the host set", () =>

@@ -8,7 +8,7 @@ import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import * as McpHttp from "../../src/server/mcp/Http.js"
 import * as Server from "../../src/server/Server.js"
-import { http, textOf } from "../support/McpHost.js"
+import { call, http, textOf } from "../support/McpHost.js"
 import { baseUrl, eventually, raw, settings } from "../support/ServerHarness.js"
 
 const mcpUrl = Effect.map(baseUrl, (url) => `${url}/mcp`)
@@ -21,10 +21,11 @@ const initialize = JSON.stringify({
 })
 const mcpHeaders = { "content-type": "application/json", accept: "application/json, text/event-stream" }
 
-// A slow demo model (a cancel lands mid-run), at most 3 MCP sessions, idle ones closed after 1.5 s.
+// A slow demo model (a cancel lands mid-run), at most 3 MCP sessions, idle ones closed after 1.5 s, an elicited
+// approval waited for 300 ms.
 const slow = settings({ demo: { enabled: true, delayMs: 400 } })
 
-layer(Server.layer(slow, { mcp: { maxSessions: 3, idleMs: 1_500 } }), { excludeTestServices: true, timeout: "60 seconds" })(
+layer(Server.layer(slow, { mcp: { maxSessions: 3, idleMs: 1_500, protocol: { approvalWaitMs: 300 } } }), { excludeTestServices: true, timeout: "60 seconds" })(
   "MCP over Streamable HTTP: bounds",
   (it) => {
     it.scoped("a cancelled call cancels the session's burst: it lands cancelled with its transcript", () =>
@@ -58,6 +59,20 @@ layer(Server.layer(slow, { mcp: { maxSessions: 3, idleMs: 1_500 } }), { excludeT
         const turns = JSON.parse(textOf(read.contents[0])) as ReadonlyArray<{ entry: { kind: string } }>
         expect(turns.map((t) => t.entry.kind).slice(0, 2)).toEqual(["user", "assistant"])
         expect(progress.length).toBeLessThan(6)
+      }))
+
+    it.scoped("an elicited approval nobody answers times out: the write stays pending, the answer carries its token", () =>
+      Effect.gen(function*() {
+        const host = yield* http(yield* mcpUrl, undefined, { elicit: () => new Promise(() => {}) })
+        const result = yield* call(host, "run_demo", { scope: "incident:C-2", prompt: "Cart fails: fix it." })
+        expect(host.elicited).toHaveLength(1)
+        const out = result.structuredContent!
+        expect(out["status"]).toBe("awaiting_confirmation")
+        expect((out["pending"] as ReadonlyArray<{ tool: string; token?: string }>)[0]).toMatchObject({
+          tool: "demo_restart",
+          token: expect.stringMatching(/.{16,}/)
+        })
+        expect(result.content[0]?.text).toMatch(/The approval was not answered .*: the write stays pending/)
       }))
 
     it.effect("refuses a request whose Host is not local (DNS rebinding) with 403, and accepts localhost", () =>

@@ -2,7 +2,8 @@
  * Catalog — what Corral offers an MCP host, independent of the transport (Streamable HTTP at `/mcp`, stdio with
  * `corral mcp`): each published agent of the principal's org is a tool `run_<agent>`, the `approve` tool decides a
  * pending write by its token, sessions and agents are resources (`corral://sessions/{id}`, `corral://agents/{agent}`),
- * and completion suggests session ids and agent ids for those templates.
+ * a session resource can be watched (an update per new turn and per landing), and completion suggests session ids
+ * and agent ids for those templates.
  *
  * Everything goes through the public `Corral` service with the caller's principal, so an MCP host sees exactly its
  * org, like the HTTP API; only listing sessions reads the store (as `GET /v1/sessions` does), filtered by org.
@@ -14,10 +15,10 @@ import type {
   ResourceTemplate,
   Tool
 } from "@modelcontextprotocol/sdk/types.js"
-import { Clock, Effect, Option, Schema } from "effect"
+import { Clock, Effect, Option, Schema, Stream } from "effect"
 import { Corral } from "../../Corral.js"
 import type { AgentSpec } from "../../domain/AgentSpec.js"
-import type { PersistenceFailed } from "../../domain/Errors.js"
+import type { PersistenceFailed, SessionNotFound } from "../../domain/Errors.js"
 import type { Principal } from "../../domain/Principal.js"
 import type { SessionView } from "../../domain/Session.js"
 import * as Limits from "../../rails/Limits.js"
@@ -74,6 +75,14 @@ export interface Service {
   ) => Effect.Effect<{ readonly resources: ReadonlyArray<Resource>; readonly nextCursor?: string }, PersistenceFailed>
   readonly templates: ReadonlyArray<ResourceTemplate>
   readonly readResource: (by: Principal, uri: string) => Effect.Effect<ReadResourceResult, ResourceNotFound | PersistenceFailed>
+  /**
+   * The updates of a subscribable resource (a session: one per new turn and per landing), from now on; fails with
+   * `ResourceNotFound` for a URI that is not a session the caller can see.
+   */
+  readonly watch: (
+    by: Principal,
+    uri: string
+  ) => Effect.Effect<Stream.Stream<void, PersistenceFailed | SessionNotFound>, ResourceNotFound | PersistenceFailed>
   /** Completion values for an argument of a resource template (`id` of sessions, `agent` of agents). */
   readonly complete: (
     by: Principal,
@@ -312,6 +321,17 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Corra
             SessionNotFound: () => Effect.fail(new ResourceNotFound({ uri }))
           })
         ),
+      watch: (by, uri) =>
+        Effect.gen(function*() {
+          const parsed = parseUri(uri)
+          if (parsed === undefined || parsed._tag !== "Session") return yield* new ResourceNotFound({ uri })
+          const turns = yield* corral.turns(by, parsed.id)
+          // From the last stored turn on: a subscriber hears of what happens next, not of the history.
+          return corral.events(by, parsed.id, { fromSeq: turns.at(-1)?.seq ?? 0 }).pipe(
+            Stream.filter((event) => event._tag === "turn" || event._tag === "report"),
+            Stream.as(undefined)
+          )
+        }).pipe(Effect.catchTag("SessionNotFound", () => Effect.fail(new ResourceNotFound({ uri })))),
       complete: (by, ref, argument, value) =>
         Effect.gen(function*() {
           if (ref.type !== "ref/resource") return []

@@ -9,6 +9,8 @@
  * - A pending write is put to the person through `elicitation/create` when the client declared the elicitation
  *   capability; its answer waits at most `approvalWaitMs` (then the write stays pending, never a hang).
  * - `logging/setLevel` sets the level below which log notifications are not sent (default `info`).
+ * - `resources/subscribe` watches a session resource: `notifications/resources/updated` per new turn and landing,
+ *   at most 100 subscriptions per connection, all ended when the connection closes.
  * - `completion/complete` completes the resource templates' `id` and `agent` arguments.
  *
  * Errors: an unknown tool is JSON-RPC -32602, an unknown resource -32002, a store that fails -32603 (message kept).
@@ -24,10 +26,12 @@ import {
   ListToolsRequestSchema,
   McpError,
   ReadResourceRequestSchema,
-  SetLevelRequestSchema
+  SetLevelRequestSchema,
+  SubscribeRequestSchema,
+  UnsubscribeRequestSchema
 } from "@modelcontextprotocol/sdk/types.js"
 import type { LoggingLevel, ServerNotification } from "@modelcontextprotocol/sdk/types.js"
-import { Effect, Either, Runtime } from "effect"
+import { Effect, Either, Fiber, Runtime, Stream } from "effect"
 import type { Principal } from "../../domain/Principal.js"
 import type * as Catalog from "./Catalog.js"
 import type * as Runs from "./Runs.js"
@@ -42,6 +46,9 @@ export interface Options {
 
 /** The default wait for an elicited approval: long enough for a person to read the call, short of forever. */
 export const defaultApprovalWaitMs = 10 * 60_000
+
+/** How many resources one connection may watch at once (each is a live subscription to a session's events). */
+const MAX_SUBSCRIPTIONS = 100
 
 /** JSON-RPC code of "resource not found" (MCP). */
 export const RESOURCE_NOT_FOUND = -32002
@@ -87,7 +94,8 @@ const approvalMessage = (request: Runs.ApprovalRequest): string =>
 
 /**
  * An SDK server for one connection of `by`, answering from `catalog`; effects run on `runtime` (its logger). The
- * caller connects it to a transport.
+ * caller connects it to a transport; a caller that sets `onclose` must call the one set here first (it ends the
+ * subscriptions).
  */
 export const make = (
   catalog: Catalog.Service,
@@ -98,7 +106,7 @@ export const make = (
   const server = new Server(
     { name: "corral", title: "Corral", version: options.version ?? "0.1.0" },
     {
-      capabilities: { tools: {}, resources: {}, logging: {}, completions: {} },
+      capabilities: { tools: {}, resources: { subscribe: true }, logging: {}, completions: {} },
       instructions
     }
   )
@@ -188,6 +196,38 @@ export const make = (
     Promise.resolve({ resourceTemplates: [...catalog.templates] }))
 
   server.setRequestHandler(ReadResourceRequestSchema, (request) => run(catalog.readResource(by, request.params.uri)))
+
+  // Subscriptions: one fiber per watched session, ended by unsubscribe or when the connection closes.
+  const watching = new Map<string, Fiber.RuntimeFiber<void, unknown>>()
+  server.setRequestHandler(SubscribeRequestSchema, async (request) => {
+    const uri = request.params.uri
+    if (watching.has(uri)) return {}
+    if (watching.size >= MAX_SUBSCRIPTIONS) {
+      throw new McpError(ErrorCode.InvalidParams, `at most ${MAX_SUBSCRIPTIONS} subscriptions per connection: unsubscribe one first`)
+    }
+    const updates = await run(catalog.watch(by, uri))
+    watching.set(
+      uri,
+      Runtime.runFork(runtime)(
+        updates.pipe(
+          Stream.runForEach(() => Effect.promise(() => server.sendResourceUpdated({ uri }).catch(() => undefined))),
+          Effect.catchAll((error) => Effect.logWarning(`MCP: the subscription to ${uri} ended: ${error.message}`))
+        )
+      )
+    )
+    return {}
+  })
+  server.setRequestHandler(UnsubscribeRequestSchema, (request) => {
+    const fiber = watching.get(request.params.uri)
+    watching.delete(request.params.uri)
+    if (fiber !== undefined) Runtime.runFork(runtime)(Fiber.interrupt(fiber))
+    return {}
+  })
+  const unwatch = () => {
+    for (const fiber of watching.values()) Runtime.runFork(runtime)(Fiber.interrupt(fiber))
+    watching.clear()
+  }
+  server.onclose = unwatch
 
   server.setRequestHandler(CompleteRequestSchema, (request) =>
     run(

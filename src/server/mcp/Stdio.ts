@@ -40,7 +40,11 @@ export const serve = (by: Principal, options: Options = {}): Effect.Effect<void,
       () =>
         Effect.async<void>((resume) => {
           const done = () => resume(Effect.void)
-          server.onclose = done
+          const ending = server.onclose
+          server.onclose = () => {
+            ending?.()
+            done()
+          }
           stdin.on("end", done)
           stdin.on("close", done)
         }),
