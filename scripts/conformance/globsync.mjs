@@ -1,3 +1,4 @@
+/* global URL */
 /**
  * An `--import` hook for the MCP conformance CLI (@modelcontextprotocol/conformance 0.1.16), which imports
  * `globSync` from `fs`: Node 22 has it, Node 20 does not, and the CLI then fails to load at all ("The requested

@@ -1,6 +1,7 @@
 /**
  * Server — the bundled Node HTTP server: the `Api` handlers, `/openapi.json`, the docs page at `/docs`, the viewer
- * at `/ui`, the body guard, authentication, and the graceful shutdown, over the runtime `Wiring` builds.
+ * at `/ui`, the MCP server at `/mcp` (`mcp/Http`), the body guard, authentication, and the graceful shutdown, over
+ * the runtime `Wiring` builds.
  *
  * Without API keys the server is a local tool: it binds 127.0.0.1 whatever `server.host` says and warns at start,
  * so forgetting keys can never expose an unauthenticated API to a network.
@@ -196,8 +197,10 @@ export interface Options {
  * JSON-RPC errors (a malformed body is a JSON-RPC parse error, not the API's 400), so the body guard stays out of it.
  */
 const withMcp = (mcp: McpHttp.McpHttp["Type"]) => <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
-  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
-    (request.url.split("?")[0] ?? "") === "/mcp" ? mcp.handle : app)
+  Effect.flatMap(
+    HttpServerRequest.HttpServerRequest,
+    (request) => (request.url.split("?")[0] ?? "") === "/mcp" ? mcp.handle : app
+  )
 
 /**
  * The server for `settings`, listening once built: the HttpServer (its address tells the bound port, useful with
@@ -213,13 +216,18 @@ export const layer = (settings: Settings, options: Options = {}) => {
     Layer.provide(Authentication.layer(settings.apiKeys))
   )
   const serve = Layer.unwrapEffect(
-    Effect.map(Effect.all([Shutdown.Shutdown, McpHttp.McpHttp]), ([shutdown, mcp]) =>
-      HttpApiBuilder.serve((app) =>
-        withMcp(mcp)(BodyGuard.middleware({
-          limitBytes: settings.server.bodyLimitBytes,
-          draining: shutdown.draining
-        })(app))
-      ))
+    Effect.map(
+      Effect.all([Shutdown.Shutdown, McpHttp.McpHttp]),
+      ([shutdown, mcp]) =>
+        HttpApiBuilder.serve((app) =>
+          withMcp(mcp)(
+            BodyGuard.middleware({
+              limitBytes: settings.server.bodyLimitBytes,
+              draining: shutdown.draining
+            })(app)
+          )
+        )
+    )
   ).pipe(
     Layer.provide(Viewer.layer),
     Layer.provide(HttpApiScalar.layer({ path: "/docs" })),

@@ -26,91 +26,123 @@ const env = (delayMs: number) => ({
 })
 
 describe("corral mcp (stdio)", () => {
-  it.scopedLive("runs an agent with progress, approves a write through elicitation, and keeps stdout to the protocol", () =>
-    Effect.gen(function*() {
-      const host = yield* stdio([], env(20), {
-        elicit: () => ({ action: "accept", content: { decision: "approve" } })
-      })
-      const protocolErrors: Array<string> = []
-      host.client.onerror = (error) => protocolErrors.push(String(error))
-      const tools = yield* Effect.promise(() => host.client.listTools())
-      expect(tools.tools.map((t) => t.name)).toEqual(["run_demo", "approve"])
+  it.scopedLive(
+    "runs an agent with progress, approves a write through elicitation, and keeps stdout to the protocol",
+    () =>
+      Effect.gen(function*() {
+        const host = yield* stdio([], env(20), {
+          elicit: () => ({ action: "accept", content: { decision: "approve" } })
+        })
+        const protocolErrors: Array<string> = []
+        host.client.onerror = (error) => protocolErrors.push(String(error))
+        const tools = yield* Effect.promise(() => host.client.listTools())
+        expect(tools.tools.map((t) => t.name)).toEqual(["run_demo", "approve"])
 
-      const progress: Array<string> = []
-      const ran = yield* call(host, "run_demo", { scope: "incident:S-1", prompt: "Why is checkout failing?" }, {
-        onProgress: (p) => progress.push(p.message ?? "")
-      })
-      expect(ran.structuredContent?.["exitReason"]).toBe("completed")
-      expect(progress[0]).toMatch(/^turn 1 · user: Why is checkout failing\?/)
-      expect(progress.length).toBeGreaterThanOrEqual(5)
+        const progress: Array<string> = []
+        const ran = yield* call(host, "run_demo", { scope: "incident:S-1", prompt: "Why is checkout failing?" }, {
+          onProgress: (p) => progress.push(p.message ?? "")
+        })
+        expect(ran.structuredContent?.["exitReason"]).toBe("completed")
+        expect(progress[0]).toMatch(/^turn 1 · user: Why is checkout failing\?/)
+        expect(progress.length).toBeGreaterThanOrEqual(5)
 
-      const fixed = yield* call(host, "run_demo", { scope: "incident:S-2", prompt: "Checkout fails: fix it." })
-      expect(host.elicited.map((e) => e.message)).toEqual([expect.stringMatching(/"demo_restart" with these arguments/)])
-      expect(fixed.structuredContent?.["exitReason"]).toBe("completed")
-      expect((fixed.structuredContent?.["report"] as { summary: string }).summary).toMatch(/restarted/)
+        const fixed = yield* call(host, "run_demo", { scope: "incident:S-2", prompt: "Checkout fails: fix it." })
+        expect(host.elicited.map((e) => e.message)).toEqual([
+          expect.stringMatching(/"demo_restart" with these arguments/)
+        ])
+        expect(fixed.structuredContent?.["exitReason"]).toBe("completed")
+        expect((fixed.structuredContent?.["report"] as { summary: string }).summary).toMatch(/restarted/)
 
-      const read = yield* Effect.promise(() => host.client.readResource({ uri: `corral://sessions/${fixed.structuredContent?.["sessionId"]}` }))
-      expect(JSON.parse(textOf(read.contents[0]))).toMatchObject({ exitReason: "completed", scope: "incident:S-2" })
-      // Anything but JSON-RPC on stdout would have been a parse error on the client; the logs went to stderr.
-      expect(protocolErrors).toEqual([])
-      expect(host.stderr()).toMatch(/MCP|session/)
-    }), { timeout: 120_000 })
+        const read = yield* Effect.promise(() =>
+          host.client.readResource({ uri: `corral://sessions/${fixed.structuredContent?.["sessionId"]}` })
+        )
+        expect(JSON.parse(textOf(read.contents[0]))).toMatchObject({ exitReason: "completed", scope: "incident:S-2" })
+        // Anything but JSON-RPC on stdout would have been a parse error on the client; the logs went to stderr.
+        expect(protocolErrors).toEqual([])
+        expect(host.stderr()).toMatch(/MCP|session/)
+      }),
+    { timeout: 120_000 }
+  )
 
   it.scopedLive("a cancelled call over stdio cancels the session's burst", () =>
     Effect.gen(function*() {
       const host = yield* stdio([], env(400))
       const controller = new AbortController()
       const outcome = yield* Effect.either(Effect.tryPromise(() =>
-        host.client.callTool({ name: "run_demo", arguments: { scope: "incident:S-3", prompt: "Why is cart failing?" } }, undefined, {
-          timeout: 30_000,
-          onprogress: (p) => {
-            if (/assistant/.test(p.message ?? "")) controller.abort("cancelled by the test")
-          },
-          signal: controller.signal
-        })
+        host.client.callTool(
+          { name: "run_demo", arguments: { scope: "incident:S-3", prompt: "Why is cart failing?" } },
+          undefined,
+          {
+            timeout: 30_000,
+            onprogress: (p) => {
+              if (/assistant/.test(p.message ?? "")) controller.abort("cancelled by the test")
+            },
+            signal: controller.signal
+          }
+        )
       ))
       expect(outcome._tag).toBe("Left")
-      const landed = yield* eventually("the cancelled session to land", Effect.promise(async () => {
-        const listed = await host.client.listResources()
-        const uri = listed.resources.find((r) => r.uri.startsWith("corral://sessions/"))?.uri
-        if (uri === undefined) return undefined
-        const session = JSON.parse(textOf((await host.client.readResource({ uri })).contents[0])) as { exitReason?: string }
-        return session.exitReason
-      }))
+      const landed = yield* eventually(
+        "the cancelled session to land",
+        Effect.promise(async () => {
+          const listed = await host.client.listResources()
+          const uri = listed.resources.find((r) => r.uri.startsWith("corral://sessions/"))?.uri
+          if (uri === undefined) {
+            return undefined
+          }
+          const session = JSON.parse(textOf((await host.client.readResource({ uri })).contents[0])) as {
+            exitReason?: string
+          }
+          return session.exitReason
+        })
+      )
       expect(landed).toBe("cancelled")
     }), { timeout: 120_000 })
 
-  it.live("ends with exit code 0 when the host closes stdin, having written nothing but protocol", () =>
-    Effect.promise(async () => {
-      const child = spawn(process.execPath, [bin, "mcp"], { env: { ...process.env, ...env(20) }, stdio: ["pipe", "pipe", "pipe"] })
-      let out = ""
-      child.stdout.on("data", (chunk: Buffer) => (out += chunk.toString("utf8")))
-      const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
-      child.stdin.write(
-        JSON.stringify({
+  it.live(
+    "ends with exit code 0 when the host closes stdin, having written nothing but protocol",
+    () =>
+      Effect.promise(async () => {
+        const child = spawn(process.execPath, [bin, "mcp"], {
+          env: { ...process.env, ...env(20) },
+          stdio: ["pipe", "pipe", "pipe"]
+        })
+        let out = ""
+        child.stdout.on("data", (chunk: Buffer) => (out += chunk.toString("utf8")))
+        const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
+        child.stdin.write(
+          JSON.stringify({
+            jsonrpc: "2.0",
+            id: 1,
+            method: "initialize",
+            params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "t", version: "1" } }
+          }) + "\n"
+        )
+        const deadline = Date.now() + 60_000
+        while (!out.includes("\n") && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
+        child.stdin.end()
+        const timer = setTimeout(() => child.kill("SIGKILL"), 30_000)
+        const code = await exited
+        clearTimeout(timer)
+        expect(code).toBe(0)
+        const lines = out.trim().split("\n")
+        expect(lines).toHaveLength(1)
+        expect(JSON.parse(lines[0]!)).toMatchObject({
           jsonrpc: "2.0",
           id: 1,
-          method: "initialize",
-          params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "t", version: "1" } }
-        }) + "\n"
-      )
-      const deadline = Date.now() + 60_000
-      while (!out.includes("\n") && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
-      child.stdin.end()
-      const timer = setTimeout(() => child.kill("SIGKILL"), 30_000)
-      const code = await exited
-      clearTimeout(timer)
-      expect(code).toBe(0)
-      const lines = out.trim().split("\n")
-      expect(lines).toHaveLength(1)
-      expect(JSON.parse(lines[0]!)).toMatchObject({ jsonrpc: "2.0", id: 1, result: { serverInfo: { name: "corral" } } })
-    }), { timeout: 120_000 })
+          result: { serverInfo: { name: "corral" } }
+        })
+      }),
+    { timeout: 120_000 }
+  )
 
   it.live("refuses a subcommand it does not have with a usage error", () =>
     Effect.gen(function*() {
       const result = yield* corralRun(["mcp", "frobnicate"], env(20))
       expect(result.code).toBe(1)
-      expect(result.stderr).toMatch(/corral mcp: unknown subcommand or argument "frobnicate"\nUsage: corral mcp \[serve\]/)
+      expect(result.stderr).toMatch(
+        /corral mcp: unknown subcommand or argument "frobnicate"\nUsage: corral mcp \[serve\]/
+      )
       expect(result.stdout).toBe("")
     }), { timeout: 120_000 })
 })

@@ -45,6 +45,8 @@ it.scoped("a run waits at most the active-time ceiling plus the margin, then say
     expect(result.structuredContent).toMatchObject({ status: "running", landed: false })
     expect(result.content[0]).toMatchObject({
       type: "text",
-      text: expect.stringMatching(/still running: this call waited 6000 ms \(its bound\) and returns now; the session goes on/)
+      text: expect.stringMatching(
+        /still running: this call waited 6000 ms \(its bound\) and returns now; the session goes on/
+      )
     })
   }).pipe(Effect.provide(runtime)))

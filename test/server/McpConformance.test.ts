@@ -36,7 +36,10 @@ const applicable = [
 const runCli = (args: ReadonlyArray<string>) =>
   Effect.promise(() =>
     new Promise<{ code: number | null; output: string }>((resolve) => {
-      const child = spawn(process.execPath, ["--import", hook, cli, ...args], { cwd: root, stdio: ["ignore", "pipe", "pipe"] })
+      const child = spawn(process.execPath, ["--import", hook, cli, ...args], {
+        cwd: root,
+        stdio: ["ignore", "pipe", "pipe"]
+      })
       let output = ""
       child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")))
       child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")))
@@ -50,25 +53,31 @@ const runCli = (args: ReadonlyArray<string>) =>
 
 /** Every check of every scenario the run saved under `dir`: scenario → statuses. */
 const checksIn = (dir: string): Record<string, ReadonlyArray<{ id: string; status: string }>> =>
-  Object.fromEntries(readdirSync(dir).map((entry) => {
-    const scenario = /^server-(.*)-\d{4}-\d\d-\d\dT/.exec(entry)?.[1] ?? entry
-    return [scenario, JSON.parse(readFileSync(path.join(dir, entry, "checks.json"), "utf8"))]
-  }))
+  Object.fromEntries(
+    readdirSync(dir).map((entry) => {
+      const scenario = /^server-(.*)-\d{4}-\d\d-\d\dT/.exec(entry)?.[1] ?? entry
+      return [scenario, JSON.parse(readFileSync(path.join(dir, entry, "checks.json"), "utf8"))]
+    })
+  )
 
 layer(Server.layer(settings()), { excludeTestServices: true, timeout: "120 seconds" })("MCP conformance", (it) => {
-  it.effect("passes every server scenario that applies; the rest are exactly the listed fixture scenarios", () =>
-    Effect.gen(function*() {
-      const url = `${yield* baseUrl}/mcp`
-      const out = mkdtempSync(path.join(tmpdir(), "corral-conformance-"))
-      const run = yield* runCli(["server", "--url", url, "--expected-failures", baseline, "-o", out])
-      expect(run.output).toMatch(/Running active suite \(\d+ scenarios\)/)
-      if (run.code !== 0) expect.fail(`the conformance run failed (exit ${run.code}):\n${run.output.slice(-4000)}`)
-      const checks = checksIn(out)
-      for (const scenario of applicable) {
-        const statuses = checks[scenario]?.filter((c) => c.status !== "INFO").map((c) => `${c.id}: ${c.status}`)
-        expect(statuses, scenario).toBeDefined()
-        expect(statuses!.length, scenario).toBeGreaterThan(0)
-        expect(statuses!.every((s) => s.endsWith("SUCCESS")), `${scenario}: ${statuses!.join(", ")}`).toBe(true)
-      }
-    }), { timeout: 120_000 })
+  it.effect(
+    "passes every server scenario that applies; the rest are exactly the listed fixture scenarios",
+    () =>
+      Effect.gen(function*() {
+        const url = `${yield* baseUrl}/mcp`
+        const out = mkdtempSync(path.join(tmpdir(), "corral-conformance-"))
+        const run = yield* runCli(["server", "--url", url, "--expected-failures", baseline, "-o", out])
+        expect(run.output).toMatch(/Running active suite \(\d+ scenarios\)/)
+        if (run.code !== 0) expect.fail(`the conformance run failed (exit ${run.code}):\n${run.output.slice(-4000)}`)
+        const checks = checksIn(out)
+        for (const scenario of applicable) {
+          const statuses = checks[scenario]?.filter((c) => c.status !== "INFO").map((c) => `${c.id}: ${c.status}`)
+          expect(statuses, scenario).toBeDefined()
+          expect(statuses!.length, scenario).toBeGreaterThan(0)
+          expect(statuses!.every((s) => s.endsWith("SUCCESS")), `${scenario}: ${statuses!.join(", ")}`).toBe(true)
+        }
+      }),
+    { timeout: 120_000 }
+  )
 })

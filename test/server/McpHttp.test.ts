@@ -59,9 +59,9 @@ layer(Server.layer(keyed), { excludeTestServices: true, timeout: "90 seconds" })
       expect(run.outputSchema?.properties).toHaveProperty("exitReason")
       expect(names((yield* Effect.promise(() => mallory.client.listTools())).tools)).toEqual(["run_demo", "approve"])
       // Another org's agent is not callable either: an unknown tool is a JSON-RPC error.
-      const refused = yield* Effect.flip(Effect.tryPromise(() =>
-        mallory.client.callTool({ name: "run_triage", arguments: { scope: "s", prompt: "p" } })
-      ))
+      const refused = yield* Effect.flip(
+        Effect.tryPromise(() => mallory.client.callTool({ name: "run_triage", arguments: { scope: "s", prompt: "p" } }))
+      )
       expect(String(refused.error)).toMatch(/-32602.*Unknown tool: run_triage/)
     }))
 
@@ -96,7 +96,9 @@ layer(Server.layer(keyed), { excludeTestServices: true, timeout: "90 seconds" })
       })
       const result = yield* call(host, "run_demo", { scope: "incident:MCP-2", prompt: "Checkout fails: fix it." })
       expect(host.elicited).toHaveLength(1)
-      expect(host.elicited[0]?.message).toMatch(/write tool "demo_restart" with these arguments:\n\{"service":"checkout"\}/)
+      expect(host.elicited[0]?.message).toMatch(
+        /write tool "demo_restart" with these arguments:\n\{"service":"checkout"\}/
+      )
       expect(host.elicited[0]).toMatchObject({ requestedSchema: { required: ["decision"] } })
       const out = result.structuredContent!
       expect(out["exitReason"]).toBe("completed")
@@ -125,7 +127,9 @@ layer(Server.layer(keyed), { excludeTestServices: true, timeout: "90 seconds" })
       expect(pending).toHaveLength(1)
       expect(pending[0]).toMatchObject({ tool: "demo_restart", arguments: "{\"service\":\"checkout\"}" })
       expect(pending[0]?.token).toMatch(/.{16,}/)
-      expect(waiting.content[0]?.text).toMatch(/waiting for approval: demo_restart\(\{"service":"checkout"\}\) — token /)
+      expect(waiting.content[0]?.text).toMatch(
+        /waiting for approval: demo_restart\(\{"service":"checkout"\}\) — token /
+      )
       expect(waiting.content[0]?.text).toMatch(/`approve` tool .* POST \/v1\/sessions\/.*\/approvals/)
 
       // A wrong token is refused, saying why; the write still waits.
@@ -181,7 +185,10 @@ layer(Server.layer(keyed), { excludeTestServices: true, timeout: "90 seconds" })
       )
       expect(completion.completion.values).toContain(id)
       const agents = yield* Effect.promise(() =>
-        host.client.complete({ ref: { type: "ref/resource", uri: "corral://agents/{agent}" }, argument: { name: "agent", value: "tr" } })
+        host.client.complete({
+          ref: { type: "ref/resource", uri: "corral://agents/{agent}" },
+          argument: { name: "agent", value: "tr" }
+        })
       )
       expect(agents.completion.values).toEqual(["triage"])
 
@@ -200,7 +207,9 @@ layer(Server.layer(keyed), { excludeTestServices: true, timeout: "90 seconds" })
       const token = (waiting.structuredContent!["pending"] as ReadonlyArray<{ token: string }>)[0]!.token
       const uri = `corral://sessions/${id}`
       const updates: Array<string> = []
-      const { ResourceUpdatedNotificationSchema } = yield* Effect.promise(() => import("@modelcontextprotocol/sdk/types.js"))
+      const { ResourceUpdatedNotificationSchema } = yield* Effect.promise(() =>
+        import("@modelcontextprotocol/sdk/types.js")
+      )
       host.client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => {
         updates.push(n.params.uri)
       })
@@ -211,7 +220,9 @@ layer(Server.layer(keyed), { excludeTestServices: true, timeout: "90 seconds" })
       yield* eventually("resource updates", Effect.sync(() => updates.length >= 2 ? updates : undefined))
       expect(new Set(updates)).toEqual(new Set([uri]))
       yield* Effect.promise(() => host.client.unsubscribeResource({ uri }))
-      const unknown = yield* Effect.flip(Effect.tryPromise(() => host.client.subscribeResource({ uri: "test://watched-resource" })))
+      const unknown = yield* Effect.flip(
+        Effect.tryPromise(() => host.client.subscribeResource({ uri: "test://watched-resource" }))
+      )
       expect(String(unknown.error)).toMatch(/-32002.*Resource not found: test:\/\/watched-resource/)
     }))
 
@@ -220,7 +231,9 @@ layer(Server.layer(keyed), { excludeTestServices: true, timeout: "90 seconds" })
       const host = yield* http(yield* mcpUrl, aliceKey)
       expect(yield* Effect.promise(() => host.client.ping())).toEqual({})
       const logs: Array<{ level: string; data: unknown }> = []
-      const { LoggingMessageNotificationSchema } = yield* Effect.promise(() => import("@modelcontextprotocol/sdk/types.js"))
+      const { LoggingMessageNotificationSchema } = yield* Effect.promise(() =>
+        import("@modelcontextprotocol/sdk/types.js")
+      )
       host.client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
         logs.push(n.params)
       })

@@ -25,7 +25,10 @@ const mcpHeaders = { "content-type": "application/json", accept: "application/js
 // approval waited for 300 ms.
 const slow = settings({ demo: { enabled: true, delayMs: 400 } })
 
-layer(Server.layer(slow, { mcp: { maxSessions: 3, idleMs: 1_500, protocol: { approvalWaitMs: 300 } } }), { excludeTestServices: true, timeout: "60 seconds" })(
+layer(Server.layer(slow, { mcp: { maxSessions: 3, idleMs: 1_500, protocol: { approvalWaitMs: 300 } } }), {
+  excludeTestServices: true,
+  timeout: "60 seconds"
+})(
   "MCP over Streamable HTTP: bounds",
   (it) => {
     it.scoped("a cancelled call cancels the session's burst: it lands cancelled with its transcript", () =>
@@ -33,27 +36,36 @@ layer(Server.layer(slow, { mcp: { maxSessions: 3, idleMs: 1_500, protocol: { app
         const host = yield* http(yield* mcpUrl)
         const controller = new AbortController()
         const progress: Array<string> = []
-        const cancelled = yield* Effect.flip(Effect.tryPromise(() =>
-          host.client.callTool({ name: "run_demo", arguments: { scope: "incident:C-1", prompt: "Why is cart failing?" } }, undefined, {
-            timeout: 30_000,
-            onprogress: (p) => {
-              progress.push(p.message ?? "")
-              // Cancel once the agent's first reply (and its tool call) is persisted: mid-run.
-              if (/assistant/.test(p.message ?? "")) controller.abort("the person changed their mind")
-            },
-            signal: controller.signal
-          })
-        ))
+        const cancelled = yield* Effect.flip(
+          Effect.tryPromise(() =>
+            host.client.callTool(
+              { name: "run_demo", arguments: { scope: "incident:C-1", prompt: "Why is cart failing?" } },
+              undefined,
+              {
+                timeout: 30_000,
+                onprogress: (p) => {
+                  progress.push(p.message ?? "")
+                  // Cancel once the agent's first reply (and its tool call) is persisted: mid-run.
+                  if (/assistant/.test(p.message ?? "")) controller.abort("the person changed their mind")
+                },
+                signal: controller.signal
+              }
+            )
+          )
+        )
         expect(String(cancelled.error)).toMatch(/changed their mind|abort/i)
         const listed = yield* Effect.promise(() => host.client.listResources())
         const uri = listed.resources.find((r) => r.uri.startsWith("corral://sessions/"))!.uri
-        const landed = yield* eventually("the cancelled session to land", Effect.map(
-          Effect.promise(() => host.client.readResource({ uri })),
-          (read) => {
-            const session = JSON.parse(textOf(read.contents[0])) as { status: string; exitReason?: string }
-            return session.exitReason === undefined ? undefined : session
-          }
-        ))
+        const landed = yield* eventually(
+          "the cancelled session to land",
+          Effect.map(
+            Effect.promise(() => host.client.readResource({ uri })),
+            (read) => {
+              const session = JSON.parse(textOf(read.contents[0])) as { status: string; exitReason?: string }
+              return session.exitReason === undefined ? undefined : session
+            }
+          )
+        )
         expect(landed).toMatchObject({ status: "idle", exitReason: "cancelled" })
         const read = yield* Effect.promise(() => host.client.readResource({ uri: `${uri}/transcript` }))
         const turns = JSON.parse(textOf(read.contents[0])) as ReadonlyArray<{ entry: { kind: string } }>
@@ -95,7 +107,9 @@ layer(Server.layer(slow, { mcp: { maxSessions: 3, idleMs: 1_500, protocol: { app
           })
         const evil = yield* send(`evil.example.com:${port}`)
         expect(evil.status).toBe(403)
-        expect(evil.body.error?.message).toMatch(/Host "evil.example.com:\d+" is not allowed \(DNS rebinding protection\)/)
+        expect(evil.body.error?.message).toMatch(
+          /Host "evil.example.com:\d+" is not allowed \(DNS rebinding protection\)/
+        )
         expect((yield* send(`localhost:${port}`)).status).toBe(200)
         expect((yield* send(`127.0.0.1:${port}`)).status).toBe(200)
       }))
@@ -107,7 +121,9 @@ layer(Server.layer(slow, { mcp: { maxSessions: 3, idleMs: 1_500, protocol: { app
         // The sessions of the tests before expire within the idle bound.
         yield* eventually("earlier sessions to expire", Effect.sync(() => mcp.sessions() === 0 ? true : undefined))
         const opened = [yield* raw(url, { method: "POST", body: initialize, headers: mcpHeaders })]
-        while (opened.length < 3) opened.push(yield* raw(url, { method: "POST", body: initialize, headers: mcpHeaders }))
+        while (opened.length < 3) {
+          opened.push(yield* raw(url, { method: "POST", body: initialize, headers: mcpHeaders }))
+        }
         expect(opened.map((o) => o.status)).toEqual([200, 200, 200])
         const refused = yield* raw(url, { method: "POST", body: initialize, headers: mcpHeaders })
         expect(refused.status).toBe(503)

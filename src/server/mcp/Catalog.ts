@@ -74,7 +74,10 @@ export interface Service {
     cursor?: string
   ) => Effect.Effect<{ readonly resources: ReadonlyArray<Resource>; readonly nextCursor?: string }, PersistenceFailed>
   readonly templates: ReadonlyArray<ResourceTemplate>
-  readonly readResource: (by: Principal, uri: string) => Effect.Effect<ReadResourceResult, ResourceNotFound | PersistenceFailed>
+  readonly readResource: (
+    by: Principal,
+    uri: string
+  ) => Effect.Effect<ReadResourceResult, ResourceNotFound | PersistenceFailed>
   /**
    * The updates of a subscribable resource (a session: one per new turn and per landing), from now on; fails with
    * `ResourceNotFound` for a URI that is not a session the caller can see.
@@ -142,8 +145,9 @@ const answer = (outcome: Runs.Outcome): CallToolResult => {
 const failed = (message: string): CallToolResult => ({ content: [{ type: "text", text: message }], isError: true })
 
 /** An error of the Corral service as a tool error text: the message and every field issue. */
-const describe = (error: { readonly message: string; readonly issues?: ReadonlyArray<{ path: string; message: string }> }) =>
-  [error.message, ...(error.issues ?? []).map((i) => `  ${i.path}: ${i.message}`)].join("\n")
+const describe = (
+  error: { readonly message: string; readonly issues?: ReadonlyArray<{ path: string; message: string }> }
+) => [error.message, ...(error.issues ?? []).map((i) => `  ${i.path}: ${i.message}`)].join("\n")
 
 const isRecord = (value: unknown): value is Record<string, unknown> =>
   typeof value === "object" && value !== null && !Array.isArray(value)
@@ -151,7 +155,9 @@ const isRecord = (value: unknown): value is Record<string, unknown> =>
 /** The fields of `args` that `allowed` does not name, as a tool error (hosts must send only declared fields). */
 const extraFields = (args: Record<string, unknown>, allowed: ReadonlyArray<string>): string | undefined => {
   const extra = Object.keys(args).filter((k) => !allowed.includes(k))
-  return extra.length === 0 ? undefined : `unknown argument${extra.length > 1 ? "s" : ""}: ${extra.join(", ")} (expected ${allowed.join(", ")})`
+  return extra.length === 0
+    ? undefined
+    : `unknown argument${extra.length > 1 ? "s" : ""}: ${extra.join(", ")} (expected ${allowed.join(", ")})`
 }
 
 const toolOf = (spec: AgentSpec): Tool => ({
@@ -180,7 +186,11 @@ const approveTool: Tool = {
 const parseUri = (uri: string) => {
   const session = /^corral:\/\/sessions\/([^/]+)(?:\/(transcript|report))?$/.exec(uri)
   if (session !== null) {
-    return { _tag: "Session" as const, id: decodeURIComponent(session[1]!), part: session[2] as "transcript" | "report" | undefined }
+    return {
+      _tag: "Session" as const,
+      id: decodeURIComponent(session[1]!),
+      part: session[2] as "transcript" | "report" | undefined
+    }
   }
   const agent = /^corral:\/\/agents\/([^/]+)$/.exec(uri)
   if (agent !== null) return { _tag: "Agent" as const, id: decodeURIComponent(agent[1]!) }
@@ -229,7 +239,9 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Corra
         const extra = extraFields(args, ["sessionId", "token", "decision"])
         if (extra !== undefined) return failed(extra)
         const { decision, sessionId, token } = args
-        if (typeof sessionId !== "string" || sessionId.length === 0) return failed("sessionId: a session id is required")
+        if (typeof sessionId !== "string" || sessionId.length === 0) {
+          return failed("sessionId: a session id is required")
+        }
         if (typeof token !== "string" || token.length === 0) return failed("token: the approval token is required")
         if (decision !== "approve" && decision !== "reject") return failed(`decision: "approve" or "reject"`)
         const view = yield* corral.get(by, sessionId)
@@ -243,17 +255,22 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Corra
 
     const service: Service = {
       listTools: (by) =>
-        Effect.map(corral.listAgents(by), (agents) =>
-          [...agents].sort((a, b) => a.id.localeCompare(b.id)).map(toolOf).concat([approveTool])),
+        Effect.map(
+          corral.listAgents(by),
+          (agents) => [...agents].sort((a, b) => a.id.localeCompare(b.id)).map(toolOf).concat([approveTool])
+        ),
       callTool: (by, name, args, host) => {
         if (name === approveTool.name) return approve(by, args, host)
         if (!name.startsWith(RUN_PREFIX)) return Effect.fail(new UnknownTool({ name }))
         const agentId = name.slice(RUN_PREFIX.length)
         // An agent of another org (or none) is not offered, so it is unknown here, like any other name.
-        return Effect.flatMap(Effect.either(corral.getAgent(by, agentId)), (found) =>
-          found._tag === "Left" && found.left._tag === "AgentNotFound"
-            ? Effect.fail(new UnknownTool({ name }))
-            : run(by, agentId, args, host))
+        return Effect.flatMap(
+          Effect.either(corral.getAgent(by, agentId)),
+          (found) =>
+            found._tag === "Left" && found.left._tag === "AgentNotFound"
+              ? Effect.fail(new UnknownTool({ name }))
+              : run(by, agentId, args, host)
+        )
       },
       listResources: (by, cursor) =>
         Effect.gen(function*() {
@@ -313,7 +330,10 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Corra
           if (parsed.part === "report") return { contents: [report] }
           if (parsed.part === "transcript") return { contents: [yield* transcript] }
           return {
-            contents: [{ uri: base, mimeType: "application/json", text: json(sessionDocument(view)) }, yield* transcript]
+            contents: [
+              { uri: base, mimeType: "application/json", text: json(sessionDocument(view)) },
+              yield* transcript
+            ]
           }
         }).pipe(
           Effect.catchTags({

@@ -116,12 +116,19 @@ const readBody = (request: HttpServerRequest.HttpServerRequest, limitBytes: numb
     const read = yield* Fiber.join(reading).pipe(Effect.timeoutOption(bodyReadTimeoutMs), Effect.interruptible)
     if (Option.isNone(read)) {
       yield* Effect.forkDaemon(Effect.delay(Fiber.interrupt(reading), "1 second"))
-      return { _tag: "Left" as const, response: rpcError(408, -32000, `the request body did not arrive within ${bodyReadTimeoutMs} ms`, { connection: "close" }) }
+      return {
+        _tag: "Left" as const,
+        response: rpcError(408, -32000, `the request body did not arrive within ${bodyReadTimeoutMs} ms`, {
+          connection: "close"
+        })
+      }
     }
     if (read.value._tag === "Left") {
       return {
         _tag: "Left" as const,
-        response: rpcError(413, -32000, `the request body exceeds ${limitBytes} bytes (server.bodyLimitBytes)`, { connection: "close" })
+        response: rpcError(413, -32000, `the request body exceeds ${limitBytes} bytes (server.bodyLimitBytes)`, {
+          connection: "close"
+        })
       }
     }
     return { _tag: "Right" as const, text: read.value.right }
@@ -236,7 +243,9 @@ export const layer = (
       const handle = Effect.gen(function*() {
         const request = yield* HttpServerRequest.HttpServerRequest
         if (draining()) {
-          return rpcError(503, -32000, "the server is shutting down; retry on another instance", { connection: "close" })
+          return rpcError(503, -32000, "the server is shutting down; retry on another instance", {
+            connection: "close"
+          })
         }
         const refused = rebinding(request.headers, allowed, keyed)
         if (refused !== undefined) return rpcError(403, -32000, refused)
@@ -257,7 +266,11 @@ export const layer = (
           const initializing = request.method === "POST" &&
             (isInitializeRequest(body) || Array.isArray(body) && body.some(isInitializeRequest))
           if (!initializing) {
-            return rpcError(400, -32000, "Bad Request: no Mcp-Session-Id header; open a session with `initialize` first")
+            return rpcError(
+              400,
+              -32000,
+              "Bad Request: no Mcp-Session-Id header; open a session with `initialize` first"
+            )
           }
           if (sessions.size >= maxSessions) {
             yield* Effect.logWarning(`MCP: a new session was refused: ${sessions.size} are open (the limit)`)

@@ -138,7 +138,10 @@ export const make = (
     return {}
   })
 
-  server.setRequestHandler(ListToolsRequestSchema, () => run(Effect.map(catalog.listTools(by), (tools) => ({ tools: [...tools] }))))
+  server.setRequestHandler(
+    ListToolsRequestSchema,
+    () => run(Effect.map(catalog.listTools(by), (tools) => ({ tools: [...tools] })))
+  )
 
   server.setRequestHandler(CallToolRequestSchema, (request, extra) => {
     const token = request.params._meta?.progressToken
@@ -186,14 +189,19 @@ export const make = (
     return run(catalog.callTool(by, request.params.name, request.params.arguments ?? {}, host), extra.signal)
   })
 
-  server.setRequestHandler(ListResourcesRequestSchema, (request) =>
-    run(Effect.map(catalog.listResources(by, request.params?.cursor), (page) => ({
-      resources: [...page.resources],
-      ...(page.nextCursor === undefined ? {} : { nextCursor: page.nextCursor })
-    }))))
+  server.setRequestHandler(
+    ListResourcesRequestSchema,
+    (request) =>
+      run(Effect.map(catalog.listResources(by, request.params?.cursor), (page) => ({
+        resources: [...page.resources],
+        ...(page.nextCursor === undefined ? {} : { nextCursor: page.nextCursor })
+      })))
+  )
 
-  server.setRequestHandler(ListResourceTemplatesRequestSchema, () =>
-    Promise.resolve({ resourceTemplates: [...catalog.templates] }))
+  server.setRequestHandler(
+    ListResourceTemplatesRequestSchema,
+    () => Promise.resolve({ resourceTemplates: [...catalog.templates] })
+  )
 
   server.setRequestHandler(ReadResourceRequestSchema, (request) => run(catalog.readResource(by, request.params.uri)))
 
@@ -203,7 +211,10 @@ export const make = (
     const uri = request.params.uri
     if (watching.has(uri)) return {}
     if (watching.size >= MAX_SUBSCRIPTIONS) {
-      throw new McpError(ErrorCode.InvalidParams, `at most ${MAX_SUBSCRIPTIONS} subscriptions per connection: unsubscribe one first`)
+      throw new McpError(
+        ErrorCode.InvalidParams,
+        `at most ${MAX_SUBSCRIPTIONS} subscriptions per connection: unsubscribe one first`
+      )
     }
     const updates = await run(catalog.watch(by, uri))
     watching.set(

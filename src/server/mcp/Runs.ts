@@ -62,7 +62,10 @@ const describeEvent = (host: Host, event: SessionEvent): Effect.Effect<void> => 
     case "turn":
       return host.progress(Render.turn(event.turn))
     case "tool_log":
-      return host.log(event.level === "warning" || event.level === "error" ? event.level : "debug", `${event.name}: ${event.message}`)
+      return host.log(
+        event.level === "warning" || event.level === "error" ? event.level : "debug",
+        `${event.name}: ${event.message}`
+      )
     case "exit":
       return host.log("info", `session ${event.sessionId}: the burst ended: ${event.reason}`)
     case "error":
@@ -134,7 +137,10 @@ const settle = (corral: Service, by: Principal, sessionId: string, host: Host, d
             note: "The approval was not answered (declined to answer, cancelled or timed out): the write stays pending."
           } satisfies Outcome
         }
-        yield* host.log("info", `session ${sessionId}: ${pending.tool} ${decision === "approve" ? "approved" : "rejected"}`)
+        yield* host.log(
+          "info",
+          `session ${sessionId}: ${pending.tool} ${decision === "approve" ? "approved" : "rejected"}`
+        )
         const from = yield* lastSeq(corral, by, sessionId)
         const follower = yield* Effect.fork(alongside(corral, by, sessionId, from, host))
         const wait = yield* remaining(deadlineAt)
@@ -194,7 +200,9 @@ export const decide = (
 const cancelled = (corral: Service, by: Principal, sessionId: string) =>
   corral.cancel(by, sessionId).pipe(
     Effect.tap((view) =>
-      Effect.logInfo(`MCP: the host cancelled its call; session ${sessionId} is ${view.status} (${view.exitReason ?? "-"})`)
+      Effect.logInfo(
+        `MCP: the host cancelled its call; session ${sessionId} is ${view.status} (${view.exitReason ?? "-"})`
+      )
     ),
     Effect.catchAll((error) => Effect.logWarning(`MCP: cancelling session ${sessionId} failed: ${error.message}`))
   )

@@ -43,7 +43,9 @@ export const howToApprove = (sessionId: string): string =>
 export const session = (view: SessionView, note?: string): string => {
   const lines: Array<string> = []
   const reason = view.exitReason === undefined ? "" : ` · exit ${view.exitReason}`
-  lines.push(`session ${view.id} (agent ${view.agentId} v${view.agentVersion}, scope ${view.scope}): ${view.status}${reason}`)
+  lines.push(
+    `session ${view.id} (agent ${view.agentId} v${view.agentVersion}, scope ${view.scope}): ${view.status}${reason}`
+  )
   if (note !== undefined) lines.push(note)
   for (const p of view.pending) {
     lines.push(
