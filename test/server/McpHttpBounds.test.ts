@@ -5,11 +5,12 @@
  * learns it with a 404 and opens a new one).
  */
 import { expect, layer } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Fiber } from "effect"
 import * as McpHttp from "../../src/server/mcp/Http.js"
 import * as Server from "../../src/server/Server.js"
 import { call, http, textOf } from "../support/McpHost.js"
 import { baseUrl, eventually, raw, settings } from "../support/ServerHarness.js"
+import * as TcpProxy from "../support/TcpProxy.js"
 
 const mcpUrl = Effect.map(baseUrl, (url) => `${url}/mcp`)
 
@@ -71,6 +72,28 @@ layer(Server.layer(slow, { mcp: { maxSessions: 3, idleMs: 1_500, protocol: { app
         const turns = JSON.parse(textOf(read.contents[0])) as ReadonlyArray<{ entry: { kind: string } }>
         expect(turns.map((t) => t.entry.kind).slice(0, 2)).toEqual(["user", "assistant"])
         expect(progress.length).toBeLessThan(6)
+      }))
+
+    it.scoped("a run whose stream is cut mid-call still answers: the host resumes with Last-Event-ID", () =>
+      Effect.gen(function*() {
+        const port = Number(new URL(yield* mcpUrl).port)
+        const proxy = yield* TcpProxy.make({ host: "127.0.0.1", port })
+        const host = yield* http(`http://127.0.0.1:${proxy.port}/mcp`)
+        const progress: Array<string> = []
+        const running = yield* Effect.fork(
+          call(host, "run_demo", { scope: "incident:C-4", prompt: "Why is auth failing?" }, {
+            onProgress: (p) => progress.push(p.message ?? "")
+          })
+        )
+        yield* eventually("the run to be under way", Effect.sync(() => progress.length >= 2 ? true : undefined))
+        // Every connection through the proxy is reset (RST): the call's SSE stream dies mid-run.
+        yield* proxy.set("reset")
+        yield* proxy.set("pass")
+        const result = yield* Fiber.join(running)
+        expect(result.structuredContent).toMatchObject({ exitReason: "completed", landed: true })
+        // The progress after the cut arrived too (replayed or live), numbered without a gap.
+        expect(progress.length).toBeGreaterThanOrEqual(5)
+        expect(progress.at(-1)).toMatch(/^turn \d+ · assistant: /)
       }))
 
     it.scoped("an elicited approval nobody answers times out: the write stays pending, the answer carries its token", () =>

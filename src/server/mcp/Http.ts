@@ -9,6 +9,9 @@
  * opened, one that expired, or one opened by another principal (404: the client starts a new session) · a new session
  * beyond `maxSessions` (503 naming the limit).
  *
+ * Streams are resumable (SEP-1699): every SSE event has an id, kept in the session's bounded event store, so a host
+ * whose stream dropped mid-call reconnects with `Last-Event-ID` and gets the rest — the answer of a run included.
+ *
  * Bounds: a session with no request in flight for `idleMs` is closed (the sweep logs it with its id); at most
  * `maxSessions` are open at once. Why DNS-rebinding protection keys on API keys: a server without keys serves only
  * 127.0.0.1 and answers anyone who reaches it, so a web page whose name resolves to 127.0.0.1 must be refused by
@@ -28,6 +31,7 @@ import type { SessionStore } from "../../store/SessionStore.js"
 import * as Authentication from "../Authentication.js"
 import { bodyReadTimeoutMs } from "../BodyGuard.js"
 import * as Catalog from "./Catalog.js"
+import * as EventStore from "./internal/eventStore.js"
 import * as Protocol from "./Protocol.js"
 
 /** Bounds and policy of the endpoint. */
@@ -58,6 +62,9 @@ interface Entry {
   lastSeen: number
   inFlight: number
 }
+
+/** How long a host waits before it resumes a dropped stream (the SSE `retry` field). */
+const RETRY_MS = 1_000
 
 const loopback = ["localhost", "127.0.0.1", "[::1]", "::1"]
 
@@ -190,6 +197,9 @@ export const layer = (
           const server = Protocol.make(catalog, principal, runtime, options.protocol)
           const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
             sessionIdGenerator: () => randomUUID(),
+            // Resumable streams: a host whose stream dropped reconnects with Last-Event-ID after `retryInterval`.
+            eventStore: EventStore.make(),
+            retryInterval: RETRY_MS,
             onsessioninitialized: (id) => {
               sessions.set(id, { transport, principal, close: () => server.close(), lastSeen: Date.now(), inFlight: 1 })
             },
