@@ -100,7 +100,7 @@ describe("corral mcp (stdio)", () => {
     }), { timeout: 120_000 })
 
   it.live(
-    "ends with exit code 0 when the host closes stdin, having written nothing but protocol",
+    "answers a line that is not JSON-RPC with its error and goes on; exits 0 when stdin closes, stdout all protocol",
     () =>
       Effect.promise(async () => {
         const child = spawn(process.execPath, [bin, "mcp"], {
@@ -110,6 +110,7 @@ describe("corral mcp (stdio)", () => {
         let out = ""
         child.stdout.on("data", (chunk: Buffer) => (out += chunk.toString("utf8")))
         const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
+        child.stdin.write("this is not json\n{\"hello\":1}\n")
         child.stdin.write(
           JSON.stringify({
             jsonrpc: "2.0",
@@ -119,19 +120,19 @@ describe("corral mcp (stdio)", () => {
           }) + "\n"
         )
         const deadline = Date.now() + 60_000
-        while (!out.includes("\n") && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
+        while (out.split("\n").length < 4 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
         child.stdin.end()
         const timer = setTimeout(() => child.kill("SIGKILL"), 30_000)
         const code = await exited
         clearTimeout(timer)
         expect(code).toBe(0)
-        const lines = out.trim().split("\n")
-        expect(lines).toHaveLength(1)
-        expect(JSON.parse(lines[0]!)).toMatchObject({
-          jsonrpc: "2.0",
-          id: 1,
-          result: { serverInfo: { name: "corral" } }
-        })
+        const lines = out.trim().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>)
+        expect(lines.slice(0, 2)).toEqual([
+          { jsonrpc: "2.0", id: null, error: { code: -32700, message: "Parse error: a line that is not JSON" } },
+          { jsonrpc: "2.0", id: null, error: { code: -32600, message: "Invalid Request: not a JSON-RPC message" } }
+        ])
+        expect(lines).toHaveLength(3)
+        expect(lines[2]).toMatchObject({ jsonrpc: "2.0", id: 1, result: { serverInfo: { name: "corral" } } })
       }),
     { timeout: 120_000 }
   )

@@ -293,5 +293,15 @@ layer(Server.layer(keyed), { excludeTestServices: true, timeout: "90 seconds" })
       const fine = yield* raw(url, { method: "POST", body: initialize, headers })
       expect(fine.status).toBe(200)
       expect(fine.headers["mcp-session-id"]).toMatch(/^[0-9a-f-]{36}$/)
+      // DELETE closes the session: its id is unknown afterwards.
+      const id = fine.headers["mcp-session-id"]!
+      const closed = yield* raw(url, { method: "DELETE", headers: { ...headers, "mcp-session-id": id } })
+      expect(closed.status).toBe(200)
+      const gone = yield* raw(url, {
+        method: "POST",
+        body: JSON.stringify({ jsonrpc: "2.0", id: 3, method: "tools/list" }),
+        headers: { ...headers, "mcp-session-id": id }
+      })
+      expect(gone.status).toBe(404)
     }))
 })

@@ -110,6 +110,8 @@ export const make = (
       instructions
     }
   )
+  // What the SDK cannot answer itself (a response for a stream that dropped, a transport failure) is logged.
+  server.onerror = (error) => Runtime.runFork(runtime)(Effect.logWarning(`MCP: ${error.message}`))
   const approvalWaitMs = options.approvalWaitMs ?? defaultApprovalWaitMs
   let level: LoggingLevel = "info"
 
@@ -148,7 +150,9 @@ export const make = (
     let step = 0
     const notify = (notification: ServerNotification) =>
       Effect.promise(() => extra.sendNotification(notification).catch(() => undefined))
-    const canElicit = server.getClientCapabilities()?.elicitation !== undefined
+    // Form elicitation: declared as `form`, or as an empty object (clients of 2025-06-18, before modes existed).
+    const elicitation = server.getClientCapabilities()?.elicitation
+    const canElicit = elicitation !== undefined && (elicitation.form !== undefined || elicitation.url === undefined)
     const host: Runs.Host = {
       progress: (message) =>
         token === undefined
@@ -167,7 +171,8 @@ export const make = (
               extra.sendRequest(
                 {
                   method: "elicitation/create",
-                  params: { mode: "form", message: approvalMessage(approval), requestedSchema: approvalSchema }
+                  // No `mode`: a form is the default, and clients of 2025-06-18 know no other field.
+                  params: { message: approvalMessage(approval), requestedSchema: approvalSchema }
                 },
                 ElicitResultSchema,
                 { timeout: approvalWaitMs, signal: extra.signal }

@@ -6,7 +6,8 @@
  * serves until the host closes stdin (or the process is interrupted), then closes the connection.
  */
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
-import { Effect } from "effect"
+import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js"
+import { Effect, Runtime } from "effect"
 import type { Corral } from "../../Corral.js"
 import type { Principal } from "../../domain/Principal.js"
 import type { SessionStore } from "../../store/SessionStore.js"
@@ -32,6 +33,22 @@ export const serve = (by: Principal, options: Options = {}): Effect.Effect<void,
       stdin as NodeJS.ReadStream,
       (options.stdout ?? process.stdout) as NodeJS.WriteStream
     )
+    // A line that is not JSON, or not JSON-RPC, gets the JSON-RPC error it deserves (the SDK only reports it), and
+    // the next line is read as usual.
+    server.onerror = (error) => {
+      const code = error instanceof SyntaxError ? -32700 : error.name === "ZodError" ? -32600 : undefined
+      if (code === undefined) {
+        Runtime.runFork(runtime)(Effect.logWarning(`MCP stdio: ${error.message}`))
+        return
+      }
+      const message = code === -32700
+        ? "Parse error: a line that is not JSON"
+        : "Invalid Request: not a JSON-RPC message"
+      Runtime.runFork(runtime)(Effect.logWarning(`MCP stdio: ${message}`))
+      transport.send({ jsonrpc: "2.0", id: null, error: { code, message } } as unknown as JSONRPCMessage).catch(
+        () => {}
+      )
+    }
     yield* Effect.acquireUseRelease(
       Effect.zipRight(
         Effect.promise(() => server.connect(transport)),
