@@ -293,6 +293,17 @@ layer(Server.layer(keyed), { excludeTestServices: true, timeout: "90 seconds" })
       const fine = yield* raw(url, { method: "POST", body: initialize, headers })
       expect(fine.status).toBe(200)
       expect(fine.headers["mcp-session-id"]).toMatch(/^[0-9a-f-]{36}$/)
+      // A session is bound to the key's principal: another org's key cannot use (or learn of) it.
+      const borrowed = yield* raw(url, {
+        method: "POST",
+        body: JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list" }),
+        headers: {
+          ...mcpHeaders,
+          authorization: `Bearer ${malloryKey}`,
+          "mcp-session-id": fine.headers["mcp-session-id"]!
+        }
+      })
+      expect(borrowed.status).toBe(404)
       // DELETE closes the session: its id is unknown afterwards.
       const id = fine.headers["mcp-session-id"]!
       const closed = yield* raw(url, { method: "DELETE", headers: { ...headers, "mcp-session-id": id } })

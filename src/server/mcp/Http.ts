@@ -40,7 +40,10 @@ export interface Options {
   readonly idleMs?: number
   /** At most this many sessions are open at once; a new one beyond it is refused (503). */
   readonly maxSessions?: number
-  /** Host names (no port) besides localhost, 127.0.0.1 and [::1] that `Host` and `Origin` may name. */
+  /**
+   * Host names (no port) besides localhost, 127.0.0.1 and [::1] that `Host` and `Origin` may name. Given, the `Host`
+   * is checked with API keys too (without keys it always is).
+   */
   readonly allowedHosts?: ReadonlyArray<string>
   readonly catalog?: Catalog.Options
   readonly protocol?: Protocol.Options
@@ -80,16 +83,21 @@ const hostnameOf = (value: string, isOrigin: boolean): string | undefined => {
   }
 }
 
-/** Why `headers` are refused (DNS rebinding), or undefined. */
+/**
+ * Why `headers` are refused (DNS rebinding), or undefined. `checkHost`: the `Host` must be allowed (a server without
+ * keys, or one given `allowedHosts`); `keyed`: the bearer key protects the server (see the module header).
+ */
 const rebinding = (
   headers: Readonly<Record<string, string | undefined>>,
   allowed: ReadonlyArray<string>,
-  keyed: boolean
+  keyed: boolean,
+  checkHost: boolean
 ): string | undefined => {
   const host = headers["host"] ?? ""
   const hostname = hostnameOf(host, false)
-  if (!keyed && (hostname === undefined || !allowed.includes(hostname))) {
-    return `Host "${host.slice(0, 100)}" is not allowed (DNS rebinding protection): use localhost or 127.0.0.1`
+  if (checkHost && (hostname === undefined || !allowed.includes(hostname))) {
+    const names = allowed.filter((h) => h !== "::1").join(", ")
+    return `Host "${host.slice(0, 100)}" is not allowed (DNS rebinding protection): use one of ${names}`
   }
   const origin = headers["origin"]
   if (origin === undefined || origin === "null" && keyed) return undefined
@@ -162,6 +170,7 @@ export const layer = (
       const maxSessions = options.maxSessions ?? defaults.maxSessions
       const allowed = [...loopback, ...(options.allowedHosts ?? []).map((h) => h.toLowerCase())]
       const keyed = settings.apiKeys.length > 0
+      const checkHost = !keyed || (options.allowedHosts ?? []).length > 0
       const sessions = new Map<string, Entry>()
 
       const closeEntry = (id: string, why: string) =>
@@ -257,7 +266,7 @@ export const layer = (
             connection: "close"
           })
         }
-        const refused = rebinding(request.headers, allowed, keyed)
+        const refused = rebinding(request.headers, allowed, keyed, checkHost)
         if (refused !== undefined) return rpcError(403, -32000, refused)
         const auth = principalOf(settings.apiKeys, request.headers["authorization"])
         if (auth._tag === "Left") return rpcError(401, -32001, auth.message, { "www-authenticate": "Bearer" })
