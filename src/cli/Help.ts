@@ -36,6 +36,11 @@ export const commands: ReadonlyArray<Entry> = [
     load: () => import("./Agents.js").then((m) => m.agents)
   },
   {
+    name: "mcp",
+    summary: "Serve Corral's agents as MCP tools over stdio (for Claude Desktop, IDEs): mcp [serve]",
+    load: () => import("./Mcp.js").then((m) => m.mcp)
+  },
+  {
     name: "replay",
     summary: "Print a stored session's transcript and report",
     load: () => import("./Replay.js").then((m) => m.replay)

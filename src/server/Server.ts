@@ -1,6 +1,7 @@
 /**
  * Server — the bundled Node HTTP server: the `Api` handlers, `/openapi.json`, the docs page at `/docs`, the viewer
- * at `/ui`, the body guard, authentication, and the graceful shutdown, over the runtime `Wiring` builds.
+ * at `/ui`, the MCP server at `/mcp` (`mcp/Http`), the body guard, authentication, and the graceful shutdown, over
+ * the runtime `Wiring` builds.
  *
  * Without API keys the server is a local tool: it binds 127.0.0.1 whatever `server.host` says and warns at start,
  * so forgetting keys can never expose an unauthenticated API to a network.
@@ -14,7 +15,8 @@
  * a request accepted in between would wait for an answer that never comes. `holdUntilServed` keeps such requests
  * and hands them to the handler once it is attached, so every accepted connection is answered.
  */
-import { HttpApiBuilder, HttpApiScalar, HttpServer } from "@effect/platform"
+import { HttpApiBuilder, HttpApiScalar, HttpServer, HttpServerRequest } from "@effect/platform"
+import type { HttpApp } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Context, Effect, Exit, Layer, Scope } from "effect"
 import { createServer } from "node:http"
@@ -25,6 +27,7 @@ import { Api } from "./Api.js"
 import * as Authentication from "./Authentication.js"
 import * as BodyGuard from "./BodyGuard.js"
 import * as Handlers from "./Handlers.js"
+import * as McpHttp from "./mcp/Http.js"
 import * as Shutdown from "./Shutdown.js"
 import * as Viewer from "./Viewer.js"
 import * as Wiring from "./Wiring.js"
@@ -183,12 +186,28 @@ export const launch = (settings: Settings) =>
       )
   )
 
+/** Options of `layer`. */
+export interface Options {
+  /** Bounds and policy of the MCP endpoint at `/mcp` (see `mcp/Http`). */
+  readonly mcp?: McpHttp.Options
+}
+
+/**
+ * Routes `/mcp` to the MCP endpoint before anything else: the MCP transport reads its own body and answers
+ * JSON-RPC errors (a malformed body is a JSON-RPC parse error, not the API's 400), so the body guard stays out of it.
+ */
+const withMcp = (mcp: McpHttp.McpHttp["Type"]) => <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
+  Effect.flatMap(
+    HttpServerRequest.HttpServerRequest,
+    (request) => (request.url.split("?")[0] ?? "") === "/mcp" ? mcp.handle : app
+  )
+
 /**
  * The server for `settings`, listening once built: the HttpServer (its address tells the bound port, useful with
  * port 0) and the runtime's services. Fails to build when the runtime cannot be wired (see `Wiring.WiringError`)
  * or the port cannot be bound (`ServeError`).
  */
-export const layer = (settings: Settings) => {
+export const layer = (settings: Settings, options: Options = {}) => {
   const node = createServer()
   holdUntilServed(node)
   const listen = NodeHttpServer.layer(() => node, { host: bindHost(settings), port: settings.server.port })
@@ -197,11 +216,18 @@ export const layer = (settings: Settings) => {
     Layer.provide(Authentication.layer(settings.apiKeys))
   )
   const serve = Layer.unwrapEffect(
-    Effect.map(Shutdown.Shutdown, (shutdown) =>
-      HttpApiBuilder.serve(BodyGuard.middleware({
-        limitBytes: settings.server.bodyLimitBytes,
-        draining: shutdown.draining
-      })))
+    Effect.map(
+      Effect.all([Shutdown.Shutdown, McpHttp.McpHttp]),
+      ([shutdown, mcp]) =>
+        HttpApiBuilder.serve((app) =>
+          withMcp(mcp)(
+            BodyGuard.middleware({
+              limitBytes: settings.server.bodyLimitBytes,
+              draining: shutdown.draining
+            })(app)
+          )
+        )
+    )
   ).pipe(
     Layer.provide(Viewer.layer),
     Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
@@ -211,6 +237,10 @@ export const layer = (settings: Settings) => {
   return Layer.mergeAll(drain(settings), announce(settings)).pipe(
     Layer.provideMerge(serve),
     Layer.provideMerge(listen),
+    // Its sessions close after the HTTP server (the drain has cancelled the bursts their calls await).
+    Layer.provideMerge(Layer.unwrapEffect(
+      Effect.map(Shutdown.Shutdown, (shutdown) => McpHttp.layer(settings, shutdown.draining, options.mcp))
+    )),
     Layer.provideMerge(Layer.succeed(NodeHttp, node)),
     Layer.provideMerge(Shutdown.layer),
     Layer.provideMerge(Wiring.layer(settings, Authentication.orgs(settings.apiKeys)))

@@ -1,0 +1,326 @@
+/**
+ * Http — Corral as an MCP server over Streamable HTTP at `/mcp` on the bundled server: stateful sessions
+ * (`Mcp-Session-Id`), each bound to the principal that opened it, with the HTTP API's bearer keys and org scope.
+ *
+ * Every request is checked before the SDK sees it, in this order, each refusal a JSON-RPC error body:
+ * the server drains (503) · DNS rebinding: a `Host` (servers without API keys) or an `Origin` whose host is not
+ * allowed (403) · the bearer key (401 with `WWW-Authenticate`, same keys and messages as the API) · a body over
+ * `server.bodyLimitBytes` (413), not arriving within 30 s (408), or not JSON (400, -32700) · a session id nobody
+ * opened, one that expired, or one opened by another principal (404: the client starts a new session) · a new session
+ * beyond `maxSessions` (503 naming the limit).
+ *
+ * Streams are resumable (SEP-1699): every SSE event has an id, kept in the session's bounded event store, so a host
+ * whose stream dropped mid-call reconnects with `Last-Event-ID` and gets the rest — the answer of a run included.
+ *
+ * Bounds: a session with no request in flight for `idleMs` is closed (the sweep logs it with its id); at most
+ * `maxSessions` are open at once. Why DNS-rebinding protection keys on API keys: a server without keys serves only
+ * 127.0.0.1 and answers anyone who reaches it, so a web page whose name resolves to 127.0.0.1 must be refused by
+ * its `Host`; a server with keys is protected by the key a page cannot know, and its `Host` is whatever name
+ * operators give it — there only a browser's `Origin` (another site's page) is checked.
+ */
+import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { NodeHttpServerRequest } from "@effect/platform-node"
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
+import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js"
+import { Context, Effect, Fiber, Layer, Option, Runtime, Schedule } from "effect"
+import { randomUUID } from "node:crypto"
+import type { Settings } from "../../config/Config.js"
+import type { Corral } from "../../Corral.js"
+import { Principal } from "../../domain/Principal.js"
+import type { SessionStore } from "../../store/SessionStore.js"
+import * as Authentication from "../Authentication.js"
+import { bodyReadTimeoutMs } from "../BodyGuard.js"
+import * as Catalog from "./Catalog.js"
+import * as EventStore from "./internal/eventStore.js"
+import * as Protocol from "./Protocol.js"
+
+/** Bounds and policy of the endpoint. */
+export interface Options {
+  /** A session without a request in flight for this long is closed. */
+  readonly idleMs?: number
+  /** At most this many sessions are open at once; a new one beyond it is refused (503). */
+  readonly maxSessions?: number
+  /**
+   * Host names (no port) besides localhost, 127.0.0.1 and [::1] that `Host` and `Origin` may name. Given, the `Host`
+   * is checked with API keys too (without keys it always is).
+   */
+  readonly allowedHosts?: ReadonlyArray<string>
+  readonly catalog?: Catalog.Options
+  readonly protocol?: Protocol.Options
+}
+
+/** Defaults: an hour of idleness (a host keeps a session across a working session), 100 sessions. */
+export const defaults = { idleMs: 60 * 60_000, maxSessions: 100 } as const
+
+/** The `/mcp` endpoint: answers any request whose path is `/mcp`, and how many sessions are open. */
+export class McpHttp extends Context.Tag("corral/server/mcp/McpHttp")<McpHttp, {
+  readonly handle: Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest>
+  readonly sessions: () => number
+}>() {}
+
+interface Entry {
+  readonly transport: StreamableHTTPServerTransport
+  readonly close: () => Promise<void>
+  readonly principal: Principal
+  lastSeen: number
+  inFlight: number
+}
+
+/** How long a host waits before it resumes a dropped stream (the SSE `retry` field). */
+const RETRY_MS = 1_000
+
+const loopback = ["localhost", "127.0.0.1", "[::1]", "::1"]
+
+const rpcError = (status: number, code: number, message: string, headers: Record<string, string> = {}) =>
+  HttpServerResponse.unsafeJson({ jsonrpc: "2.0", error: { code, message }, id: null }, { status, headers })
+
+/** The host name of a `Host` header value or an origin URL (lowercase, without port); undefined if unparsable. */
+const hostnameOf = (value: string, isOrigin: boolean): string | undefined => {
+  try {
+    return new URL(isOrigin ? value : `http://${value}`).hostname.toLowerCase()
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Why `headers` are refused (DNS rebinding), or undefined. `checkHost`: the `Host` must be allowed (a server without
+ * keys, or one given `allowedHosts`); `keyed`: the bearer key protects the server (see the module header).
+ */
+const rebinding = (
+  headers: Readonly<Record<string, string | undefined>>,
+  allowed: ReadonlyArray<string>,
+  keyed: boolean,
+  checkHost: boolean
+): string | undefined => {
+  const host = headers["host"] ?? ""
+  const hostname = hostnameOf(host, false)
+  if (checkHost && (hostname === undefined || !allowed.includes(hostname))) {
+    const names = allowed.filter((h) => h !== "::1").join(", ")
+    return `Host "${host.slice(0, 100)}" is not allowed (DNS rebinding protection): use one of ${names}`
+  }
+  const origin = headers["origin"]
+  if (origin === undefined || origin === "null" && keyed) return undefined
+  const from = hostnameOf(origin, true)
+  if (from !== undefined && (allowed.includes(from) || keyed && from === hostname)) return undefined
+  return `Origin "${origin.slice(0, 100)}" is not allowed (DNS rebinding protection)`
+}
+
+/** The principal of a request's bearer key, as the HTTP API decides it (no keys: the local principal). */
+const principalOf = (keys: Settings["apiKeys"], authorization: string | undefined) => {
+  if (keys.length === 0) return { _tag: "Right" as const, principal: Authentication.localPrincipal }
+  const match = /^Bearer\s+(.+)$/i.exec(authorization ?? "")
+  const key = match?.[1]?.trim() ?? ""
+  if (key.length === 0) return { _tag: "Left" as const, message: "missing API key: send `Authorization: Bearer <key>`" }
+  const found = keys.find((k) => k.sha256 === Authentication.sha256(key))
+  return found === undefined
+    ? { _tag: "Left" as const, message: "unknown API key" }
+    : { _tag: "Right" as const, principal: new Principal({ orgId: found.orgId, userId: found.userId }) }
+}
+
+const samePrincipal = (a: Principal, b: Principal) => a.orgId === b.orgId && a.userId === b.userId
+
+/** Reads the body within the size and time bounds: the text, or the refusal to answer. */
+const readBody = (request: HttpServerRequest.HttpServerRequest, limitBytes: number) =>
+  Effect.gen(function*() {
+    // As in BodyGuard: the read runs on its own fiber and is never interrupted (that would destroy the socket the
+    // refusal must be written to); only the wait ends.
+    const reading = yield* Effect.forkDaemon(
+      request.text.pipe(HttpIncomingMessage.withMaxBodySize(Option.some(limitBytes)), Effect.either)
+    )
+    const read = yield* Fiber.join(reading).pipe(Effect.timeoutOption(bodyReadTimeoutMs), Effect.interruptible)
+    if (Option.isNone(read)) {
+      yield* Effect.forkDaemon(Effect.delay(Fiber.interrupt(reading), "1 second"))
+      return {
+        _tag: "Left" as const,
+        response: rpcError(408, -32000, `the request body did not arrive within ${bodyReadTimeoutMs} ms`, {
+          connection: "close"
+        })
+      }
+    }
+    if (read.value._tag === "Left") {
+      return {
+        _tag: "Left" as const,
+        response: rpcError(413, -32000, `the request body exceeds ${limitBytes} bytes (server.bodyLimitBytes)`, {
+          connection: "close"
+        })
+      }
+    }
+    return { _tag: "Right" as const, text: read.value.right }
+  })
+
+/**
+ * The endpoint for `settings`, over the runtime's Corral service and store. Its scope closes every session; the
+ * idle sweep runs while it is open. `draining` tells when the server shuts down.
+ */
+export const layer = (
+  settings: Settings,
+  draining: () => boolean,
+  options: Options = {}
+): Layer.Layer<McpHttp, never, Corral | SessionStore> =>
+  Layer.scoped(
+    McpHttp,
+    Effect.gen(function*() {
+      const catalog = yield* Catalog.make({
+        ...(settings.limits?.activeTimeMs === undefined ? {} : { activeTimeMs: settings.limits.activeTimeMs }),
+        ...options.catalog
+      })
+      const runtime = yield* Effect.runtime<never>()
+      const idleMs = options.idleMs ?? defaults.idleMs
+      const maxSessions = options.maxSessions ?? defaults.maxSessions
+      const allowed = [...loopback, ...(options.allowedHosts ?? []).map((h) => h.toLowerCase())]
+      const keyed = settings.apiKeys.length > 0
+      const checkHost = !keyed || (options.allowedHosts ?? []).length > 0
+      const sessions = new Map<string, Entry>()
+
+      const closeEntry = (id: string, why: string) =>
+        Effect.suspend(() => {
+          const entry = sessions.get(id)
+          if (entry === undefined) return Effect.void
+          sessions.delete(id)
+          return Effect.zipRight(
+            Effect.promise(() => entry.close().catch(() => undefined)),
+            Effect.logInfo(`MCP session ${id} closed: ${why}`)
+          )
+        })
+
+      yield* Effect.addFinalizer(() =>
+        Effect.forEach([...sessions.keys()], (id) => closeEntry(id, "the server shuts down"), { discard: true })
+      )
+
+      // The sweep: a session nobody used for `idleMs` (and with no request in flight) is closed.
+      yield* Effect.forkScoped(
+        Effect.repeat(
+          Effect.suspend(() => {
+            const now = Date.now()
+            const idle = [...sessions].filter(([, e]) => e.inFlight === 0 && now - e.lastSeen >= idleMs)
+            return Effect.forEach(idle, ([id]) => closeEntry(id, `idle for ${idleMs} ms`), { discard: true })
+          }),
+          Schedule.spaced(Math.max(50, Math.min(30_000, Math.floor(idleMs / 4))))
+        )
+      )
+
+      /** Opens a session for `principal`: its SDK server connected to a fresh transport. */
+      const open = (principal: Principal) =>
+        Effect.promise(async () => {
+          const server = Protocol.make(catalog, principal, runtime, options.protocol)
+          const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
+            sessionIdGenerator: () => randomUUID(),
+            // Resumable streams: a host whose stream dropped reconnects with Last-Event-ID after `retryInterval`.
+            eventStore: EventStore.make(),
+            retryInterval: RETRY_MS,
+            onsessioninitialized: (id) => {
+              sessions.set(id, { transport, principal, close: () => server.close(), lastSeen: Date.now(), inFlight: 1 })
+            },
+            onsessionclosed: (id) => {
+              sessions.delete(id)
+            }
+          })
+          await server.connect(transport)
+          return { transport, server }
+        })
+
+      /** Hands the request to `transport` and waits until its response is finished (or the client went away). */
+      const serve = (
+        request: HttpServerRequest.HttpServerRequest,
+        transport: StreamableHTTPServerTransport,
+        body: unknown
+      ) =>
+        Effect.async<void>((resume) => {
+          const req = NodeHttpServerRequest.toIncomingMessage(request)
+          const res = NodeHttpServerRequest.toServerResponse(request)
+          const done = () => resume(Effect.void)
+          res.once("close", done)
+          res.once("finish", done)
+          transport.handleRequest(req, res, body).catch((error: unknown) => {
+            Runtime.runFork(runtime)(Effect.logError("MCP: a request failed in the transport", error))
+            if (!res.headersSent) {
+              res.writeHead(500, { "content-type": "application/json" })
+                .end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32603, message: "internal error" }, id: null }))
+            } else if (!res.writableEnded) res.end()
+          })
+          return Effect.sync(() => {
+            res.off("close", done)
+            res.off("finish", done)
+          })
+        })
+
+      const tracked = (entry: Entry, self: Effect.Effect<void>) =>
+        Effect.acquireUseRelease(
+          Effect.sync(() => {
+            entry.inFlight++
+            entry.lastSeen = Date.now()
+          }),
+          () => self,
+          () =>
+            Effect.sync(() => {
+              entry.inFlight--
+              entry.lastSeen = Date.now()
+            })
+        )
+
+      const handle = Effect.gen(function*() {
+        const request = yield* HttpServerRequest.HttpServerRequest
+        if (draining()) {
+          return rpcError(503, -32000, "the server is shutting down; retry on another instance", {
+            connection: "close"
+          })
+        }
+        const refused = rebinding(request.headers, allowed, keyed, checkHost)
+        if (refused !== undefined) return rpcError(403, -32000, refused)
+        const auth = principalOf(settings.apiKeys, request.headers["authorization"])
+        if (auth._tag === "Left") return rpcError(401, -32001, auth.message, { "www-authenticate": "Bearer" })
+        let body: unknown = undefined
+        if (request.method === "POST") {
+          const read = yield* readBody(request, settings.server.bodyLimitBytes)
+          if (read._tag === "Left") return read.response
+          try {
+            body = JSON.parse(read.text)
+          } catch (error) {
+            return rpcError(400, -32700, `Parse error: the body is not valid JSON (${String(error).slice(0, 120)})`)
+          }
+        }
+        const id = request.headers["mcp-session-id"]
+        if (id === undefined) {
+          const initializing = request.method === "POST" &&
+            (isInitializeRequest(body) || Array.isArray(body) && body.some(isInitializeRequest))
+          if (!initializing) {
+            return rpcError(
+              400,
+              -32000,
+              "Bad Request: no Mcp-Session-Id header; open a session with `initialize` first"
+            )
+          }
+          if (sessions.size >= maxSessions) {
+            yield* Effect.logWarning(`MCP: a new session was refused: ${sessions.size} are open (the limit)`)
+            return rpcError(
+              503,
+              -32000,
+              `too many open MCP sessions (at most ${maxSessions}): close one (DELETE /mcp with its Mcp-Session-Id) ` +
+                `or retry once an idle one expires (after ${idleMs} ms without requests)`,
+              { "retry-after": "30" }
+            )
+          }
+          const { server, transport } = yield* open(auth.principal)
+          yield* serve(request, transport, body)
+          const opened = transport.sessionId === undefined ? undefined : sessions.get(transport.sessionId)
+          // An initialize the SDK refused (a bad version, a batch) opened nothing: its server is closed at once.
+          if (opened === undefined) yield* Effect.promise(() => server.close().catch(() => undefined))
+          else {
+            opened.inFlight--
+            opened.lastSeen = Date.now()
+            yield* Effect.logInfo(`MCP session ${transport.sessionId} opened for org ${auth.principal.orgId}`)
+          }
+          return HttpServerResponse.empty()
+        }
+        const entry = sessions.get(id)
+        if (entry === undefined || !samePrincipal(entry.principal, auth.principal)) {
+          return rpcError(404, -32001, "Session not found: it expired or was closed; open a new one with `initialize`")
+        }
+        yield* tracked(entry, serve(request, entry.transport, body))
+        return HttpServerResponse.empty()
+      })
+
+      return { handle, sessions: () => sessions.size }
+    })
+  )
