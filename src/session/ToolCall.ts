@@ -230,7 +230,13 @@ export const runTurn = (
       )
     })
 
-    const toolCtx = { sessionId: ctx.session.id, principal: ctx.session.principal, scope: ctx.session.scope }
+    const toolCtx = {
+      sessionId: ctx.session.id,
+      principal: ctx.session.principal,
+      scope: ctx.session.scope,
+      // Core tools acting for several MCP servers (read_resource) reach only those of the agent's own tools.
+      allowlist: ctx.spec.tools
+    }
     const runtime = yield* Effect.runtime<never>()
     const runSync = Runtime.runSyncExit(runtime)
     const inFlight: Array<readonly [number, Fiber.RuntimeFiber<ToolOutcome, never>]> = []

@@ -39,13 +39,14 @@ import type { Context, Scope } from "effect"
 import * as McpCall from "./internal/mcpCall.js"
 import type { Entry } from "./internal/mcpCall.js"
 import * as Connection from "./internal/mcpConnection.js"
+import * as McpResources from "./internal/mcpResources.js"
 import * as Texts from "./internal/texts.js"
 import * as McpConfig from "./McpConfig.js"
 import { ToolExecutor } from "./ToolExecutor.js"
 import type { ToolContext, ToolDef, ToolOutcome, ToolServerStatus } from "./ToolExecutor.js"
 import { ToolNotices } from "./ToolNotices.js"
 
-/** Two servers (or one server twice) export the same tool name; `exclude` one of them in the config. */
+/** Two servers (or one server twice) export the same tool name; `prefix` or `exclude` one of them in the config. */
 export class McpToolNameCollision extends Schema.TaggedError<McpToolNameCollision>()("McpToolNameCollision", {
   tool: Schema.String,
   servers: Schema.Tuple(Schema.String, Schema.String)
@@ -54,7 +55,8 @@ export class McpToolNameCollision extends Schema.TaggedError<McpToolNameCollisio
     const [a, b] = this.servers
     return a === b
       ? `MCP server "${a}" lists tool "${this.tool}" twice`
-      : `tool "${this.tool}" is exported by both MCP servers "${a}" and "${b}"; exclude it from one of them`
+      : `tool "${this.tool}" is exported by both MCP servers "${a}" and "${b}"; give one of them a \`prefix\`, or ` +
+        "exclude the tool from one of them"
   }
 }
 
@@ -105,15 +107,19 @@ const byName = (a: ToolDef, b: ToolDef): number => (a.name < b.name ? -1 : a.nam
 
 /** What calls dispatch against: replaced whole on every rebuild, never mutated. */
 interface Snapshot {
+  /** The core `read_resource` tool, present once a server has offered resources. */
+  readonly core: McpResources.Core | undefined
   readonly entries: ReadonlyMap<string, Entry>
   readonly tools: ReadonlyArray<ToolDef>
   /** The names, for the unknown-tool text. */
   readonly available: string
 }
 
-const snapshotOf = (entries: ReadonlyMap<string, Entry>): Snapshot => {
-  const tools = Array.from(entries.values(), (e) => e.def).sort(byName)
-  return { entries, tools, available: tools.map((t) => t.name).join(", ") }
+/** The snapshot of `entries`, with the core `read_resource` tool when a server of `handles` offers resources. */
+const snapshotOf = (entries: ReadonlyMap<string, Entry>, handles: ReadonlyArray<Connection.Handle>): Snapshot => {
+  const core = McpResources.coreOf(handles)
+  const tools = [...(core === undefined ? [] : [core.def]), ...Array.from(entries.values(), (e) => e.def)].sort(byName)
+  return { entries, core, tools, available: tools.map((t) => t.name).join(", ") }
 }
 
 /**
@@ -153,11 +159,25 @@ const refusal = (collision: McpToolNameCollision): string => {
     : `${collision.message}; "${owner}" keeps serving it and "${newcomer}"'s is not advertised`
 }
 
-/** A server's listed tools as entries: `exclude` dropped, `effects` overrides applied. */
+/**
+ * A server's listed tools as entries: `exclude` dropped, `effects` overrides applied, prefixed. A tool advertised
+ * under the core `read_resource` name is dropped with an error line: the core tool keeps its name.
+ */
 const entriesOf = (handle: Connection.Handle, tools: ReadonlyArray<Tool>): Effect.Effect<ReadonlyArray<Entry>> => {
   const excluded = new Set(handle.config.exclude ?? [])
   const overrides = handle.config.effects ?? {}
-  return Effect.forEach(tools.filter((t) => !excluded.has(t.name)), (tool) => toEntry(tool, handle, overrides))
+  const reserved = tools.filter((t) => McpConfig.toolName(handle.config, t.name) === McpResources.READ_RESOURCE)
+  return Effect.zipRight(
+    Effect.forEach(reserved, (tool) =>
+      Effect.logError(
+        `MCP server "${handle.name}" exports tool "${tool.name}", the name of Corral's core tool ` +
+          `"${McpResources.READ_RESOURCE}": it is not advertised; give the server a \`prefix\` or \`exclude\` it`
+      ), { discard: true }),
+    Effect.forEach(
+      tools.filter((t) => !excluded.has(t.name) && !reserved.includes(t)),
+      (tool) => toEntry(tool, handle, overrides)
+    )
+  )
 }
 
 const toEntry = (
@@ -176,13 +196,13 @@ const toEntry = (
       )
     }
     const def: ToolDef = {
-      name: tool.name,
+      name: McpConfig.toolName(handle.config, tool.name),
       description: tool.description ?? tool.annotations?.title ?? tool.title ?? "",
       parameters: tool.inputSchema,
       effect: overrides[tool.name] ?? (tool.annotations?.readOnlyHint === true ? "read" : "write"),
       source: `mcp:${handle.name}`
     }
-    return { def, handle, validate, expected: Texts.summarize(tool.inputSchema) }
+    return { def, remote: tool.name, handle, validate, expected: Texts.summarize(tool.inputSchema) }
   })
 
 /**
@@ -196,12 +216,13 @@ const configuredEntries = (handle: Connection.Handle): ReadonlyArray<Entry> => {
   const parameters = { type: "object" }
   return names.filter((name) => !excluded.has(name)).map((name) => ({
     def: {
-      name,
+      name: McpConfig.toolName(handle.config, name),
       description: `(not listed yet: MCP server "${handle.name}" has not started)`,
       parameters,
       effect: overrides[name] ?? "write",
       source: `mcp:${handle.name}`
     },
+    remote: name,
     handle,
     validate: undefined,
     expected: Texts.summarize(parameters)
@@ -230,7 +251,8 @@ const known = (snapshot: Snapshot, handles: ReadonlyArray<Connection.Handle>): R
   }
   if (reasons.size === 0) return snapshot.tools
   return snapshot.tools.map((def) => {
-    const reason = reasons.get(snapshot.entries.get(def.name)!.handle)
+    const entry = snapshot.entries.get(def.name)
+    const reason = entry === undefined ? undefined : reasons.get(entry.handle)
     return reason === undefined ? def : { ...def, unavailable: reason }
   })
 }
@@ -302,7 +324,7 @@ export const make = (
     const initial = merge(handles, listed, new Map())
     if (initial.refused[0] !== undefined) return yield* initial.refused[0]
     // A plain variable swapped in one assignment: every call and listing reads one consistent snapshot.
-    let current = snapshotOf(initial.entries)
+    let current = snapshotOf(initial.entries, handles)
     // Refusals already logged, so a collision that persists across refreshes is reported once.
     let reported = new Set<string>()
 
@@ -333,7 +355,7 @@ export const make = (
         // Concurrently: one slow server must not hold back the others' lists for its whole timeout.
         yield* Effect.forEach(due, relist, { concurrency: "unbounded", discard: true })
         const { entries, refused } = merge(handles, listed, current.entries)
-        current = snapshotOf(entries)
+        current = snapshotOf(entries, handles)
         const keys = new Set<string>()
         for (const collision of refused) {
           const key = JSON.stringify([collision.tool, ...collision.servers])
@@ -392,7 +414,12 @@ export const make = (
       servers: statuses,
       list: () => Effect.sync(() => known(current, handles)),
       call: (name, argumentsJson, ctx) =>
-        Effect.suspend(() => dispatch(current, name, argumentsJson, notifyFor(ctx, name), ctx.timeoutMs))
+        Effect.suspend(() =>
+          current.core !== undefined && name === current.core.def.name
+            ? McpResources.callCore(current.core, current.entries, handles, argumentsJson, ctx)
+            : dispatch(current, name, argumentsJson, notifyFor(ctx, name), ctx.timeoutMs)
+        ),
+      prompt: (ref, ctx) => McpResources.prompt(handles, ref, ctx.timeoutMs)
     }
   })
 

@@ -59,6 +59,18 @@ export interface ToolContext {
    * the tool's own, tighter timeout). Absent: the `Limits` in context.
    */
   readonly timeoutMs?: number
+  /**
+   * The agent's tool allowlist, when the caller has one (a burst): tools that act on behalf of several servers (the
+   * core `read_resource`) reach only the servers of allowlisted tools. Absent: no such restriction.
+   */
+  readonly allowlist?: ReadonlyArray<string>
+}
+
+/** An MCP prompt an agent takes its instructions from (`mcpPrompt` in its spec): server, prompt name, arguments. */
+export interface PromptRef {
+  readonly server: string
+  readonly name: string
+  readonly arguments: Readonly<Record<string, string>>
 }
 
 /** Why a call failed (`domain/Trajectory`): three kinds are strikes of bad tool use, the others the tool's trouble. */
@@ -79,4 +91,9 @@ export class ToolExecutor extends Context.Tag("corral/tools/ToolExecutor")<ToolE
   readonly call: (name: string, argumentsJson: string, ctx: ToolContext) => Effect.Effect<ToolOutcome>
   /** The tool servers behind this executor and their state, sorted by name; absent = none (in-process tools only). */
   readonly servers?: Effect.Effect<ReadonlyArray<ToolServerStatus>>
+  /**
+   * The text of an MCP prompt (the agent's `mcpPrompt`), bounded like a tool call; fails with a message naming the
+   * server and the prompt (unknown server, server down, no such prompt, arguments refused). Absent: no prompts here.
+   */
+  readonly prompt?: (ref: PromptRef, ctx: Omit<ToolContext, "callId">) => Effect.Effect<string, string>
 }>() {}

@@ -21,6 +21,8 @@ import * as Texts from "./texts.js"
 /** A tool as the registry holds it: its definition, its server, and its compiled input schema. */
 export interface Entry {
   readonly def: ToolDef
+  /** The tool's name on its server (`def.name` is the advertised one, prefixed when the server has a `prefix`). */
+  readonly remote: string
   readonly handle: Connection.Handle
   /** `undefined` when ajv cannot compile the server's schema: the server validates alone. */
   readonly validate: ValidateFunction | undefined
@@ -101,7 +103,11 @@ const send = (
           const request = Effect.tryPromise({
             // The signal is aborted when this fiber is interrupted: the SDK then sends `notifications/cancelled`.
             try: (signal) =>
-              conn.client.callTool({ name, arguments: args }, undefined, { signal, timeout: ms, onprogress }),
+              conn.client.callTool({ name: entry.remote, arguments: args }, undefined, {
+                signal,
+                timeout: ms,
+                onprogress
+              }),
             catch: (error) => error
           }).pipe(
             Effect.match({
@@ -113,7 +119,7 @@ const send = (
           const lost = Effect.as(Connection.awaitLoss(conn), Lost)
           return Effect.flatMap(Effect.race(request, lost), (outcome): Effect.Effect<ToolOutcome> => {
             if (outcome._tag === "Result") {
-              const { isError, text } = Content.render(outcome.result)
+              const { isError, text } = Content.render(outcome.result, server)
               return Effect.succeed(isError ? Texts.failed("tool_error", text) : { content: text, isError: false })
             }
             if (conn.loss !== undefined) return Effect.succeed(lostOutcome(server, name, conn.loss))

@@ -96,6 +96,19 @@ export interface Handle {
   readonly logListeners: Set<(level: string, message: string) => void>
 }
 
+/**
+ * Whether the handle's server offered resources (the `resources` capability) when it was last connected: a server
+ * that is down keeps its answer, so the core `read_resource` tool does not come and go with its connection.
+ */
+export const offersResources = (handle: Handle): boolean => {
+  const conn = handle.state._tag === "Up"
+    ? handle.state.conn
+    : handle.state._tag === "Down"
+    ? handle.state.previous
+    : undefined
+  return conn?.client.getServerCapabilities()?.resources !== undefined
+}
+
 /** A server's state as reported to operators. */
 export type Phase = "starting" | "up" | "down"
 
