@@ -42,6 +42,26 @@ export const commands: ReadonlyArray<Entry> = [
   }
 ]
 
+/** A command of two words (`corral mcp inspect`), dispatched before the command table; it reads its own argv. */
+export interface Subcommand {
+  readonly words: readonly [string, string]
+  readonly summary: string
+  readonly load: () => Promise<typeof import("./McpInspect.js")>
+}
+
+/** Every two-word command, in the order the help lists them. */
+export const subcommands: ReadonlyArray<Subcommand> = [
+  {
+    words: ["mcp", "inspect"],
+    summary: "Connect to an MCP server as Corral would; print what it offers and what an agent gets",
+    load: () => import("./McpInspect.js")
+  }
+]
+
+/** The two-word command `argv` starts with, if any. */
+export const subcommandOf = (argv: ReadonlyArray<string>): Subcommand | undefined =>
+  subcommands.find((s) => s.words[0] === argv[0] && s.words[1] === argv[1])
+
 /** The top-level `--help`. */
 export const help = (): string =>
   [
@@ -51,6 +71,7 @@ export const help = (): string =>
     "",
     "Commands:",
     ...commands.map((c) => `  ${c.name.padEnd(10)}${c.summary}`),
+    ...subcommands.map((c) => `  ${c.words.join(" ")}  ${c.summary}`),
     "",
     "Run `corral <command> --help` for a command's options.",
     "",
@@ -73,7 +94,7 @@ export const topLevel = (
   if (name === undefined || name === "--help" || name === "-h" || name === "help") {
     return { stream: "stdout", text: help(), code: name === undefined ? 1 : 0 }
   }
-  if (!commands.some((c) => c.name === name)) {
+  if (!commands.some((c) => c.name === name) && subcommandOf(argv) === undefined) {
     return { stream: "stderr", text: `corral: unknown command "${name}"\n\n${help()}`, code: 1 }
   }
   return undefined

@@ -72,6 +72,11 @@ export interface McpRegistry extends Context.Tag.Service<ToolExecutor> {
    * on when the listing failed. Never completes after the registry's scope closed.
    */
   readonly refreshed: Effect.Effect<void>
+  /**
+   * What server `name` says about itself and lists (tools as the server names them, resources, templates, prompts),
+   * asked now within the connect timeout; fails with a message when it is unknown, down or does not answer.
+   */
+  readonly describe: (name: string) => Effect.Effect<McpResources.Description, string>
 }
 
 /** Tuning of `make`; the defaults suit production. */
@@ -419,7 +424,13 @@ export const make = (
             ? McpResources.callCore(current.core, current.entries, handles, argumentsJson, ctx)
             : dispatch(current, name, argumentsJson, notifyFor(ctx, name), ctx.timeoutMs)
         ),
-      prompt: (ref, ctx) => McpResources.prompt(handles, ref, ctx.timeoutMs)
+      prompt: (ref, ctx) => McpResources.prompt(handles, ref, ctx.timeoutMs),
+      describe: (name) => {
+        const handle = handles.find((h) => h.name === name)
+        return handle === undefined
+          ? Effect.fail(`no MCP server "${name}" is configured`)
+          : McpResources.describeServer(handle, connection.connectTimeoutMs)
+      }
     }
   })
 

@@ -10,7 +10,7 @@
  */
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { McpError } from "@modelcontextprotocol/sdk/types.js"
-import type { Prompt, Resource, ResourceTemplate } from "@modelcontextprotocol/sdk/types.js"
+import type { Prompt, Resource, ResourceTemplate, Tool } from "@modelcontextprotocol/sdk/types.js"
 import { Ajv } from "ajv"
 import type { ValidateFunction } from "ajv"
 import { Duration, Effect, Either } from "effect"
@@ -311,3 +311,35 @@ export const offerOf = (client: Client, signal: AbortSignal, timeout: number): P
     )
   ]).then(([resources, templates, prompts]) => ({ resources, templates, prompts }))
 }
+
+/** A server as it describes itself, with everything it lists: what `corral mcp inspect` prints. */
+export interface Description extends Offer {
+  readonly name: string
+  readonly version: string
+  readonly instructions: string | undefined
+  readonly capabilities: Readonly<Record<string, unknown>>
+  readonly tools: ReadonlyArray<Tool>
+}
+
+/**
+ * Describes the handle's server on its live connection: its name, version, instructions and capabilities, and every
+ * tool, resource, resource template and prompt it lists, within `timeoutMs`. Fails with a message naming the server.
+ */
+export const describeServer = (handle: Connection.Handle, timeoutMs: number): Effect.Effect<Description, string> =>
+  onServer(handle, timeoutMs, "the listings", async (client, signal) => {
+    const info = client.getServerVersion()
+    const capabilities = client.getServerCapabilities() ?? {}
+    const tools = capabilities.tools === undefined ? [] : await listPages(
+      (cursor) => client.listTools(cursor === undefined ? undefined : { cursor }, { signal, timeout: timeoutMs }),
+      (page) => page.tools
+    )
+    const offer = await offerOf(client, signal, timeoutMs)
+    return {
+      name: info?.name ?? "(unnamed)",
+      version: info?.version ?? "(no version)",
+      instructions: client.getInstructions(),
+      capabilities,
+      tools,
+      ...offer
+    }
+  })
