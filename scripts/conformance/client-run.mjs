@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+/* global URL */
 /**
  * The client the MCP conformance suite drives (`npx conformance client --command "node scripts/conformance/client-run.mjs"`):
  * Corral's own MCP client, through `corral mcp inspect`. The suite appends the scenario server's URL and names the

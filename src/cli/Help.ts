@@ -1,8 +1,9 @@
 /**
- * Help — the `corral` command table and the top-level help, with no Effect import: `corral --help` (and a bare or
+ * Help — the `corral` command table and the top-level help, with no Effect import (types only): `corral --help` (and a bare or
  * unknown command) prints from here and exits before any runtime, server or store module is loaded, so asking for
  * help never pays Corral's start-up and never opens a database.
  */
+import type { Effect } from "effect"
 import * as EnvVars from "../config/EnvVars.js"
 import type * as Command from "./Command.js"
 
@@ -46,7 +47,7 @@ export const commands: ReadonlyArray<Entry> = [
 export interface Subcommand {
   readonly words: readonly [string, string]
   readonly summary: string
-  readonly load: () => Promise<typeof import("./McpInspect.js")>
+  readonly load: () => Promise<{ readonly main: (argv: ReadonlyArray<string>) => Effect.Effect<number> }>
 }
 
 /** Every two-word command, in the order the help lists them. */
