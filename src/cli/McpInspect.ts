@@ -11,6 +11,7 @@
  */
 import { Effect, Either, Option, Schedule } from "effect"
 import { Principal } from "../domain/Principal.js"
+import * as Elicitations from "../tools/Elicitations.js"
 import type * as McpConfig from "../tools/McpConfig.js"
 import * as McpRegistry from "../tools/McpRegistry.js"
 import * as Args from "./Args.js"
@@ -39,6 +40,8 @@ export const help = [
   "  --prefix P            inspect as if the server had `prefix: P`",
   "  --call TOOL           then call TOOL (its name as offered) as an agent would and print the result",
   "  --args JSON           the arguments of --call (default {})",
+  "  --elicit ANSWER       how to answer the server's questions during --call: decline (default), cancel, or",
+  "                        accept (with the defaults of the values asked for)",
   "  --timeout MS          bound on connecting and on each listing (default 30000)",
   "  --json                print one JSON document instead of text",
   Command.commonHelp,
@@ -53,6 +56,7 @@ const spec: Args.Spec = {
   prefix: "string",
   call: "string",
   args: "string",
+  elicit: "string",
   timeout: "string",
   json: "boolean"
 }
@@ -147,6 +151,10 @@ export const main = (argv: ReadonlyArray<string>): Effect.Effect<number> =>
     if (!Number.isInteger(timeout) || timeout <= 0) {
       return yield* Effect.fail("--timeout: expected a positive whole number of milliseconds")
     }
+    const elicit = args.strings.get("elicit") ?? "decline"
+    if (elicit !== "accept" && elicit !== "decline" && elicit !== "cancel") {
+      return yield* Effect.fail(`--elicit: expected accept, decline or cancel, got "${elicit}"`)
+    }
     const { name, servers } = yield* target(args, headers.right.values, envs.right.values)
     return yield* Effect.scoped(Effect.gen(function*() {
       const registry = yield* McpRegistry.make(servers, { connectTimeoutMs: timeout, restartSchedule: Schedule.stop })
@@ -173,7 +181,7 @@ export const main = (argv: ReadonlyArray<string>): Effect.Effect<number> =>
       return report.server.state === "up" && report.server.error === undefined && call?.outcome.isError !== true
         ? 0
         : 1
-    }))
+    })).pipe(Effect.provide(Elicitations.layerAnswer(elicit)))
   }).pipe(
     Effect.catchAll((message) => Effect.as(Output.error(`corral mcp inspect: ${message}\n\n${help}`), 1))
   )

@@ -41,6 +41,21 @@ const common = {
    * `gh-` gives `gh-search`). `effects`, `exclude` and `tools` still name the server's own tools.
    */
   prefix: optional(Prefix),
+  /**
+   * Whether the server may ask Corral's model for a completion (`sampling/createMessage`). Off by default: a server
+   * that samples spends the session's model calls, so an operator opts in per server. Off, it is refused with a
+   * JSON-RPC error saying so.
+   */
+  sampling: optional(Schema.Boolean),
+  /** The roots (`file://` URIs) the server is told it may work in (`roots/list`); none by default. */
+  roots: optional(
+    Schema.Array(Schema.Struct({
+      uri: Schema.String.pipe(
+        Schema.pattern(/^file:\/\/\S+$/, { message: () => "a file:// URI" })
+      ),
+      name: optional(Schema.String)
+    }))
+  ),
   /** Per-tool effect overrides: `read` or `write`, winning over the server's `readOnlyHint`. */
   effects: optional(Schema.Record({ key: Schema.String, value: EffectOverride })),
   /** Per-call timeout in ms; `Limits.toolTimeoutMs` still caps it. */

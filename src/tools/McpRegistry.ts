@@ -36,9 +36,11 @@ import type { ValidateFunction } from "ajv"
 import { Ajv2020 } from "ajv/dist/2020.js"
 import { Chunk, Clock, Deferred, Effect, Either, Layer, Queue, Runtime, Schedule, Schema } from "effect"
 import type { Context, Scope } from "effect"
+import { Elicitations } from "./Elicitations.js"
 import * as McpCall from "./internal/mcpCall.js"
 import type { Entry } from "./internal/mcpCall.js"
 import * as Connection from "./internal/mcpConnection.js"
+import * as McpElicit from "./internal/mcpElicit.js"
 import * as McpResources from "./internal/mcpResources.js"
 import * as Texts from "./internal/texts.js"
 import * as McpConfig from "./McpConfig.js"
@@ -267,12 +269,12 @@ const dispatch = (
   name: string,
   argumentsJson: string,
   notify: McpCall.Notify | undefined,
-  limitMs: number | undefined
+  ctx: ToolContext
 ): Effect.Effect<ToolOutcome> => {
   const entry = snapshot.entries.get(name)
   return entry === undefined
     ? Effect.succeed(Texts.unknownTool(name, snapshot.available))
-    : McpCall.call(entry, argumentsJson, notify, limitMs)
+    : McpCall.call(entry, argumentsJson, notify, ctx.timeoutMs, { sessionId: ctx.sessionId, callId: ctx.callId })
 }
 
 /** A server whose tools may have changed, or a caller waiting for every change before it to be applied. */
@@ -293,10 +295,17 @@ export const make = (
 ): Effect.Effect<McpRegistry, McpStartError, Scope.Scope> =>
   Effect.gen(function*() {
     const changes = yield* Queue.unbounded<Change>()
+    const notices = yield* Effect.serviceOption(ToolNotices)
+    const elicitations = yield* Effect.serviceOption(Elicitations)
+    const runtime = yield* Effect.runtime<never>()
+    const runFork = Runtime.runFork(runtime)
+    const runPromise = Runtime.runPromise(runtime)
     const connection: Connection.Options = {
       connectTimeoutMs: options?.connectTimeoutMs ?? 30_000,
       restart: options?.restartSchedule ?? defaultRestartSchedule,
-      onToolsChanged: (handle) => Queue.unsafeOffer(changes, { _tag: "Changed", handle })
+      onToolsChanged: (handle) => Queue.unsafeOffer(changes, { _tag: "Changed", handle }),
+      onElicit: (handle, params, signal) =>
+        runPromise(McpElicit.answer({ elicitations, notices }, handle, params), { signal })
     }
     const now = yield* Clock.currentTimeMillis
     // Sorted, so a collision always names the servers in the same order.
@@ -385,8 +394,6 @@ export const make = (
       (done) => Effect.zipRight(Queue.offer(changes, { _tag: "Barrier", done }), Deferred.await(done))
     )
 
-    const notices = yield* Effect.serviceOption(ToolNotices)
-    const runFork = Runtime.runFork(yield* Effect.runtime<never>())
     const notifyFor = (ctx: ToolContext, name: string): McpCall.Notify | undefined => {
       if (notices._tag === "None") return undefined
       const sink = notices.value
@@ -422,7 +429,7 @@ export const make = (
         Effect.suspend(() =>
           current.core !== undefined && name === current.core.def.name
             ? McpResources.callCore(current.core, current.entries, handles, argumentsJson, ctx)
-            : dispatch(current, name, argumentsJson, notifyFor(ctx, name), ctx.timeoutMs)
+            : dispatch(current, name, argumentsJson, notifyFor(ctx, name), ctx)
         ),
       prompt: (ref, ctx) => McpResources.prompt(handles, ref, ctx.timeoutMs),
       describe: (name) => {

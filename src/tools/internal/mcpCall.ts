@@ -9,7 +9,7 @@
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
 import type { ValidateFunction } from "ajv"
-import { Effect, Either, Queue } from "effect"
+import { Clock, Effect, Either, Queue } from "effect"
 import { Limits } from "../../rails/Limits.js"
 import type { ToolDef, ToolOutcome } from "../ToolExecutor.js"
 import * as Arguments from "./arguments.js"
@@ -186,7 +186,8 @@ export const call = (
   entry: Entry,
   argumentsJson: string,
   notify?: Notify,
-  limitMs?: number
+  limitMs?: number,
+  caller?: { readonly sessionId: string; readonly callId: string }
 ): Effect.Effect<ToolOutcome> => {
   const name = entry.def.name
   const checked = Arguments.check(name, argumentsJson, entry.validate, entry.expected)
@@ -209,9 +210,21 @@ export const call = (
           notify({ _tag: "log", level, message: message.slice(0, MAX_LOG_CHARS) })
         }
       }
+      // While it runs, the call hears its server's log messages and is the one its server's questions go to.
       const listening = Effect.acquireRelease(
-        Effect.sync(() => entry.handle.logListeners.add(onLog)),
-        () => Effect.sync(() => entry.handle.logListeners.delete(onLog))
+        Effect.map(Clock.currentTimeMillis, (now) => {
+          const running: Connection.Caller | undefined = caller === undefined
+            ? undefined
+            : { ...caller, tool: name, deadlineAt: now + ms }
+          entry.handle.logListeners.add(onLog)
+          if (running !== undefined) entry.handle.callers.add(running)
+          return running
+        }),
+        (running) =>
+          Effect.sync(() => {
+            entry.handle.logListeners.delete(onLog)
+            if (running !== undefined) entry.handle.callers.delete(running)
+          })
       )
       // The SDK's own timeout is only a backstop past the cap: Corral's deadline decides, on Corral's clock.
       const request = send(entry, valid, capMs + 1000, track, onProgress)

@@ -33,8 +33,14 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import type { StdioServerParameters } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import { LoggingMessageNotificationSchema, ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js"
-import type { Tool } from "@modelcontextprotocol/sdk/types.js"
+import {
+  ElicitRequestSchema,
+  ErrorCode,
+  ListRootsRequestSchema,
+  LoggingMessageNotificationSchema,
+  ToolListChangedNotificationSchema
+} from "@modelcontextprotocol/sdk/types.js"
+import type { ClientCapabilities, ElicitRequest, ElicitResult, Tool } from "@modelcontextprotocol/sdk/types.js"
 import { Clock, Deferred, Duration, Effect, Either, Exit, FiberId, Schedule } from "effect"
 import type { Scope } from "effect"
 import * as McpConfig from "../McpConfig.js"
@@ -94,6 +100,20 @@ export interface Handle {
    * each call in flight on the server registers here for its duration and hears them all.
    */
   readonly logListeners: Set<(level: string, message: string) => void>
+  /**
+   * The calls in flight on the server (registered by each call for its duration): a server's question
+   * (elicitation) is not tied to a request on stdio, so it goes to the session of the call that is running.
+   */
+  readonly callers: Set<Caller>
+}
+
+/** A call in flight on a server: whose session, which call, which tool (as offered). */
+export interface Caller {
+  readonly sessionId: string
+  readonly callId: string
+  readonly tool: string
+  /** When the call's silence window ends (epoch ms, `Clock`): a question asked during the call must be settled by then. */
+  readonly deadlineAt: number
 }
 
 /**
@@ -131,6 +151,11 @@ export interface Options {
    * callbacks too), so it must only take note; listing again is the owner's job (`listTools`).
    */
   readonly onToolsChanged: (handle: Handle) => void
+  /**
+   * Answers a server's question (`elicitation/create`); called from the SDK. Absent: every question is declined.
+   * Must settle: the registry bounds it by the asking call's deadline.
+   */
+  readonly onElicit?: (handle: Handle, params: ElicitRequest["params"], signal: AbortSignal) => Promise<ElicitResult>
 }
 
 /** What the SDK's stdio transport allows per message: larger answers close the connection. */
@@ -285,7 +310,14 @@ export const close = (conn: Conn, force = false): Effect.Effect<void> =>
 const open = (handle: Handle, options: Options): Effect.Effect<{ conn: Conn; tools: ReadonlyArray<Tool> }, string> =>
   Effect.flatMap(McpConfig.headersOf(handle.config), (headers) => {
     const timeoutMs = options.connectTimeoutMs
-    const client = new Client(CLIENT_INFO, { capabilities: {} })
+    const config = handle.config
+    const capabilities: ClientCapabilities = {
+      // Always declared: a question Corral cannot put to anyone is declined, never left to hang as an unknown method.
+      elicitation: { form: { applyDefaults: true } },
+      ...(config.roots === undefined ? {} : { roots: {} }),
+      ...(config.sampling === true ? { sampling: {} } : {})
+    }
+    const client = new Client(CLIENT_INFO, { capabilities })
     const conn: Conn = {
       client,
       transport: transportFor(handle.config, headers),
@@ -314,6 +346,30 @@ const open = (handle: Handle, options: Options): Effect.Effect<{ conn: Conn; too
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
       if (conn.loss === undefined && !conn.closing) options.onToolsChanged(handle)
     })
+    client.setRequestHandler(ElicitRequestSchema, (request, extra) =>
+      options.onElicit === undefined
+        ? Promise.resolve<ElicitResult>({ action: "decline" })
+        : options.onElicit(handle, request.params, extra.signal))
+    if (config.roots !== undefined) {
+      const roots = config.roots.map((r) => ({ uri: r.uri, ...(r.name === undefined ? {} : { name: r.name }) }))
+      client.setRequestHandler(ListRootsRequestSchema, () => ({ roots }))
+    }
+    // Anything else a server asks (sampling, unless enabled and served) gets an error that says why.
+    // A plain error with a code: the SDK sends `message` as is (an McpError's message repeats its code).
+    client.fallbackRequestHandler = (request) =>
+      Promise.reject(
+        Object.assign(
+          new Error(
+            request.method !== "sampling/createMessage"
+              ? `Corral's MCP client does not handle "${request.method}"`
+              : config.sampling === true
+              ? `sampling is enabled for MCP server "${handle.name}", but no model serves sampling requests on this host`
+              : `Corral does not let MCP server "${handle.name}" sample its model: sampling is off for this server ` +
+                `(set "sampling": true on mcpServers.${handle.name} to allow it)`
+          ),
+          { code: ErrorCode.MethodNotFound }
+        )
+      )
     client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
       const { data, level, logger } = notification.params
       const text = typeof data === "string" ? data : JSON.stringify(data) ?? String(data)
@@ -451,7 +507,8 @@ export const makeHandle = (name: string, config: McpConfig.McpServer, now: numbe
   since: now,
   lastError: undefined,
   failures: 0,
-  logListeners: new Set()
+  logListeners: new Set(),
+  callers: new Set()
 })
 
 /**
