@@ -119,8 +119,9 @@ const send = (
           const lost = Effect.as(Connection.awaitLoss(conn), Lost)
           return Effect.flatMap(Effect.race(request, lost), (outcome): Effect.Effect<ToolOutcome> => {
             if (outcome._tag === "Result") {
-              const { isError, text } = Content.render(outcome.result, server)
-              return Effect.succeed(isError ? Texts.failed("tool_error", text) : { content: text, isError: false })
+              const { attachments, isError, text } = Content.render(outcome.result, server)
+              const base = isError ? Texts.failed("tool_error", text) : { content: text, isError: false }
+              return Effect.succeed(attachments.length === 0 ? base : { ...base, attachments })
             }
             if (conn.loss !== undefined) return Effect.succeed(lostOutcome(server, name, conn.loss))
             const error = outcome._tag === "Failed" ? outcome.error : undefined

@@ -8,6 +8,7 @@
  * the result carries no text — servers usually repeat it as text, and the model needs it once.
  */
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import type { Attachment } from "../../domain/Message.js"
 
 /** What `Client.callTool` resolves with. */
 export type CallResult = Awaited<ReturnType<Client["callTool"]>>
@@ -61,18 +62,29 @@ const json = (value: unknown): string => {
   }
 }
 
+/** The images and audio blocks of a result, as attachments (their descriptions stay in the text). */
+const attachmentsOf = (result: ContentResult): ReadonlyArray<Attachment> => {
+  const found: Array<Attachment> = []
+  for (const block of result.content) {
+    if (block.type === "image" || block.type === "audio") {
+      found.push({ type: block.type, mimeType: block.mimeType, data: block.data })
+    }
+  }
+  return found
+}
+
 /**
- * The text of a result and whether the server flagged it as an error. A resource link names `server` in the
+ * The text of a result, whether the server flagged it as an error, and its images and audio. A resource link names `server` in the
  * `read_resource` call that follows it (no hint without one). Never throws.
  */
 export const render = (
   result: CallResult,
   server?: string
-): { readonly text: string; readonly isError: boolean } => {
-  if (!hasContent(result)) return { text: json(result["toolResult"]), isError: false }
+): { readonly text: string; readonly isError: boolean; readonly attachments: ReadonlyArray<Attachment> } => {
+  if (!hasContent(result)) return { text: json(result["toolResult"]), isError: false, attachments: [] }
   const parts = result.content.map((block) => describe(block, server))
   const hasText = result.content.some((b) => b.type === "text" || (b.type === "resource" && "text" in b.resource))
   if (!hasText && result.structuredContent !== undefined) parts.push(json(result.structuredContent))
   const text = parts.length === 0 ? "(the tool returned no content)" : parts.join("\n")
-  return { text, isError: result.isError === true }
+  return { text, isError: result.isError === true, attachments: attachmentsOf(result) }
 }
