@@ -33,17 +33,12 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import type { StdioServerParameters } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import {
-  ElicitRequestSchema,
-  ErrorCode,
-  ListRootsRequestSchema,
-  LoggingMessageNotificationSchema,
-  ToolListChangedNotificationSchema
-} from "@modelcontextprotocol/sdk/types.js"
-import type { ClientCapabilities, ElicitRequest, ElicitResult, Tool } from "@modelcontextprotocol/sdk/types.js"
+import { LoggingMessageNotificationSchema, ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js"
+import type { ElicitRequest, ElicitResult, Tool } from "@modelcontextprotocol/sdk/types.js"
 import { Clock, Deferred, Duration, Effect, Either, Exit, FiberId, Schedule } from "effect"
 import type { Scope } from "effect"
 import * as McpConfig from "../McpConfig.js"
+import * as ClientRequests from "./mcpClientRequests.js"
 import { messageOf } from "./texts.js"
 
 /** Why a connection ended (or, `NeverStarted`, why there never was one). */
@@ -310,14 +305,7 @@ export const close = (conn: Conn, force = false): Effect.Effect<void> =>
 const open = (handle: Handle, options: Options): Effect.Effect<{ conn: Conn; tools: ReadonlyArray<Tool> }, string> =>
   Effect.flatMap(McpConfig.headersOf(handle.config), (headers) => {
     const timeoutMs = options.connectTimeoutMs
-    const config = handle.config
-    const capabilities: ClientCapabilities = {
-      // Always declared: a question Corral cannot put to anyone is declined, never left to hang as an unknown method.
-      elicitation: { form: { applyDefaults: true } },
-      ...(config.roots === undefined ? {} : { roots: {} }),
-      ...(config.sampling === true ? { sampling: {} } : {})
-    }
-    const client = new Client(CLIENT_INFO, { capabilities })
+    const client = new Client(CLIENT_INFO, { capabilities: ClientRequests.capabilitiesOf(handle.config) })
     const conn: Conn = {
       client,
       transport: transportFor(handle.config, headers),
@@ -346,30 +334,11 @@ const open = (handle: Handle, options: Options): Effect.Effect<{ conn: Conn; too
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
       if (conn.loss === undefined && !conn.closing) options.onToolsChanged(handle)
     })
-    client.setRequestHandler(ElicitRequestSchema, (request, extra) =>
-      options.onElicit === undefined
-        ? Promise.resolve<ElicitResult>({ action: "decline" })
-        : options.onElicit(handle, request.params, extra.signal))
-    if (config.roots !== undefined) {
-      const roots = config.roots.map((r) => ({ uri: r.uri, ...(r.name === undefined ? {} : { name: r.name }) }))
-      client.setRequestHandler(ListRootsRequestSchema, () => ({ roots }))
-    }
-    // Anything else a server asks (sampling, unless enabled and served) gets an error that says why.
-    // A plain error with a code: the SDK sends `message` as is (an McpError's message repeats its code).
-    client.fallbackRequestHandler = (request) =>
-      Promise.reject(
-        Object.assign(
-          new Error(
-            request.method !== "sampling/createMessage"
-              ? `Corral's MCP client does not handle "${request.method}"`
-              : config.sampling === true
-              ? `sampling is enabled for MCP server "${handle.name}", but no model serves sampling requests on this host`
-              : `Corral does not let MCP server "${handle.name}" sample its model: sampling is off for this server ` +
-                `(set "sampling": true on mcpServers.${handle.name} to allow it)`
-          ),
-          { code: ErrorCode.MethodNotFound }
-        )
-      )
+    ClientRequests.install(
+      client,
+      handle,
+      options.onElicit === undefined ? undefined : (params, signal) => options.onElicit!(handle, params, signal)
+    )
     client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
       const { data, level, logger } = notification.params
       const text = typeof data === "string" ? data : JSON.stringify(data) ?? String(data)
