@@ -17,6 +17,11 @@ import * as ToolRegistry from "./tools/ToolRegistry.js"
 export * as McpConfig from "./tools/McpConfig.js"
 /** The registry itself: `make(servers, options)` (scoped), `layer(servers, options)`, `McpToolNameCollision`. */
 export * as McpRegistry from "./tools/McpRegistry.js"
+/**
+ * The port through which an MCP server's questions (elicitation) reach the session's person: provide
+ * `Elicitations.Elicitations` (or `Elicitations.layerAnswer(...)`) next to the layer; without it questions are declined.
+ */
+export * as Elicitations from "./tools/Elicitations.js"
 /** A tool server's state as `ToolExecutor.servers` reports it. */
 export type { ToolServerState, ToolServerStatus } from "./tools/ToolExecutor.js"
 

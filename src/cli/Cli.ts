@@ -28,6 +28,9 @@ export const program = (argv: ReadonlyArray<string>): Effect.Effect<number> => {
   if (top !== undefined) {
     return Effect.as(top.stream === "stdout" ? Output.line(top.text) : Output.error(top.text), top.code)
   }
+  // Two-word commands first (`mcp inspect`): they parse their own words.
+  const sub = Help.subcommandOf(argv)
+  if (sub !== undefined) return Effect.flatMap(Effect.promise(sub.load), (m) => m.main(argv.slice(2)))
   const [name, ...rest] = argv
   const entry = commands.find((c) => c.name === name)
   if (entry === undefined) return Effect.succeed(1)

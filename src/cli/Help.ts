@@ -1,8 +1,9 @@
 /**
- * Help — the `corral` command table and the top-level help, with no Effect import: `corral --help` (and a bare or
+ * Help — the `corral` command table and the top-level help, with no Effect import (types only): `corral --help` (and a bare or
  * unknown command) prints from here and exits before any runtime, server or store module is loaded, so asking for
  * help never pays Corral's start-up and never opens a database.
  */
+import type { Effect } from "effect"
 import * as EnvVars from "../config/EnvVars.js"
 import type * as Command from "./Command.js"
 
@@ -47,6 +48,26 @@ export const commands: ReadonlyArray<Entry> = [
   }
 ]
 
+/** A command of two words (`corral mcp inspect`), dispatched before the command table; it reads its own argv. */
+export interface Subcommand {
+  readonly words: readonly [string, string]
+  readonly summary: string
+  readonly load: () => Promise<{ readonly main: (argv: ReadonlyArray<string>) => Effect.Effect<number> }>
+}
+
+/** Every two-word command, in the order the help lists them. */
+export const subcommands: ReadonlyArray<Subcommand> = [
+  {
+    words: ["mcp", "inspect"],
+    summary: "Connect to an MCP server as Corral would; print what it offers and what an agent gets",
+    load: () => import("./McpInspect.js")
+  }
+]
+
+/** The two-word command `argv` starts with, if any. */
+export const subcommandOf = (argv: ReadonlyArray<string>): Subcommand | undefined =>
+  subcommands.find((s) => s.words[0] === argv[0] && s.words[1] === argv[1])
+
 /** The top-level `--help`. */
 export const help = (): string =>
   [
@@ -56,6 +77,7 @@ export const help = (): string =>
     "",
     "Commands:",
     ...commands.map((c) => `  ${c.name.padEnd(10)}${c.summary}`),
+    ...subcommands.map((c) => `  ${c.words.join(" ")}  ${c.summary}`),
     "",
     "Run `corral <command> --help` for a command's options.",
     "",
@@ -78,7 +100,7 @@ export const topLevel = (
   if (name === undefined || name === "--help" || name === "-h" || name === "help") {
     return { stream: "stdout", text: help(), code: name === undefined ? 1 : 0 }
   }
-  if (!commands.some((c) => c.name === name)) {
+  if (!commands.some((c) => c.name === name) && subcommandOf(argv) === undefined) {
     return { stream: "stderr", text: `corral: unknown command "${name}"\n\n${help()}`, code: 1 }
   }
   return undefined

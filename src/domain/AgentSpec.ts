@@ -10,6 +10,20 @@ import { LimitsOverride } from "./Limits.js"
 export const JsonSchema = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 export type JsonSchema = typeof JsonSchema.Type
 
+/**
+ * An MCP prompt an agent takes instructions from: `name` is `server/prompt` (a configured MCP server and one of its
+ * prompts), `arguments` its arguments. Its text is fetched at the start of every burst and follows `instructions`.
+ */
+export const McpPromptRef = Schema.Struct({
+  name: Schema.String.pipe(
+    Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9_.-]*\/.+$/, {
+      message: () => "\"server/prompt\": a configured MCP server's name, '/', then the name of one of its prompts"
+    })
+  ),
+  arguments: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String }))
+})
+export type McpPromptRef = typeof McpPromptRef.Type
+
 /** The spec of an agent, as published. `tools` is an allowlist of tool names; `tier` picks the provider route. */
 export class AgentSpec extends Schema.Class<AgentSpec>("AgentSpec")({
   id: AgentId,
@@ -17,6 +31,8 @@ export class AgentSpec extends Schema.Class<AgentSpec>("AgentSpec")({
   name: Schema.NonEmptyTrimmedString,
   description: Schema.optionalWith(Schema.String, { default: () => "" }),
   instructions: Schema.NonEmptyString,
+  /** An MCP prompt whose text is added after `instructions` at every burst start (`McpPromptRef`). */
+  mcpPrompt: Schema.optional(McpPromptRef),
   tier: Schema.optionalWith(Schema.NonEmptyTrimmedString, { default: () => "default" }),
   tools: Schema.optionalWith(Schema.Array(Schema.NonEmptyTrimmedString), { default: () => [] }),
   skills: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] }),

@@ -23,13 +23,26 @@ export const ToolResultStatus = Schema.Literal(
 )
 export type ToolResultStatus = typeof ToolResultStatus.Type
 
+/**
+ * Binary content a tool returned — an image or an audio clip, base64 — passed to the providers that accept it. The
+ * result's `content` always describes it too (`[image: image/png, 1234 bytes]`), for the providers that do not.
+ */
+export const Attachment = Schema.Struct({
+  type: Schema.Literal("image", "audio"),
+  mimeType: Schema.String,
+  data: Schema.String
+})
+export type Attachment = typeof Attachment.Type
+
 /** The result of one tool call, as the model will see it (already truncated and annotated by the rails). */
 export const ToolResult = Schema.Struct({
   callId: ToolCallId,
   name: Schema.String,
   content: Schema.String,
   isError: Schema.Boolean,
-  status: ToolResultStatus
+  status: ToolResultStatus,
+  /** Images and audio the tool returned, within the result-size cap (`Truncate.attachments`). */
+  attachments: Schema.optional(Schema.Array(Attachment))
 })
 export type ToolResult = typeof ToolResult.Type
 

@@ -8,7 +8,7 @@ import { Schema } from "effect"
 import { ErrorKind } from "./ErrorKind.js"
 import { ExitReason } from "./ExitReason.js"
 import { Limits } from "./Limits.js"
-import { ModelReply, ToolResultStatus } from "./Message.js"
+import { Attachment, ModelReply, ToolResultStatus } from "./Message.js"
 import { Principal } from "./Principal.js"
 import { Report } from "./Report.js"
 import { Usage } from "./Usage.js"
@@ -72,7 +72,9 @@ export const ToolCallRecord = Schema.Struct({
    * What the executor returned, kept only when the rails changed what the model saw (truncated, or a repeat
    * warning appended): the audit of what the tool really said, and what a replay feeds back.
    */
-  output: Schema.optional(Schema.String)
+  output: Schema.optional(Schema.String),
+  /** The images and audio the executor returned (before the size cap): what a replay feeds back with `output`. */
+  attachments: Schema.optional(Schema.Array(Attachment))
 })
 export type ToolCallRecord = typeof ToolCallRecord.Type
 

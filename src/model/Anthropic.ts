@@ -37,6 +37,11 @@ export interface Options extends Http.CommonOptions {
   readonly baseUrl?: string | undefined
   /** `max_tokens`, required by the API (default 8192). */
   readonly maxOutputTokens?: number | undefined
+  /**
+   * Whether images tools returned are sent as `image` blocks inside their `tool_result` (`send`, the default) or left
+   * to their text description (`describe`). Audio is always described: the Messages API takes no audio input.
+   */
+  readonly attachments?: "send" | "describe" | undefined
 }
 
 /** The API version this adapter speaks. */
@@ -71,7 +76,10 @@ const text = (value: string): Array<Block> => value.trim() === "" ? [] : [{ type
  * `Render.noticeText`), assistant → text + `tool_use` blocks, tool results → `tool_result` blocks, consecutive
  * same-role messages merged, `tool_result` blocks first in their message, empty messages dropped. Never fails.
  */
-export const toMessages = (request: Pick<ModelRequest, "messages">): Array<WireMessage> => {
+export const toMessages = (
+  request: Pick<ModelRequest, "messages">,
+  attachments: "send" | "describe" = "send"
+): Array<WireMessage> => {
   const out: Array<WireMessage> = []
   const push = (role: WireMessage["role"], blocks: Array<Block>) => {
     if (blocks.length === 0) return
@@ -101,12 +109,22 @@ export const toMessages = (request: Pick<ModelRequest, "messages">): Array<WireM
       case "tool_results":
         push(
           "user",
-          entry.results.map((result) => ({
-            type: "tool_result",
-            tool_use_id: result.callId,
-            ...(result.content === "" ? {} : { content: result.content }),
-            ...(result.isError ? { is_error: true } : {})
-          }))
+          entry.results.map((result) => {
+            const images = attachments === "send" ? (result.attachments ?? []).filter((a) => a.type === "image") : []
+            const content = images.length === 0 ? result.content : [
+              ...text(result.content),
+              ...images.map((image) => ({
+                type: "image",
+                source: { type: "base64", media_type: image.mimeType, data: image.data }
+              }))
+            ]
+            return {
+              type: "tool_result",
+              tool_use_id: result.callId,
+              ...(content === "" ? {} : { content }),
+              ...(result.isError ? { is_error: true } : {})
+            }
+          })
         )
         break
     }
@@ -129,7 +147,7 @@ const body = (options: Options, request: ModelRequest, stream: boolean): Block =
     ...options.extraBody,
     model: options.model,
     max_tokens: options.maxOutputTokens ?? 8192,
-    messages: toMessages(request)
+    messages: toMessages(request, options.attachments ?? "send")
   }
   if (request.system !== "") payload.system = request.system
   const tools: Array<Block> = request.tools.map((tool) => ({

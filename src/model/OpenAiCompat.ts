@@ -22,7 +22,7 @@ import { HttpClient } from "@effect/platform"
 import { Effect, Either, Redacted as R, Stream } from "effect"
 import type { Layer } from "effect"
 import type { ErrorKind } from "../domain/ErrorKind.js"
-import type { FinishReason, ModelReply, ToolCall, TurnEntry } from "../domain/Message.js"
+import type { FinishReason, ModelReply, ToolCall, ToolResult, TurnEntry } from "../domain/Message.js"
 import type { Usage } from "../domain/Usage.js"
 import * as Http from "./internal/http.js"
 import { Chunk, Completion, type ContentValue, type WireToolCall } from "./internal/openAiWire.js"
@@ -40,6 +40,12 @@ export interface Options extends Http.CommonOptions {
   readonly baseUrl: string
   /** How the finalize call asks for JSON (default `json_schema`; see the module comment). */
   readonly responseFormat?: "json_schema" | "json_object" | "none" | undefined
+  /**
+   * Whether images and audio tools returned are sent (`send`, the default: a `user` message after the turn's tool
+   * messages, images as `image_url` data URLs, WAV and MP3 audio as `input_audio`; other audio is described) or
+   * left to their text description (`describe`, for models without vision or audio input).
+   */
+  readonly attachments?: "send" | "describe" | undefined
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -53,11 +59,43 @@ type WireOut = Record<string, unknown>
  * (`Render.noticeText`). An assistant entry with neither text nor calls is left out: several servers reject an
  * empty assistant message, and the model gains nothing from seeing it.
  */
-export const toMessages = (request: Pick<ModelRequest, "system" | "messages">): Array<WireOut> => {
+export const toMessages = (
+  request: Pick<ModelRequest, "system" | "messages">,
+  attachments: "send" | "describe" = "send"
+): Array<WireOut> => {
   const out: Array<WireOut> = []
   if (request.system !== "") out.push({ role: "system", content: request.system })
-  for (const entry of request.messages) out.push(...entryMessages(entry))
+  for (const entry of request.messages) {
+    out.push(...entryMessages(entry))
+    if (entry.kind === "tool_results" && attachments === "send") out.push(...attachmentMessage(entry.results))
+  }
   return out
+}
+
+const AUDIO_FORMATS: Readonly<Record<string, string>> = {
+  "audio/wav": "wav",
+  "audio/x-wav": "wav",
+  "audio/wave": "wav",
+  "audio/mpeg": "mp3",
+  "audio/mp3": "mp3"
+}
+
+/**
+ * The images and audio of a turn's tool results, as ONE `user` message after its tool messages (a `tool` message
+ * carries text only): each part introduced by the call it belongs to. None when nothing can be sent.
+ */
+const attachmentMessage = (results: ReadonlyArray<ToolResult>): Array<WireOut> => {
+  const parts: Array<WireOut> = []
+  for (const result of results) {
+    const sendable = (result.attachments ?? []).flatMap((a): Array<WireOut> => {
+      if (a.type === "image") return [{ type: "image_url", image_url: { url: `data:${a.mimeType};base64,${a.data}` } }]
+      const format = AUDIO_FORMATS[a.mimeType.toLowerCase()]
+      return format === undefined ? [] : [{ type: "input_audio", input_audio: { data: a.data, format } }]
+    })
+    if (sendable.length === 0) continue
+    parts.push({ type: "text", text: `Attachments of tool result ${result.callId} (${result.name}):` }, ...sendable)
+  }
+  return parts.length === 0 ? [] : [{ role: "user", content: parts }]
 }
 
 const entryMessages = (entry: TurnEntry): Array<WireOut> => {
@@ -85,7 +123,11 @@ const entryMessages = (entry: TurnEntry): Array<WireOut> => {
 }
 
 const body = (options: Options, request: ModelRequest, stream: boolean): WireOut => {
-  const payload: WireOut = { ...options.extraBody, model: options.model, messages: toMessages(request) }
+  const payload: WireOut = {
+    ...options.extraBody,
+    model: options.model,
+    messages: toMessages(request, options.attachments ?? "send")
+  }
   if (request.tools.length > 0) {
     payload.tools = request.tools.map((tool) => ({
       type: "function",

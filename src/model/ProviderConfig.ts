@@ -65,7 +65,12 @@ export const ProviderSettings = Schema.Struct({
   /** Attempts on this provider before failing over (default 3). */
   maxAttempts: optional(Positive),
   /** Extra (non-secret) headers on every request. */
-  headers: optional(Schema.Record({ key: Schema.String, value: Schema.String }))
+  headers: optional(Schema.Record({ key: Schema.String, value: Schema.String })),
+  /**
+   * Images and audio returned by tools: `send` them to the model (default; see each adapter for what it accepts) or
+   * `describe` them only (a model without vision or audio input rejects them).
+   */
+  attachments: optional(Schema.Literal("send", "describe"))
 })
 export type ProviderSettings = typeof ProviderSettings.Type
 
@@ -234,7 +239,8 @@ export const makeProvider = (
       apiKey: key,
       headers: settings.headers,
       timeoutMs: settings.timeoutMs,
-      maxAttempts: settings.maxAttempts
+      maxAttempts: settings.maxAttempts,
+      attachments: settings.attachments
     }
     return settings.api === "openai"
       ? yield* OpenAiCompat.make({ ...common, baseUrl: defaultBaseUrl(settings) })

@@ -139,6 +139,7 @@ const underBuiltIns = (
     const warned = new Set<string>()
     const watched: Context.Tag.Service<ToolExecutor> = {
       ...(mcp.servers === undefined ? {} : { servers: mcp.servers }),
+      ...(mcp.prompt === undefined ? {} : { prompt: mcp.prompt }),
       call: mcp.call,
       // Listed on every call by `layered` (the MCP list is dynamic): a plain loop, effects only for a new clash.
       list: (ctx) =>

@@ -253,6 +253,7 @@ const replayExecutor = (
         return Effect.as(sleepUntil(rec.startedAt ?? 0, rec.durationMs), {
           content: rec.output ?? rec.result,
           isError: rec.isError,
+          ...(rec.attachments === undefined ? {} : { attachments: rec.attachments }),
           ...(rec.failure === undefined ? {} : { failure: rec.failure })
         })
       })

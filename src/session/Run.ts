@@ -16,7 +16,7 @@
  * otherwise clean landing is logged and recorded on the session (`storeError`), never in the record that failed.
  */
 import { Cause, Clock, Deferred, Effect, Either, Option, Random } from "effect"
-import type { AgentSpec } from "../domain/AgentSpec.js"
+import { AgentSpec } from "../domain/AgentSpec.js"
 import type { IssuedToken } from "../domain/Approval.js"
 import type { PersistenceFailed } from "../domain/Errors.js"
 import type { ExitReason } from "../domain/ExitReason.js"
@@ -105,6 +105,39 @@ const allowedTools = (all: ReadonlyArray<ToolDef>, spec: AgentSpec) => {
     }
   }
   return { tools, specs, notes }
+}
+
+/**
+ * The spec with its `mcpPrompt`'s text added after its instructions, fetched now (bounded by the tool timeout). When
+ * the prompt cannot be had (server down or unknown, no such prompt), the burst runs on the spec's own instructions
+ * and says why: a note in the trajectory and a warning line naming the session.
+ */
+const withMcpPrompt = (
+  executor: ToolExecutor["Type"],
+  spec: AgentSpec,
+  ctx: Parameters<NonNullable<ToolExecutor["Type"]["prompt"]>>[1]
+): Effect.Effect<{ readonly spec: AgentSpec; readonly notes: ReadonlyArray<{ code: string; message: string }> }> => {
+  const ref = spec.mcpPrompt
+  if (ref === undefined) return Effect.succeed({ spec, notes: [] })
+  const slash = ref.name.indexOf("/")
+  const prompt = { server: ref.name.slice(0, slash), name: ref.name.slice(slash + 1), arguments: ref.arguments ?? {} }
+  const fetched = executor.prompt === undefined
+    ? Effect.fail(`prompt "${ref.name}": this host has no MCP servers`)
+    : executor.prompt(prompt, ctx)
+  return Effect.matchEffect(fetched, {
+    onSuccess: (text) =>
+      Effect.succeed({
+        spec: text.trim().length === 0
+          ? spec
+          : new AgentSpec({ ...spec, instructions: `${spec.instructions}\n\n${text}` }),
+        notes: []
+      }),
+    onFailure: (message) =>
+      Effect.as(
+        Effect.logWarning(`session ${ctx.sessionId}: ${message}; the burst runs on the agent's own instructions`),
+        { spec, notes: [{ code: "mcp_prompt_unavailable", message }] }
+      )
+  })
 }
 
 /** The route of the agent's tier; an unknown tier has none (every model call fails over to nothing) and a note. */
@@ -201,9 +234,16 @@ const run = (
     })
     const { notes, specs, tools } = allowedTools(listed, spec)
     const route = routeOf(providers, spec)
+    const instructed = yield* withMcpPrompt(executor, spec, {
+      sessionId: session.id,
+      principal: session.principal,
+      scope: session.scope,
+      runId,
+      timeoutMs: limits.toolTimeoutMs
+    })
     const ctx: Burst.Context = {
       session,
-      spec,
+      spec: instructed.spec,
       limits,
       policy: policy.policy,
       providers: route.route,
@@ -218,7 +258,7 @@ const run = (
     const seed = request.seed ?? (yield* Random.nextIntBetween(0, 2 ** 31))
     const b = Burst.start(before, request.history, startedAt, seed)
     if (request.notes !== undefined) b.errors.push(...request.notes)
-    b.errors.push(...notes, ...route.notes)
+    b.errors.push(...notes, ...route.notes, ...instructed.notes)
     if (Option.isSome(policy.problem)) {
       b.errors.push({
         code: "exit_policy_invalid",

@@ -17,6 +17,7 @@ import * as Strikes from "../rails/Strikes.js"
 import * as Truncate from "../rails/Truncate.js"
 import * as TurnCap from "../rails/TurnCap.js"
 import type { ToolFailure, ToolOutcome } from "../tools/ToolExecutor.js"
+import { capAttachments } from "../tools/ToolExecutor.js"
 import * as Burst from "./Burst.js"
 import * as Transcript from "./Transcript.js"
 
@@ -175,7 +176,17 @@ export const runTurn = (
           }
         }
         turnStrikes.push(strike)
-        results.push({ callId: call.id, name: call.name, content, isError: slot.outcome.isError, status: slot.status })
+        // Images and audio: whole or not at all, within the same cap as the text (the notice says what was left out).
+        const attached = capAttachments(slot.outcome.attachments, ctx.limits.toolResultMaxBytes)
+        if (attached.notice !== undefined) content += `\n\n${attached.notice}`
+        results.push({
+          callId: call.id,
+          name: call.name,
+          content,
+          isError: slot.outcome.isError,
+          status: slot.status,
+          ...(attached.kept.length === 0 ? {} : { attachments: attached.kept })
+        })
         burst.toolCalls.push({
           callId: call.id,
           name: call.name,
@@ -189,7 +200,8 @@ export const runTurn = (
           isError: slot.outcome.isError,
           ...(slot.outcome.failure === undefined ? {} : { failure: slot.outcome.failure }),
           ...(started[i]! < 0 ? {} : { startedAt: started[i]! }),
-          ...(content === output ? {} : { output })
+          ...(content === output ? {} : { output }),
+          ...(slot.outcome.attachments === undefined ? {} : { attachments: slot.outcome.attachments })
         })
       }
       for (const call of surplus) {
@@ -230,7 +242,13 @@ export const runTurn = (
       )
     })
 
-    const toolCtx = { sessionId: ctx.session.id, principal: ctx.session.principal, scope: ctx.session.scope }
+    const toolCtx = {
+      sessionId: ctx.session.id,
+      principal: ctx.session.principal,
+      scope: ctx.session.scope,
+      // Core tools acting for several MCP servers (read_resource) reach only those of the agent's own tools.
+      allowlist: ctx.spec.tools
+    }
     const runtime = yield* Effect.runtime<never>()
     const runSync = Runtime.runSyncExit(runtime)
     const inFlight: Array<readonly [number, Fiber.RuntimeFiber<ToolOutcome, never>]> = []

@@ -24,8 +24,38 @@ const optional = <S extends Schema.Schema.Any>(schema: S) => Schema.optionalWith
 
 const Strings = Schema.Record({ key: Schema.String, value: Schema.String })
 
+/**
+ * A tool-name prefix: what the names of a server's tools start with, so two servers (or the same server twice) can
+ * export the same names. Letters, digits, `_` and `-` only: providers accept nothing else in a tool name.
+ */
+export const Prefix = Schema.String.pipe(
+  Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$/, {
+    message: () => "a tool-name prefix: 1-32 letters, digits, '_' or '-', starting with a letter or digit"
+  })
+)
+
 /** Fields both transports share. */
 const common = {
+  /**
+   * Advertise this server's tools as `<prefix>_<tool>` (a prefix ending in `_` or `-` is used as written:
+   * `gh-` gives `gh-search`). `effects`, `exclude` and `tools` still name the server's own tools.
+   */
+  prefix: optional(Prefix),
+  /**
+   * Whether the server may ask Corral's model for a completion (`sampling/createMessage`). Off by default: a server
+   * that samples spends the session's model calls, so an operator opts in per server. Off, it is refused with a
+   * JSON-RPC error saying so.
+   */
+  sampling: optional(Schema.Boolean),
+  /** The roots (`file://` URIs) the server is told it may work in (`roots/list`); none by default. */
+  roots: optional(
+    Schema.Array(Schema.Struct({
+      uri: Schema.String.pipe(
+        Schema.pattern(/^file:\/\/\S+$/, { message: () => "a file:// URI" })
+      ),
+      name: optional(Schema.String)
+    }))
+  ),
   /** Per-tool effect overrides: `read` or `write`, winning over the server's `readOnlyHint`. */
   effects: optional(Schema.Record({ key: Schema.String, value: EffectOverride })),
   /** Per-call timeout in ms; `Limits.toolTimeoutMs` still caps it. */
@@ -75,6 +105,13 @@ export type McpServer = typeof McpServer.Type
 /** The `mcpServers` section: server name → server. The name becomes the tools' source, `mcp:<name>`. */
 export const McpServers = Schema.Record({ key: Name, value: McpServer })
 export type McpServers = typeof McpServers.Type
+
+/** The name a tool `tool` of `server` is advertised under: prefixed when the server has a `prefix`. */
+export const toolName = (server: McpServer, tool: string): string => {
+  const prefix = server.prefix
+  if (prefix === undefined) return tool
+  return prefix.endsWith("_") || prefix.endsWith("-") ? `${prefix}${tool}` : `${prefix}_${tool}`
+}
 
 /** Whether a server is spawned over stdio (else it is reached over Streamable HTTP). */
 export const isStdio = (server: McpServer): server is StdioServer => "command" in server
@@ -196,5 +233,51 @@ export const decode = (input: unknown, prefix = "mcpServers"): Either.Either<Mcp
       }
     })
   }
+  issues.push(...prefixIssues(servers, prefix))
   return Arr.isNonEmptyArray(issues) ? Either.left(new McpConfigInvalid({ issues })) : Either.right(servers)
+}
+
+/** What makes two entries the same server: its command line (and directory), or its URL. */
+const identityOf = (server: McpServer): string =>
+  isStdio(server)
+    ? JSON.stringify(["stdio", server.command, server.args ?? [], server.cwd ?? ""])
+    : JSON.stringify(["http", server.url])
+
+/**
+ * Cross-entry checks of `prefix`: two entries may not share a prefix (their names would be indistinguishable), and
+ * the same server configured twice needs a distinct prefix on at least one of them (else every name collides).
+ */
+const prefixIssues = (servers: Readonly<Record<string, McpServer>>, at: string): Array<FieldIssue> => {
+  const issues: Array<FieldIssue> = []
+  const byPrefix = new Map<string, string>()
+  const byIdentity = new Map<string, string>()
+  for (const [name, server] of Object.entries(servers)) {
+    if (server.prefix !== undefined) {
+      const owner = byPrefix.get(server.prefix)
+      if (owner === undefined) byPrefix.set(server.prefix, name)
+      else {
+        issues.push(
+          new FieldIssue({
+            path: `${at}.${name}.prefix`,
+            message: `prefix "${server.prefix}" is already the prefix of server "${owner}"; give each server its own`
+          })
+        )
+        continue
+      }
+    }
+    const identity = `${identityOf(server)}|${server.prefix ?? ""}`
+    const twin = byIdentity.get(identity)
+    if (twin === undefined) byIdentity.set(identity, name)
+    else {
+      issues.push(
+        new FieldIssue({
+          path: `${at}.${name}.prefix`,
+          message: `server "${name}" is the same server as "${twin}" (${
+            isStdio(server) ? "same command" : "same URL"
+          }) and would export the same tool names: give one of them a distinct \`prefix\``
+        })
+      )
+    }
+  }
+  return issues
 }

@@ -30,22 +30,22 @@
  * happened; lost servers are restarted (see `internal/mcpConnection`). A call's progress and its server's log
  * messages go to `ToolNotices` when the runtime provides one.
  */
-import type { Tool } from "@modelcontextprotocol/sdk/types.js"
-import { Ajv } from "ajv"
-import type { ValidateFunction } from "ajv"
-import { Ajv2020 } from "ajv/dist/2020.js"
 import { Chunk, Clock, Deferred, Effect, Either, Layer, Queue, Runtime, Schedule, Schema } from "effect"
 import type { Context, Scope } from "effect"
+import { Elicitations } from "./Elicitations.js"
 import * as McpCall from "./internal/mcpCall.js"
 import type { Entry } from "./internal/mcpCall.js"
 import * as Connection from "./internal/mcpConnection.js"
+import * as McpElicit from "./internal/mcpElicit.js"
+import { configuredEntries, entriesOf } from "./internal/mcpEntries.js"
+import * as McpResources from "./internal/mcpResources.js"
 import * as Texts from "./internal/texts.js"
 import * as McpConfig from "./McpConfig.js"
 import { ToolExecutor } from "./ToolExecutor.js"
 import type { ToolContext, ToolDef, ToolOutcome, ToolServerStatus } from "./ToolExecutor.js"
 import { ToolNotices } from "./ToolNotices.js"
 
-/** Two servers (or one server twice) export the same tool name; `exclude` one of them in the config. */
+/** Two servers (or one server twice) export the same tool name; `prefix` or `exclude` one of them in the config. */
 export class McpToolNameCollision extends Schema.TaggedError<McpToolNameCollision>()("McpToolNameCollision", {
   tool: Schema.String,
   servers: Schema.Tuple(Schema.String, Schema.String)
@@ -54,7 +54,8 @@ export class McpToolNameCollision extends Schema.TaggedError<McpToolNameCollisio
     const [a, b] = this.servers
     return a === b
       ? `MCP server "${a}" lists tool "${this.tool}" twice`
-      : `tool "${this.tool}" is exported by both MCP servers "${a}" and "${b}"; exclude it from one of them`
+      : `tool "${this.tool}" is exported by both MCP servers "${a}" and "${b}"; give one of them a \`prefix\`, or ` +
+        "exclude the tool from one of them"
   }
 }
 
@@ -70,6 +71,11 @@ export interface McpRegistry extends Context.Tag.Service<ToolExecutor> {
    * on when the listing failed. Never completes after the registry's scope closed.
    */
   readonly refreshed: Effect.Effect<void>
+  /**
+   * What server `name` says about itself and lists (tools as the server names them, resources, templates, prompts),
+   * asked now within the connect timeout; fails with a message when it is unknown, down or does not answer.
+   */
+  readonly describe: (name: string) => Effect.Effect<McpResources.Description, string>
 }
 
 /** Tuning of `make`; the defaults suit production. */
@@ -86,34 +92,23 @@ export const defaultRestartSchedule: Schedule.Schedule<unknown, unknown> = Sched
   Schedule.union(Schedule.spaced("30 seconds"))
 )
 
-/** `strict: false`: MCP servers use keywords and formats ajv does not know; they must not break validation. */
-const ajv = new Ajv({ allErrors: true, strict: false, logger: false })
-const ajv2020 = new Ajv2020({ allErrors: true, strict: false, logger: false })
-
-/** Compiles with the dialect the schema declares (zod 4 emits 2020-12; most servers draft-07 or none). */
-const compile = (schema: Tool["inputSchema"]): ValidateFunction => {
-  const dialect = schema["$schema"]
-  const instance = typeof dialect === "string" && dialect.includes("2020-12") ? ajv2020 : ajv
-  const validate = instance.compile(schema)
-  // The validator is kept on the entry: drop ajv's own reference, or registries rebuilt per scope would pile up
-  // schemas (and two servers reusing one `$id` would clash).
-  instance.removeSchema(schema)
-  return validate
-}
-
 const byName = (a: ToolDef, b: ToolDef): number => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)
 
 /** What calls dispatch against: replaced whole on every rebuild, never mutated. */
 interface Snapshot {
+  /** The core `read_resource` tool, present once a server has offered resources. */
+  readonly core: McpResources.Core | undefined
   readonly entries: ReadonlyMap<string, Entry>
   readonly tools: ReadonlyArray<ToolDef>
   /** The names, for the unknown-tool text. */
   readonly available: string
 }
 
-const snapshotOf = (entries: ReadonlyMap<string, Entry>): Snapshot => {
-  const tools = Array.from(entries.values(), (e) => e.def).sort(byName)
-  return { entries, tools, available: tools.map((t) => t.name).join(", ") }
+/** The snapshot of `entries`, with the core `read_resource` tool when a server of `handles` offers resources. */
+const snapshotOf = (entries: ReadonlyMap<string, Entry>, handles: ReadonlyArray<Connection.Handle>): Snapshot => {
+  const core = McpResources.coreOf(handles)
+  const tools = [...(core === undefined ? [] : [core.def]), ...Array.from(entries.values(), (e) => e.def)].sort(byName)
+  return { entries, core, tools, available: tools.map((t) => t.name).join(", ") }
 }
 
 /**
@@ -153,61 +148,6 @@ const refusal = (collision: McpToolNameCollision): string => {
     : `${collision.message}; "${owner}" keeps serving it and "${newcomer}"'s is not advertised`
 }
 
-/** A server's listed tools as entries: `exclude` dropped, `effects` overrides applied. */
-const entriesOf = (handle: Connection.Handle, tools: ReadonlyArray<Tool>): Effect.Effect<ReadonlyArray<Entry>> => {
-  const excluded = new Set(handle.config.exclude ?? [])
-  const overrides = handle.config.effects ?? {}
-  return Effect.forEach(tools.filter((t) => !excluded.has(t.name)), (tool) => toEntry(tool, handle, overrides))
-}
-
-const toEntry = (
-  tool: Tool,
-  handle: Connection.Handle,
-  overrides: Readonly<Record<string, "read" | "write">>
-): Effect.Effect<Entry> =>
-  Effect.gen(function*() {
-    let validate: ValidateFunction | undefined
-    try {
-      validate = compile(tool.inputSchema)
-    } catch (error) {
-      yield* Effect.logWarning(
-        `MCP tool "${tool.name}" of server "${handle.name}": input schema not compiled (${Texts.messageOf(error)}); ` +
-          "arguments are validated by the server only"
-      )
-    }
-    const def: ToolDef = {
-      name: tool.name,
-      description: tool.description ?? tool.annotations?.title ?? tool.title ?? "",
-      parameters: tool.inputSchema,
-      effect: overrides[tool.name] ?? (tool.annotations?.readOnlyHint === true ? "read" : "write"),
-      source: `mcp:${handle.name}`
-    }
-    return { def, handle, validate, expected: Texts.summarize(tool.inputSchema) }
-  })
-
-/**
- * The tools a server is known by before it has listed any (it is down at start): its config's `tools` and
- * `effects` names, never offered (they are unavailable until it lists them) and described as such.
- */
-const configuredEntries = (handle: Connection.Handle): ReadonlyArray<Entry> => {
-  const excluded = new Set(handle.config.exclude ?? [])
-  const overrides = handle.config.effects ?? {}
-  const names = [...new Set([...(handle.config.tools ?? []), ...Object.keys(overrides)])]
-  const parameters = { type: "object" }
-  return names.filter((name) => !excluded.has(name)).map((name) => ({
-    def: {
-      name,
-      description: `(not listed yet: MCP server "${handle.name}" has not started)`,
-      parameters,
-      effect: overrides[name] ?? "write",
-      source: `mcp:${handle.name}`
-    },
-    handle,
-    validate: undefined,
-    expected: Texts.summarize(parameters)
-  }))
-}
-
 /** Why the tools of `handle` cannot be called now; `undefined` when it is up. */
 const unavailability = (handle: Connection.Handle): string | undefined => {
   switch (Connection.phaseOf(handle)) {
@@ -230,7 +170,8 @@ const known = (snapshot: Snapshot, handles: ReadonlyArray<Connection.Handle>): R
   }
   if (reasons.size === 0) return snapshot.tools
   return snapshot.tools.map((def) => {
-    const reason = reasons.get(snapshot.entries.get(def.name)!.handle)
+    const entry = snapshot.entries.get(def.name)
+    const reason = entry === undefined ? undefined : reasons.get(entry.handle)
     return reason === undefined ? def : { ...def, unavailable: reason }
   })
 }
@@ -240,12 +181,12 @@ const dispatch = (
   name: string,
   argumentsJson: string,
   notify: McpCall.Notify | undefined,
-  limitMs: number | undefined
+  ctx: ToolContext
 ): Effect.Effect<ToolOutcome> => {
   const entry = snapshot.entries.get(name)
   return entry === undefined
     ? Effect.succeed(Texts.unknownTool(name, snapshot.available))
-    : McpCall.call(entry, argumentsJson, notify, limitMs)
+    : McpCall.call(entry, argumentsJson, notify, ctx.timeoutMs, { sessionId: ctx.sessionId, callId: ctx.callId })
 }
 
 /** A server whose tools may have changed, or a caller waiting for every change before it to be applied. */
@@ -266,10 +207,17 @@ export const make = (
 ): Effect.Effect<McpRegistry, McpStartError, Scope.Scope> =>
   Effect.gen(function*() {
     const changes = yield* Queue.unbounded<Change>()
+    const notices = yield* Effect.serviceOption(ToolNotices)
+    const elicitations = yield* Effect.serviceOption(Elicitations)
+    const runtime = yield* Effect.runtime<never>()
+    const runFork = Runtime.runFork(runtime)
+    const runPromise = Runtime.runPromise(runtime)
     const connection: Connection.Options = {
       connectTimeoutMs: options?.connectTimeoutMs ?? 30_000,
       restart: options?.restartSchedule ?? defaultRestartSchedule,
-      onToolsChanged: (handle) => Queue.unsafeOffer(changes, { _tag: "Changed", handle })
+      onToolsChanged: (handle) => Queue.unsafeOffer(changes, { _tag: "Changed", handle }),
+      onElicit: (handle, params, signal) =>
+        runPromise(McpElicit.answer({ elicitations, notices }, handle, params), { signal })
     }
     const now = yield* Clock.currentTimeMillis
     // Sorted, so a collision always names the servers in the same order.
@@ -302,7 +250,7 @@ export const make = (
     const initial = merge(handles, listed, new Map())
     if (initial.refused[0] !== undefined) return yield* initial.refused[0]
     // A plain variable swapped in one assignment: every call and listing reads one consistent snapshot.
-    let current = snapshotOf(initial.entries)
+    let current = snapshotOf(initial.entries, handles)
     // Refusals already logged, so a collision that persists across refreshes is reported once.
     let reported = new Set<string>()
 
@@ -333,7 +281,7 @@ export const make = (
         // Concurrently: one slow server must not hold back the others' lists for its whole timeout.
         yield* Effect.forEach(due, relist, { concurrency: "unbounded", discard: true })
         const { entries, refused } = merge(handles, listed, current.entries)
-        current = snapshotOf(entries)
+        current = snapshotOf(entries, handles)
         const keys = new Set<string>()
         for (const collision of refused) {
           const key = JSON.stringify([collision.tool, ...collision.servers])
@@ -358,8 +306,6 @@ export const make = (
       (done) => Effect.zipRight(Queue.offer(changes, { _tag: "Barrier", done }), Deferred.await(done))
     )
 
-    const notices = yield* Effect.serviceOption(ToolNotices)
-    const runFork = Runtime.runFork(yield* Effect.runtime<never>())
     const notifyFor = (ctx: ToolContext, name: string): McpCall.Notify | undefined => {
       if (notices._tag === "None") return undefined
       const sink = notices.value
@@ -392,7 +338,18 @@ export const make = (
       servers: statuses,
       list: () => Effect.sync(() => known(current, handles)),
       call: (name, argumentsJson, ctx) =>
-        Effect.suspend(() => dispatch(current, name, argumentsJson, notifyFor(ctx, name), ctx.timeoutMs))
+        Effect.suspend(() =>
+          current.core !== undefined && name === current.core.def.name
+            ? McpResources.callCore(current.core, current.entries, handles, argumentsJson, ctx)
+            : dispatch(current, name, argumentsJson, notifyFor(ctx, name), ctx)
+        ),
+      prompt: (ref, ctx) => McpResources.prompt(handles, ref, ctx.timeoutMs),
+      describe: (name) => {
+        const handle = handles.find((h) => h.name === name)
+        return handle === undefined
+          ? Effect.fail(`no MCP server "${name}" is configured`)
+          : McpResources.describeServer(handle, connection.connectTimeoutMs)
+      }
     }
   })
 

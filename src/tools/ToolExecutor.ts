@@ -8,6 +8,7 @@
 import { Context } from "effect"
 import type { Effect } from "effect"
 import type { JsonSchema } from "../domain/AgentSpec.js"
+import type { Attachment } from "../domain/Message.js"
 import type { Principal } from "../domain/Principal.js"
 import type { ToolFailure as TrajectoryFailure } from "../domain/Trajectory.js"
 
@@ -59,6 +60,18 @@ export interface ToolContext {
    * the tool's own, tighter timeout). Absent: the `Limits` in context.
    */
   readonly timeoutMs?: number
+  /**
+   * The agent's tool allowlist, when the caller has one (a burst): tools that act on behalf of several servers (the
+   * core `read_resource`) reach only the servers of allowlisted tools. Absent: no such restriction.
+   */
+  readonly allowlist?: ReadonlyArray<string>
+}
+
+/** An MCP prompt an agent takes its instructions from (`mcpPrompt` in its spec): server, prompt name, arguments. */
+export interface PromptRef {
+  readonly server: string
+  readonly name: string
+  readonly arguments: Readonly<Record<string, string>>
 }
 
 /** Why a call failed (`domain/Trajectory`): three kinds are strikes of bad tool use, the others the tool's trouble. */
@@ -69,6 +82,45 @@ export interface ToolOutcome {
   readonly content: string
   readonly isError: boolean
   readonly failure?: ToolFailure
+  /** Images and audio the tool returned (base64), also described in `content`; absent: none. */
+  readonly attachments?: ReadonlyArray<Attachment>
+}
+
+/** The decoded size of base64 `data`, without decoding it. */
+const base64Bytes = (data: string): number => {
+  const trimmed = data.replace(/\s/g, "")
+  const padding = trimmed.endsWith("==") ? 2 : trimmed.endsWith("=") ? 1 : 0
+  return Math.max(0, Math.floor((trimmed.length * 3) / 4) - padding)
+}
+
+/**
+ * The result-size rail for binary parts: the attachments kept, in order, while their decoded bytes fit `maxBytes`
+ * (the cap of one tool result, `Limits.toolResultMaxBytes`), and a notice for the model naming what was left out —
+ * a cut image is worthless, so an attachment is kept whole or not at all. Its description stays in the text either way.
+ */
+export const capAttachments = (
+  attachments: ReadonlyArray<Attachment> | undefined,
+  maxBytes: number
+): { readonly kept: ReadonlyArray<Attachment>; readonly notice: string | undefined } => {
+  if (attachments === undefined || attachments.length === 0) return { kept: [], notice: undefined }
+  const kept: Array<Attachment> = []
+  let used = 0
+  let droppedBytes = 0
+  for (const attachment of attachments) {
+    const bytes = base64Bytes(attachment.data)
+    if (used + bytes <= maxBytes) {
+      kept.push(attachment)
+      used += bytes
+    } else droppedBytes += bytes
+  }
+  const dropped = attachments.length - kept.length
+  return {
+    kept,
+    notice: dropped === 0 ?
+      undefined :
+      `[${dropped} attachment(s), ${droppedBytes} bytes, not shown to you: over the ` +
+      `${maxBytes}-byte cap of one tool result; ask the tool for a smaller one]`
+  }
 }
 
 /** The tool port: list what is callable, call by name with the model's raw argument text. */
@@ -79,4 +131,9 @@ export class ToolExecutor extends Context.Tag("corral/tools/ToolExecutor")<ToolE
   readonly call: (name: string, argumentsJson: string, ctx: ToolContext) => Effect.Effect<ToolOutcome>
   /** The tool servers behind this executor and their state, sorted by name; absent = none (in-process tools only). */
   readonly servers?: Effect.Effect<ReadonlyArray<ToolServerStatus>>
+  /**
+   * The text of an MCP prompt (the agent's `mcpPrompt`), bounded like a tool call; fails with a message naming the
+   * server and the prompt (unknown server, server down, no such prompt, arguments refused). Absent: no prompts here.
+   */
+  readonly prompt?: (ref: PromptRef, ctx: Omit<ToolContext, "callId">) => Effect.Effect<string, string>
 }>() {}

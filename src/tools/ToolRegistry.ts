@@ -364,13 +364,17 @@ export const layered = (
 ): Context.Tag.Service<ToolExecutor> => {
   const top = statics.get(session)
   const bottom = statics.get(shared)
-  // Both layers' tool servers (a session layer has none in practice).
-  const servers = session.servers === undefined && shared.servers === undefined ? {} : {
-    servers: Effect.zipWith(
-      session.servers ?? Effect.succeed([]),
-      shared.servers ?? Effect.succeed([]),
-      (a, b) => [...a, ...b].sort((x, y) => (x.name < y.name ? -1 : x.name > y.name ? 1 : 0))
-    )
+  // Both layers' tool servers (a session layer has none in practice), and the prompts of whichever has them.
+  const prompt = session.prompt ?? shared.prompt
+  const servers = {
+    ...(session.servers === undefined && shared.servers === undefined ? {} : {
+      servers: Effect.zipWith(
+        session.servers ?? Effect.succeed([]),
+        shared.servers ?? Effect.succeed([]),
+        (a, b) => [...a, ...b].sort((x, y) => (x.name < y.name ? -1 : x.name > y.name ? 1 : 0))
+      )
+    }),
+    ...(prompt === undefined ? {} : { prompt })
   }
   if (top !== undefined && bottom !== undefined) {
     // Both layers are fixed: resolve names from precomputed sets, never by listing on the hot path.

@@ -44,6 +44,32 @@ describe("McpConfig", () => {
     ])
   })
 
+  it("names the prefix field of a bad prefix, a shared prefix and a server configured twice without one", () => {
+    expect(issues({
+      bad: { command: "npx", prefix: "gh hub" },
+      a: { url: "https://mcp.example.com/mcp", prefix: "gh" },
+      b: { command: "npx", args: ["-y", "server"], prefix: "gh" },
+      c: { command: "npx", args: ["-y", "server"] },
+      d: { command: "npx", args: ["-y", "server"] }
+    })).toEqual([
+      "mcpServers.bad.prefix: a tool-name prefix: 1-32 letters, digits, '_' or '-', starting with a letter or digit",
+      "mcpServers.b.prefix: prefix \"gh\" is already the prefix of server \"a\"; give each server its own",
+      "mcpServers.d.prefix: server \"d\" is the same server as \"c\" (same command) and would export the same tool " +
+      "names: give one of them a distinct `prefix`"
+    ])
+  })
+
+  it("accepts the same server twice under distinct prefixes, and names its tools after them", () => {
+    const servers = Either.getOrThrow(McpConfig.decode({
+      one: { url: "https://mcp.example.com/mcp", prefix: "one" },
+      two: { url: "https://mcp.example.com/mcp", prefix: "two-" },
+      plain: { url: "https://mcp.example.com/mcp" }
+    }))
+    expect(McpConfig.toolName(servers["one"]!, "search")).toBe("one_search")
+    expect(McpConfig.toolName(servers["two"]!, "search")).toBe("two-search")
+    expect(McpConfig.toolName(servers["plain"]!, "search")).toBe("search")
+  })
+
   it("says what it expected when the section is not an object", () => {
     expect(issues(["github"])).toEqual(["mcpServers: expected an object"])
   })

@@ -113,7 +113,7 @@ describe("McpRegistry when a server changes its tools", () => {
       const refused = logs.lines.filter((l) => l.startsWith("ERROR"))
       // Logged once, though `two` was listed again after the collision appeared.
       expect(refused).toEqual([
-        "ERROR tool \"a_echo\" is exported by both MCP servers \"one\" and \"two\"; exclude it from one of them; " +
+        "ERROR tool \"a_echo\" is exported by both MCP servers \"one\" and \"two\"; give one of them a `prefix`, or exclude the tool from one of them; " +
         "\"one\" keeps serving it and \"two\"'s is not advertised"
       ])
 

@@ -125,7 +125,9 @@ const everythingSuite = (it: Vitest.MethodsNonLive<ToolExecutor, true>) => {
   it.effect("describes resource links and embedded resources", () =>
     Effect.gen(function*() {
       const links = yield* call("get-resource-links", { count: 2 })
-      expect(links.content).toMatch(/\[resource link: .+ demo:\/\/resource\/\S+ \(text\/plain\)\]/)
+      expect(links.content).toMatch(
+        /\[resource link: .+ (demo:\/\/resource\/\S+) \(text\/plain\); read it with read_resource \{"server":"everything","uri":"\1"\}\]/
+      )
       const reference = yield* call("get-resource-reference", { resourceType: "Blob", resourceId: 1 })
       expect(reference.content).toMatch(/\[resource: demo:\/\/resource\/\S+, \S+, \d+ bytes\]/)
     }))
@@ -420,7 +422,7 @@ describe("McpRegistry start", () => {
       }))
       expect(error).toBeInstanceOf(McpRegistry.McpToolNameCollision)
       expect(error.message).toBe(
-        "tool \"echo\" is exported by both MCP servers \"alpha\" and \"beta\"; exclude it from one of them"
+        "tool \"echo\" is exported by both MCP servers \"alpha\" and \"beta\"; give one of them a `prefix`, or exclude the tool from one of them"
       )
     }))
 

@@ -9,7 +9,7 @@
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
 import type { ValidateFunction } from "ajv"
-import { Effect, Either, Queue } from "effect"
+import { Clock, Effect, Either, Queue } from "effect"
 import { Limits } from "../../rails/Limits.js"
 import type { ToolDef, ToolOutcome } from "../ToolExecutor.js"
 import * as Arguments from "./arguments.js"
@@ -21,6 +21,8 @@ import * as Texts from "./texts.js"
 /** A tool as the registry holds it: its definition, its server, and its compiled input schema. */
 export interface Entry {
   readonly def: ToolDef
+  /** The tool's name on its server (`def.name` is the advertised one, prefixed when the server has a `prefix`). */
+  readonly remote: string
   readonly handle: Connection.Handle
   /** `undefined` when ajv cannot compile the server's schema: the server validates alone. */
   readonly validate: ValidateFunction | undefined
@@ -101,7 +103,11 @@ const send = (
           const request = Effect.tryPromise({
             // The signal is aborted when this fiber is interrupted: the SDK then sends `notifications/cancelled`.
             try: (signal) =>
-              conn.client.callTool({ name, arguments: args }, undefined, { signal, timeout: ms, onprogress }),
+              conn.client.callTool({ name: entry.remote, arguments: args }, undefined, {
+                signal,
+                timeout: ms,
+                onprogress
+              }),
             catch: (error) => error
           }).pipe(
             Effect.match({
@@ -113,8 +119,9 @@ const send = (
           const lost = Effect.as(Connection.awaitLoss(conn), Lost)
           return Effect.flatMap(Effect.race(request, lost), (outcome): Effect.Effect<ToolOutcome> => {
             if (outcome._tag === "Result") {
-              const { isError, text } = Content.render(outcome.result)
-              return Effect.succeed(isError ? Texts.failed("tool_error", text) : { content: text, isError: false })
+              const { attachments, isError, text } = Content.render(outcome.result, server)
+              const base = isError ? Texts.failed("tool_error", text) : { content: text, isError: false }
+              return Effect.succeed(attachments.length === 0 ? base : { ...base, attachments })
             }
             if (conn.loss !== undefined) return Effect.succeed(lostOutcome(server, name, conn.loss))
             const error = outcome._tag === "Failed" ? outcome.error : undefined
@@ -180,7 +187,8 @@ export const call = (
   entry: Entry,
   argumentsJson: string,
   notify?: Notify,
-  limitMs?: number
+  limitMs?: number,
+  caller?: { readonly sessionId: string; readonly callId: string }
 ): Effect.Effect<ToolOutcome> => {
   const name = entry.def.name
   const checked = Arguments.check(name, argumentsJson, entry.validate, entry.expected)
@@ -203,9 +211,21 @@ export const call = (
           notify({ _tag: "log", level, message: message.slice(0, MAX_LOG_CHARS) })
         }
       }
+      // While it runs, the call hears its server's log messages and is the one its server's questions go to.
       const listening = Effect.acquireRelease(
-        Effect.sync(() => entry.handle.logListeners.add(onLog)),
-        () => Effect.sync(() => entry.handle.logListeners.delete(onLog))
+        Effect.map(Clock.currentTimeMillis, (now) => {
+          const running: Connection.Caller | undefined = caller === undefined
+            ? undefined
+            : { ...caller, tool: name, deadlineAt: now + ms }
+          entry.handle.logListeners.add(onLog)
+          if (running !== undefined) entry.handle.callers.add(running)
+          return running
+        }),
+        (running) =>
+          Effect.sync(() => {
+            entry.handle.logListeners.delete(onLog)
+            if (running !== undefined) entry.handle.callers.delete(running)
+          })
       )
       // The SDK's own timeout is only a backstop past the cap: Corral's deadline decides, on Corral's clock.
       const request = send(entry, valid, capMs + 1000, track, onProgress)

@@ -34,10 +34,11 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import type { StdioServerParameters } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { LoggingMessageNotificationSchema, ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js"
-import type { Tool } from "@modelcontextprotocol/sdk/types.js"
+import type { ElicitRequest, ElicitResult, Tool } from "@modelcontextprotocol/sdk/types.js"
 import { Clock, Deferred, Duration, Effect, Either, Exit, FiberId, Schedule } from "effect"
 import type { Scope } from "effect"
 import * as McpConfig from "../McpConfig.js"
+import * as ClientRequests from "./mcpClientRequests.js"
 import { messageOf } from "./texts.js"
 
 /** Why a connection ended (or, `NeverStarted`, why there never was one). */
@@ -94,6 +95,33 @@ export interface Handle {
    * each call in flight on the server registers here for its duration and hears them all.
    */
   readonly logListeners: Set<(level: string, message: string) => void>
+  /**
+   * The calls in flight on the server (registered by each call for its duration): a server's question
+   * (elicitation) is not tied to a request on stdio, so it goes to the session of the call that is running.
+   */
+  readonly callers: Set<Caller>
+}
+
+/** A call in flight on a server: whose session, which call, which tool (as offered). */
+export interface Caller {
+  readonly sessionId: string
+  readonly callId: string
+  readonly tool: string
+  /** When the call's silence window ends (epoch ms, `Clock`): a question asked during the call must be settled by then. */
+  readonly deadlineAt: number
+}
+
+/**
+ * Whether the handle's server offered resources (the `resources` capability) when it was last connected: a server
+ * that is down keeps its answer, so the core `read_resource` tool does not come and go with its connection.
+ */
+export const offersResources = (handle: Handle): boolean => {
+  const conn = handle.state._tag === "Up"
+    ? handle.state.conn
+    : handle.state._tag === "Down"
+    ? handle.state.previous
+    : undefined
+  return conn?.client.getServerCapabilities()?.resources !== undefined
 }
 
 /** A server's state as reported to operators. */
@@ -118,6 +146,11 @@ export interface Options {
    * callbacks too), so it must only take note; listing again is the owner's job (`listTools`).
    */
   readonly onToolsChanged: (handle: Handle) => void
+  /**
+   * Answers a server's question (`elicitation/create`); called from the SDK. Absent: every question is declined.
+   * Must settle: the registry bounds it by the asking call's deadline.
+   */
+  readonly onElicit?: (handle: Handle, params: ElicitRequest["params"], signal: AbortSignal) => Promise<ElicitResult>
 }
 
 /** What the SDK's stdio transport allows per message: larger answers close the connection. */
@@ -272,7 +305,7 @@ export const close = (conn: Conn, force = false): Effect.Effect<void> =>
 const open = (handle: Handle, options: Options): Effect.Effect<{ conn: Conn; tools: ReadonlyArray<Tool> }, string> =>
   Effect.flatMap(McpConfig.headersOf(handle.config), (headers) => {
     const timeoutMs = options.connectTimeoutMs
-    const client = new Client(CLIENT_INFO, { capabilities: {} })
+    const client = new Client(CLIENT_INFO, { capabilities: ClientRequests.capabilitiesOf(handle.config) })
     const conn: Conn = {
       client,
       transport: transportFor(handle.config, headers),
@@ -301,6 +334,11 @@ const open = (handle: Handle, options: Options): Effect.Effect<{ conn: Conn; too
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
       if (conn.loss === undefined && !conn.closing) options.onToolsChanged(handle)
     })
+    ClientRequests.install(
+      client,
+      handle,
+      options.onElicit === undefined ? undefined : (params, signal) => options.onElicit!(handle, params, signal)
+    )
     client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
       const { data, level, logger } = notification.params
       const text = typeof data === "string" ? data : JSON.stringify(data) ?? String(data)
@@ -438,7 +476,8 @@ export const makeHandle = (name: string, config: McpConfig.McpServer, now: numbe
   since: now,
   lastError: undefined,
   failures: 0,
-  logListeners: new Set()
+  logListeners: new Set(),
+  callers: new Set()
 })
 
 /**

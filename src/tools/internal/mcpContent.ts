@@ -3,10 +3,12 @@
  *
  * The transcript is text. Images, audio and resources cannot enter it as such, but dropping them silently would let
  * the model believe the tool returned nothing (and call it again): each becomes a short bracketed description with
- * its type, MIME type and size, and a text resource keeps its text. `structuredContent` is rendered as JSON only when
+ * its type, MIME type and size, and a text resource keeps its text. A resource link says how to read it (the core
+ * `read_resource` tool, with its server). `structuredContent` is rendered as JSON only when
  * the result carries no text — servers usually repeat it as text, and the model needs it once.
  */
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import type { Attachment } from "../../domain/Message.js"
 
 /** What `Client.callTool` resolves with. */
 export type CallResult = Awaited<ReturnType<Client["callTool"]>>
@@ -23,7 +25,11 @@ export const base64Bytes = (data: string): number => {
   return Math.max(0, Math.floor((trimmed.length * 3) / 4) - padding)
 }
 
-const describe = (block: Block): string => {
+/** The call that reads a linked resource, for the model to copy: the core `read_resource` tool with its server. */
+const readHint = (server: string | undefined, uri: string): string =>
+  server === undefined ? "" : `; read it with read_resource ${JSON.stringify({ server, uri })}`
+
+const describe = (block: Block, server: string | undefined): string => {
   switch (block.type) {
     case "text":
       return block.text
@@ -39,7 +45,9 @@ const describe = (block: Block): string => {
         : `[resource: ${r.uri}${mime}, ${base64Bytes(r.blob)} bytes]`
     }
     case "resource_link":
-      return `[resource link: ${block.name} ${block.uri}${block.mimeType === undefined ? "" : ` (${block.mimeType})`}]`
+      return `[resource link: ${block.name} ${block.uri}${block.mimeType === undefined ? "" : ` (${block.mimeType})`}${
+        readHint(server, block.uri)
+      }]`
     default:
       // A content type newer than this SDK: still say that something came back.
       return `[${String((block as { readonly type: unknown }).type)} content]`
@@ -54,12 +62,29 @@ const json = (value: unknown): string => {
   }
 }
 
-/** The text of a result and whether the server flagged it as an error. Never throws. */
-export const render = (result: CallResult): { readonly text: string; readonly isError: boolean } => {
-  if (!hasContent(result)) return { text: json(result["toolResult"]), isError: false }
-  const parts = result.content.map(describe)
+/** The images and audio blocks of a result, as attachments (their descriptions stay in the text). */
+const attachmentsOf = (result: ContentResult): ReadonlyArray<Attachment> => {
+  const found: Array<Attachment> = []
+  for (const block of result.content) {
+    if (block.type === "image" || block.type === "audio") {
+      found.push({ type: block.type, mimeType: block.mimeType, data: block.data })
+    }
+  }
+  return found
+}
+
+/**
+ * The text of a result, whether the server flagged it as an error, and its images and audio. A resource link names `server` in the
+ * `read_resource` call that follows it (no hint without one). Never throws.
+ */
+export const render = (
+  result: CallResult,
+  server?: string
+): { readonly text: string; readonly isError: boolean; readonly attachments: ReadonlyArray<Attachment> } => {
+  if (!hasContent(result)) return { text: json(result["toolResult"]), isError: false, attachments: [] }
+  const parts = result.content.map((block) => describe(block, server))
   const hasText = result.content.some((b) => b.type === "text" || (b.type === "resource" && "text" in b.resource))
   if (!hasText && result.structuredContent !== undefined) parts.push(json(result.structuredContent))
   const text = parts.length === 0 ? "(the tool returned no content)" : parts.join("\n")
-  return { text, isError: result.isError === true }
+  return { text, isError: result.isError === true, attachments: attachmentsOf(result) }
 }
