@@ -38,7 +38,8 @@ export const all: ReadonlyArray<EnvVar> = [
   {
     name: "CORRAL_MCP_SERVERS",
     key: "mcpServers",
-    description: "MCP tool servers, JSON: name → { command, args?, env? } or { url, headers? } (+ effects?, tools?, exclude?, timeoutMs?, prefix?, roots?, sampling?); " +
+    description:
+      "MCP tool servers, JSON: name → { command, args?, env? } or { url, headers? } (+ effects?, tools?, exclude?, timeoutMs?, prefix?, roots?, sampling?); " +
       "a header value may be { env: VAR, prefix? } to read a token from the environment"
   },
   {
