@@ -25,6 +25,7 @@ import { Api } from "./Api.js"
 import * as Authentication from "./Authentication.js"
 import * as BodyGuard from "./BodyGuard.js"
 import * as Handlers from "./Handlers.js"
+import * as MetricsRoute from "./MetricsRoute.js"
 import * as Shutdown from "./Shutdown.js"
 import * as Viewer from "./Viewer.js"
 import * as Wiring from "./Wiring.js"
@@ -204,6 +205,7 @@ export const layer = (settings: Settings) => {
       })))
   ).pipe(
     Layer.provide(Viewer.layer),
+    Layer.provide(MetricsRoute.layer),
     Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
     Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
     Layer.provide(api)

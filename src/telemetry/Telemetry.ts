@@ -1,0 +1,100 @@
+/**
+ * Telemetry — the layer that exports Corral's traces and metrics over OTLP/HTTP, built from the telemetry settings
+ * (`config/Telemetry`: `OTEL_EXPORTER_OTLP_ENDPOINT` and the other standard `OTEL_*` variables, or the file's
+ * `telemetry` section).
+ *
+ * Off unless an endpoint is set: then the layer is empty, Corral's spans are not made (`Tracing`), and the SDK is
+ * never loaded. On, it loads the OpenTelemetry SDK lazily (a dynamic import inside the layer, so `corral --help` and
+ * start-up do not pay for it), installs it as Effect's tracer (@effect/opentelemetry), exports spans in batches and
+ * Effect's metrics every `metricIntervalMs`, and flushes both when the layer closes (bounded by its shutdown
+ * timeout: a collector that does not answer never holds the process). An embedder with its own tracer provides
+ * that tracer plus `Tracing.layer(true)` instead.
+ */
+import type { Resource } from "@effect/opentelemetry/Resource"
+import type { Sampler } from "@opentelemetry/sdk-trace-base"
+import { Context, Effect, Layer, Redacted } from "effect"
+import type { TelemetrySettings } from "../config/Telemetry.js"
+import * as Spans from "./Spans.js"
+import * as Tracing from "./Tracing.js"
+
+const loadSdk = Effect.promise(() =>
+  Promise.all([
+    import("@effect/opentelemetry/NodeSdk"),
+    import("@opentelemetry/sdk-trace-base"),
+    import("@opentelemetry/sdk-metrics"),
+    import("@opentelemetry/exporter-trace-otlp-http"),
+    import("@opentelemetry/exporter-metrics-otlp-http")
+  ])
+)
+
+type TraceSdk = typeof import("@opentelemetry/sdk-trace-base")
+
+/** The sampler the settings name (`OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG`). */
+const samplerOf = (sdk: TraceSdk, settings: TelemetrySettings): Sampler => {
+  switch (settings.sampler) {
+    case "always_on":
+      return new sdk.AlwaysOnSampler()
+    case "always_off":
+      return new sdk.AlwaysOffSampler()
+    case "traceidratio":
+      return new sdk.TraceIdRatioBasedSampler(settings.samplerArg)
+    case "parentbased_always_on":
+      return new sdk.ParentBasedSampler({ root: new sdk.AlwaysOnSampler() })
+    case "parentbased_always_off":
+      return new sdk.ParentBasedSampler({ root: new sdk.AlwaysOffSampler() })
+    case "parentbased_traceidratio":
+      return new sdk.ParentBasedSampler({ root: new sdk.TraceIdRatioBasedSampler(settings.samplerArg) })
+  }
+}
+
+/** The OTLP URL of one signal under the configured base endpoint (`…/v1/traces`, `…/v1/metrics`). */
+export const signalUrl = (endpoint: string, signal: "traces" | "metrics"): string =>
+  `${endpoint.replace(/\/+$/, "")}/v1/${signal}`
+
+/** How long closing the layer may spend flushing what is left to the collector. */
+const shutdownTimeout = "5 seconds"
+
+/** The exporting layer for an endpoint (see the module header). */
+const exporting = (settings: TelemetrySettings, endpoint: string): Layer.Layer<never> =>
+  Layer.unwrapEffect(
+    Effect.gen(function*() {
+      const [NodeSdk, traceSdk, metricSdk, traceExporter, metricExporter] = yield* loadSdk
+      if (settings.protocol === "http/protobuf") {
+        yield* Effect.logWarning(
+          "telemetry: OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf asked, but the bundled exporters send http/json; " +
+            "OTLP/HTTP collectors accept both on the same port"
+        )
+      }
+      const headers = Object.fromEntries(settings.headers === undefined ? [] : Redacted.value(settings.headers))
+      const spans = new traceExporter.OTLPTraceExporter({ url: signalUrl(endpoint, "traces"), headers })
+      const metrics = new metricExporter.OTLPMetricExporter({ url: signalUrl(endpoint, "metrics"), headers })
+      const sdk: Layer.Layer<Resource> = NodeSdk.layer(() => ({
+        resource: { serviceName: settings.serviceName, attributes: { ...settings.resourceAttributes } },
+        spanProcessor: new traceSdk.BatchSpanProcessor(spans),
+        tracerConfig: { sampler: samplerOf(traceSdk, settings) },
+        metricReader: new metricSdk.PeriodicExportingMetricReader({
+          exporter: metrics,
+          exportIntervalMillis: settings.metricIntervalMs,
+          exportTimeoutMillis: Math.min(settings.metricIntervalMs, 30_000)
+        }),
+        shutdownTimeout
+      }))
+      yield* Effect.logInfo(`telemetry: exporting traces and metrics to ${endpoint} (OTLP/HTTP, JSON)`)
+      return Layer.mergeAll(
+        Layer.map(sdk, () => Context.empty()),
+        Tracing.layer(true),
+        contentLayer(settings.captureContent)
+      )
+    })
+  )
+
+const contentLayer = (capture: boolean): Layer.Layer<never> =>
+  Layer.succeedContext(Context.make(Spans.CaptureContent, capture))
+
+/**
+ * Telemetry for `settings`: OTLP/HTTP export of traces and metrics when an endpoint is configured (and Corral's
+ * spans on), nothing at all otherwise. Never fails: an exporter that cannot reach its collector drops what it could
+ * not send (the SDK logs it), it never fails a session.
+ */
+export const layer = (settings: TelemetrySettings): Layer.Layer<never> =>
+  settings.endpoint === undefined ? contentLayer(false) : exporting(settings, settings.endpoint)
