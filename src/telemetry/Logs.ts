@@ -57,7 +57,7 @@ export const isJson = (format: LogFormat, isTerminal: boolean): boolean =>
 export const layer = (format: LogFormat, isTerminal: boolean): Layer.Layer<never> =>
   Layer.locallyScoped(
     FiberRef.currentLoggers,
-    HashSet.make<Array<Logger.Logger<unknown, any>>>(
+    HashSet.make<Array<Logger.Logger<unknown, unknown>>>(
       isJson(format, isTerminal) ? Logger.withConsoleLog(jsonLogger) : Logger.prettyLoggerDefault,
       Logger.tracerLogger
     )

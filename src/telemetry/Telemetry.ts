@@ -11,6 +11,7 @@
  * that tracer plus `Tracing.layer(true)` instead.
  */
 import type { Resource } from "@effect/opentelemetry/Resource"
+import type * as TraceSdkModule from "@opentelemetry/sdk-trace-base"
 import type { Sampler } from "@opentelemetry/sdk-trace-base"
 import { Context, Effect, Layer, Redacted } from "effect"
 import type { TelemetrySettings } from "../config/Telemetry.js"
@@ -27,7 +28,7 @@ const loadSdk = Effect.promise(() =>
   ])
 )
 
-type TraceSdk = typeof import("@opentelemetry/sdk-trace-base")
+type TraceSdk = typeof TraceSdkModule
 
 /** The sampler the settings name (`OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG`). */
 const samplerOf = (sdk: TraceSdk, settings: TelemetrySettings): Sampler => {
