@@ -327,8 +327,6 @@ export interface OutcomeView {
   readonly failure?: string
 }
 
-const encoder = new TextEncoder()
-
 /**
  * Runs one tool call (MCP or in-process) inside its `execute_tool {tool}` span: the server (`corral.tool.server`,
  * the tool's source), its effect, duration, result bytes, whether the result will be truncated (over `maxBytes`),
@@ -358,7 +356,7 @@ export const executeTool = (
           )
           return Effect.flatMap(Spans.CaptureContent, (capture) =>
             Spans.annotate(() => {
-              const bytes = encoder.encode(outcome.content).length
+              const bytes = Buffer.byteLength(outcome.content, "utf8")
               return {
                 "corral.tool.duration_ms": now - startedAt,
                 "corral.tool.result_bytes": bytes,

@@ -7,8 +7,9 @@
  * Names follow the OpenTelemetry GenAI semantic conventions: `invoke_agent {agent}` for a burst, `chat {model}` for
  * a logical model call with one `chat.attempt {model}` child per attempt, `execute_tool {tool}` for a tool call.
  */
+import type { Fiber } from "effect"
+import { Context, Effect, FiberRef, HashMap, Option, Tracer as EffectTracer } from "effect"
 import type { Tracer } from "effect"
-import { Context, Effect, FiberRef, HashMap, Option } from "effect"
 
 /** Attribute values a span accepts. */
 export type Attributes = Record<string, string | number | boolean | ReadonlyArray<string> | undefined>
@@ -28,7 +29,9 @@ const clean = (attributes: Attributes): Record<string, unknown> => {
 }
 
 /** Whether spans are being made on this fiber. */
-export const enabled: Effect.Effect<boolean> = FiberRef.get(FiberRef.currentTracerEnabled)
+export const enabled: Effect.Effect<boolean> = Effect.withFiberRuntime((fiber) =>
+  Effect.succeed(fiber.getFiberRef(FiberRef.currentTracerEnabled))
+)
 
 /**
  * Runs `self` inside the span `name()` with `attributes()`, both evaluated only when the tracer is on; otherwise
@@ -40,33 +43,41 @@ export const span = (
   kind: Tracer.SpanKind = "internal"
 ) =>
 <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.flatMap(enabled, (on) =>
-    on
+  Effect.withFiberRuntime<A, E, R>((fiber) =>
+    fiber.getFiberRef(FiberRef.currentTracerEnabled)
       ? Effect.withSpan(self, name(), { attributes: clean(attributes()), kind, captureStackTrace: false })
-      : self)
+      : self
+  )
+
+const none = Option.none<Tracer.Span>()
+
+/** The span `fiber` is in, when spans are on and there is one (one fiber-ref read when they are off). */
+const spanOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Option.Option<Tracer.Span> => {
+  if (!fiber.getFiberRef(FiberRef.currentTracerEnabled)) return none
+  const parent = Context.getOption(fiber.getFiberRef(FiberRef.currentContext), EffectTracer.ParentSpan)
+  return Option.isSome(parent) && parent.value._tag === "Span" ? Option.some(parent.value) : none
+}
 
 /** The span this fiber is in, when spans are on and there is one. */
-export const current: Effect.Effect<Option.Option<Tracer.Span>> = Effect.flatMap(
-  enabled,
-  (on) =>
-    on
-      ? Effect.map(Effect.currentParentSpan, (parent) => parent._tag === "Span" ? Option.some(parent) : Option.none())
-        .pipe(Effect.orElseSucceed(() => Option.none()))
-      : Effect.succeed(Option.none())
+export const current: Effect.Effect<Option.Option<Tracer.Span>> = Effect.withFiberRuntime((fiber) =>
+  Effect.succeed(spanOf(fiber))
 )
 
 /** Sets attributes on the current span (built only when there is one). */
 export const annotate = (attributes: () => Attributes): Effect.Effect<void> =>
-  Effect.map(current, (span) => {
-    if (Option.isNone(span)) return
-    const built = clean(attributes())
+  Effect.withFiberRuntime((fiber) => {
+    const span = spanOf(fiber)
+    if (Option.isNone(span)) return Effect.void
+    const built = attributes()
     for (const key in built) {
       const value = built[key]
+      if (value === undefined) continue
       span.value.attribute(key, value)
       // @effect/opentelemetry writes an array as its JSON text; OpenTelemetry takes string arrays as they are
       // (`gen_ai.response.finish_reasons` is one).
       if (Array.isArray(value)) otelSpanOf(span.value)?.setAttribute(key, value as Array<string>)
     }
+    return Effect.void
   })
 
 /** The OpenTelemetry span under an @effect/opentelemetry span, if that is what `span` is. */
@@ -80,8 +91,10 @@ const otelSpanOf = (span: Tracer.Span): { setAttribute(key: string, value: Array
 
 /** Adds an event to the current span at `atMs` (epoch milliseconds). */
 export const event = (name: string, atMs: number, attributes: Attributes): Effect.Effect<void> =>
-  Effect.map(current, (span) => {
+  Effect.withFiberRuntime((fiber) => {
+    const span = spanOf(fiber)
     if (Option.isSome(span)) span.value.event(name, BigInt(Math.round(atMs)) * 1_000_000n, clean(attributes))
+    return Effect.void
   })
 
 /** Adds `session_id`/`run_id`-style annotations to every log line of the rest of this fiber's run. */
