@@ -31,6 +31,7 @@ import * as ExitPolicy from "../rails/ExitPolicy.js"
 import * as Limits from "../rails/Limits.js"
 import { SessionStore } from "../store/SessionStore.js"
 import * as GenAi from "../telemetry/GenAi.js"
+import * as Metrics from "../telemetry/Metrics.js"
 import * as Tracing from "../telemetry/Tracing.js"
 import * as Approvals from "../tools/Approvals.js"
 import type { ToolDef } from "../tools/ToolExecutor.js"
@@ -210,7 +211,7 @@ const run = (
       policy: policy.policy,
       providers: route.route,
       runId,
-      ports: { store, events },
+      ports: { store: Metrics.timeAppends(store), events },
       executor,
       tools,
       toolSpecs: specs

@@ -8,7 +8,7 @@
  * first time a label set is seen. Label cardinality is bounded by configuration (providers, models, tools, orgs,
  * exit reasons, error kinds), never by a session or run id.
  */
-import { Metric, MetricBoundaries, MetricLabel } from "effect"
+import { Clock, Effect, Metric, MetricBoundaries, MetricLabel } from "effect"
 
 const seconds = MetricBoundaries.fromIterable([
   0.005,
@@ -123,4 +123,33 @@ export const add = (
   ...labelPairs: ReadonlyArray<string>
 ): void => {
   metric.unsafeUpdate(value, labels(...labelPairs))
+}
+
+/** A store whose `appendTurn` is what `timeAppends` times. */
+interface Appending {
+  readonly appendTurn: (...args: never) => Effect.Effect<unknown, unknown>
+}
+
+const timed = new WeakMap<object, object>()
+
+/**
+ * `store` with every `appendTurn` timed into `corral.store.append.duration` (Clock time, so a TestClock reads 0).
+ * The wrapper is made once per store and reused.
+ */
+export const timeAppends = <S extends Appending>(store: S): S => {
+  const found = timed.get(store)
+  if (found !== undefined) return found as S
+  const append = store.appendTurn as (...args: ReadonlyArray<unknown>) => Effect.Effect<unknown, unknown>
+  // Delegates everything else to `store` (whatever its shape: a literal or a class instance).
+  const wrapped = Object.assign(Object.create(store) as object, {
+    appendTurn: (...args: ReadonlyArray<unknown>) =>
+      Effect.flatMap(
+        Clock.currentTimeMillis,
+        (start) =>
+          Effect.tap(append(...args), () =>
+            Effect.map(Clock.currentTimeMillis, (end) => storeAppend.unsafeUpdate((end - start) / 1000, [])))
+      )
+  }) as unknown as S
+  timed.set(store, wrapped)
+  return wrapped
 }

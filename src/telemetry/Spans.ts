@@ -72,10 +72,11 @@ export const annotate = (attributes: () => Attributes): Effect.Effect<void> =>
     for (const key in built) {
       const value = built[key]
       if (value === undefined) continue
-      span.value.attribute(key, value)
-      // @effect/opentelemetry writes an array as its JSON text; OpenTelemetry takes string arrays as they are
+      // @effect/opentelemetry would write an array as its JSON text; OpenTelemetry takes string arrays as they are
       // (`gen_ai.response.finish_reasons` is one).
-      if (Array.isArray(value)) otelSpanOf(span.value)?.setAttribute(key, value as Array<string>)
+      const otel = Array.isArray(value) ? otelSpanOf(span.value) : undefined
+      if (otel === undefined) span.value.attribute(key, value)
+      else otel.setAttribute(key, value as Array<string>)
     }
     return Effect.void
   })

@@ -14,6 +14,8 @@ import type { Resource } from "@effect/opentelemetry/Resource"
 import type * as TraceSdkModule from "@opentelemetry/sdk-trace-base"
 import type { Sampler } from "@opentelemetry/sdk-trace-base"
 import { Context, Effect, Layer, Redacted, Tracer as EffectTracer } from "effect"
+import type { ConfigError } from "effect"
+import * as TelemetryConfig from "../config/Telemetry.js"
 import type { TelemetrySettings } from "../config/Telemetry.js"
 import * as Spans from "./Spans.js"
 import * as Tracing from "./Tracing.js"
@@ -85,7 +87,8 @@ const exporting = (settings: TelemetrySettings, endpoint: string): Layer.Layer<n
       // span (for instrumentations of non-Effect code, which Corral has none of): a third of the cost of tracing a
       // burst. Corral's spans only need the span half.
       const tracer = Layer.unwrapEffect(
-        Effect.map(OtelTracer.make, (otel) => Layer.setTracer(EffectTracer.make({ span: otel.span, context: (f) => f() })))
+        Effect.map(OtelTracer.make, (otel) =>
+          Layer.setTracer(EffectTracer.make({ span: otel.span, context: (f) => f() })))
       ).pipe(Layer.provide(OtelTracer.layerTracer), Layer.provide(provider))
       const reader = new metricSdk.PeriodicExportingMetricReader({
         exporter: metrics,
@@ -94,7 +97,8 @@ const exporting = (settings: TelemetrySettings, endpoint: string): Layer.Layer<n
       })
       const sdk: Layer.Layer<Resource> = Layer.mergeAll(
         tracer,
-        OtelMetrics.layer(() => reader, { shutdownTimeout })
+        OtelMetrics.layer(() =>
+          reader, { shutdownTimeout })
       ).pipe(Layer.provideMerge(resource))
       yield* Effect.logInfo(`telemetry: exporting traces and metrics to ${endpoint} (OTLP/HTTP, JSON)`)
       return Layer.mergeAll(
@@ -115,3 +119,18 @@ const contentLayer = (capture: boolean): Layer.Layer<never> =>
  */
 export const layer = (settings: TelemetrySettings): Layer.Layer<never> =>
   settings.endpoint === undefined ? contentLayer(false) : exporting(settings, settings.endpoint)
+
+/** The settings `layer` takes (`config/Telemetry`): endpoint, protocol, headers, service, sampler, content capture. */
+export type Settings = TelemetrySettings
+
+/** The settings with nothing configured: no endpoint (nothing exported), service `corral`. */
+export const defaults: Settings = TelemetryConfig.defaults
+
+/**
+ * `layer` over the settings the standard `OTEL_*` variables give (read through Effect's `Config`, so a
+ * `ConfigProvider` can supply them): for embedders without a Corral configuration file. Fails with a `ConfigError`
+ * naming a malformed variable.
+ */
+export const layerConfig: Layer.Layer<never, ConfigError.ConfigError> = Layer.unwrapEffect(
+  Effect.map(TelemetryConfig.environment(undefined), layer)
+)

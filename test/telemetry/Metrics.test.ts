@@ -56,6 +56,7 @@ describe("metrics", () => {
           "error.type",
           "none"
         )).count,
+        appends: (yield* Metric.value(Metrics.storeAppend)).count,
         tools: (yield* histogram(
           Metrics.toolDuration,
           "gen_ai.tool.name",
@@ -113,6 +114,8 @@ describe("metrics", () => {
         "none"
       )
       expect(tools.count).toBe(before.tools + 1)
+      // Every persisted turn of the burst was one timed append.
+      expect((yield* Metric.value(Metrics.storeAppend)).count - before.appends).toBe(landed.turns.length)
       expect(yield* Metric.value(Metrics.burstsActive)).toEqual(expect.objectContaining({ count: 0 }))
     }))
 
