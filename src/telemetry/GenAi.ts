@@ -121,8 +121,12 @@ export const invokeAgent = <Req extends BurstRequest, A extends { readonly traje
       Effect.tap((a) => landed(a.trajectory)),
       Effect.tapError((error) =>
         Effect.zipRight(
-          Spans.annotate(() => ({ "error.type": errorTag(error), "corral.exit.reason": "crashed" })),
-          burst === undefined ? Effect.void : events(RailEvents.ofBurst(burst.decisions, [], burst.startedAt))
+          // The store stopped the burst: it lands as `crashed` (session/Run).
+          Effect.sync(() => Metrics.add(Metrics.bursts, 1, "corral.exit_reason", "crashed", "corral.tier", spec.tier)),
+          Effect.zipRight(
+            Spans.annotate(() => ({ "error.type": errorTag(error), "corral.exit.reason": "crashed" })),
+            burst === undefined ? Effect.void : events(RailEvents.ofBurst(burst.decisions, [], burst.startedAt))
+          )
         )
       ),
       Effect.ensuring(Effect.sync(() => Metrics.add(Metrics.burstsActive, -1))),
