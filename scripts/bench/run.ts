@@ -124,7 +124,8 @@ const main = async () => {
   const corralExtra = [
     ...(flags.has("store") ? ["--store", flags.get("store")!] : []),
     ...(flags.get("tracer") === "off" ? ["--tracer", "off"] : []),
-    ...(flags.get("passivate") === "true" ? ["--passivate"] : [])
+    ...(flags.get("passivate") === "true" ? ["--passivate"] : []),
+    ...(flags.has("otlp") ? ["--otlp", flags.get("otlp")!] : [])
   ]
   const started = new Date()
   const loadBefore = loadavg()

@@ -25,11 +25,13 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import * as TelemetryConfig from "../../src/config/Telemetry.js"
 import type { PersistenceFailed, SessionStore } from "../../src/index.js"
 import { Corral, LiveEvents, Principal, Providers, Supervisor, ToolRegistry, Usage } from "../../src/index.js"
 import type { ModelReply, ModelRequest, SessionView, TurnEntry } from "../../src/index.js"
 import * as Scripted from "../../src/model/Scripted.js"
 import type * as SupervisorModule from "../../src/session/Supervisor.js"
+import * as Telemetry from "../../src/telemetry/Telemetry.js"
 import * as Harness from "./harness.js"
 
 const principal = new Principal({ orgId: "bench", userId: "bench" })
@@ -230,10 +232,16 @@ void Harness.main<SessionView, string>(async (options) => {
       fibers++
     }
   })()
-  // Provided underneath, so that the actors (forked while the layer is built) are supervised too.
-  const layer = Layer.merge(corralLayer, tracer === "off" ? Layer.setTracerEnabled(false) : Layer.empty).pipe(
-    Layer.provide(countFibers ? EffectSupervisor.addSupervisor(counting) : Layer.empty)
-  )
+  // `--otlp URL`: telemetry on, exporting spans and metrics to an OTLP/HTTP receiver at URL (scripts/bench/otlp-sink.ts).
+  const otlp = options.flags.get("otlp")
+  // Provided UNDER Corral: the actors are forked while Corral's layers are built, and take its tracer (and the
+  // fiber counter) from there.
+  const layer = Layer.merge(
+    otlp === undefined
+      ? corralLayer
+      : Layer.provideMerge(corralLayer, Telemetry.layer({ ...TelemetryConfig.defaults, endpoint: otlp })),
+    tracer === "off" ? Layer.setTracerEnabled(false) : Layer.empty
+  ).pipe(Layer.provide(countFibers ? EffectSupervisor.addSupervisor(counting) : Layer.empty))
   const runtime = ManagedRuntime.make(layer)
   const corral = await runtime.runPromise(Corral)
   await runtime.runPromise(
@@ -264,7 +272,9 @@ void Harness.main<SessionView, string>(async (options) => {
     "so the model counter grows by exactly 11 per session); limits.modelCallsPerBurst = 11",
     "ManagedRuntime built once; one Corral.run per session through runtime.runPromise; B: Effect.forEach " +
     "with concurrency \"unbounded\"; tool calls of a turn run with concurrency \"unbounded\" (Corral's default)",
-    tracer === "off"
+    otlp !== undefined
+      ? `telemetry on: Telemetry.layer exporting spans (batched) and metrics over OTLP/HTTP JSON to ${otlp}`
+      : tracer === "off"
       ? "tracer disabled (Layer.setTracerEnabled(false)): no span objects at all"
       : "no tracer or exporter layer installed (Effect's built-in tracer still creates in-memory span objects " +
         "for withSpan; nothing is exported)",

@@ -3,6 +3,8 @@
  */
 import { Effect } from "effect"
 import * as Main from "../server/main.js"
+import * as Logs from "../telemetry/Logs.js"
+import * as Telemetry from "../telemetry/Telemetry.js"
 import type * as Args from "./Args.js"
 import * as Backstop from "./Backstop.js"
 import * as Command from "./Command.js"
@@ -26,6 +28,9 @@ export const serve: Command.Command = {
     "",
     "With no providers configured the scripted `demo` agent still runs: open http://127.0.0.1:8787/ui.",
     "",
+    "Telemetry: set OTEL_EXPORTER_OTLP_ENDPOINT to export traces and metrics (OTLP/HTTP); Prometheus text is at",
+    "/metrics either way. Logs are JSON lines when stdout is not a terminal (CORRAL_LOG_FORMAT).",
+    "",
     "Options:",
     "  --port N        port to listen on (0 = any free port; also CORRAL_PORT)",
     "  --host H        interface to listen on (also CORRAL_HOST; 127.0.0.1 while no API keys are configured)",
@@ -40,7 +45,13 @@ export const serve: Command.Command = {
     ]).pipe(
       // The shutdown keeps its own bound (drain + 2 s to close the layers); the backstop waits beyond it.
       Effect.tap((settings) => Effect.sync(() => Backstop.atLeast(settings.server.shutdownTimeoutMs + 12_000))),
-      Effect.flatMap(Main.serve),
+      // Telemetry (OTLP export, only when configured) and the log format wrap the whole server, shutdown included.
+      Effect.flatMap((settings) =>
+        Main.serve(settings).pipe(
+          Effect.provide(Telemetry.layer(settings.telemetry)),
+          Effect.provide(Logs.layer(settings.telemetry.logFormat, process.stdout.isTTY === true))
+        )
+      ),
       Effect.as(0),
       Effect.catchAll((error) => Effect.as(Output.error(`corral serve: ${Failure.describe(error)}`), 1))
     )

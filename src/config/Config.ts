@@ -23,6 +23,7 @@ import * as Limits from "../rails/Limits.js"
 import type * as Approvals from "../tools/Approvals.js"
 import * as McpConfig from "../tools/McpConfig.js"
 import * as EnvVars from "./EnvVars.js"
+import * as Telemetry from "./Telemetry.js"
 
 /** The configuration is invalid; `issues` lists every problem with its key path (and source when not the file). */
 export class ConfigInvalid extends Schema.TaggedError<ConfigInvalid>()("ConfigInvalid", {
@@ -93,7 +94,7 @@ const sections = {
 } as const
 
 /** Every top-level key the file may have. */
-const topLevel = new Set(["$schema", "providers", "tiers", "mcpServers", ...Object.keys(sections)])
+const topLevel = new Set(["$schema", "providers", "tiers", "mcpServers", "telemetry", ...Object.keys(sections)])
 
 /** The decoded sections (each absent when not given). */
 interface FileShape {
@@ -138,6 +139,8 @@ export interface Settings {
   readonly limits: LimitsOverride | undefined
   readonly approvals: Approvals.Settings
   readonly demo: DemoSettings
+  /** Export (OTLP), content capture and log format (`config/Telemetry`). */
+  readonly telemetry: Telemetry.TelemetrySettings
 }
 
 /** The defaults, for hosts that build settings in code (tests). */
@@ -150,7 +153,8 @@ export const defaults: Settings = {
   server: { host: "127.0.0.1", port: 8787, bodyLimitBytes: 1_048_576, shutdownTimeoutMs: 10_000, keepAliveMs: 15_000 },
   limits: undefined,
   approvals: { ttlMs: 3_600_000 },
-  demo: { enabled: true, delayMs: 700 }
+  demo: { enabled: true, delayMs: 700 },
+  telemetry: Telemetry.defaults
 }
 
 const described = <A>(name: string, config: EffectConfig.Config<A>): EffectConfig.Config<A> =>
@@ -320,9 +324,18 @@ export const load: Effect.Effect<Settings, ConfigInvalid> = Effect.gen(function*
     if (Either.isLeft(tightened)) issues.push(...tightened.left.issues.map(label))
   }
 
+  const telemetrySection = Telemetry.decodeSection(merged.telemetry)
+  if (Either.isLeft(telemetrySection)) issues.push(...telemetrySection.left)
+  const telemetry = yield* Effect.either(
+    Telemetry.environment(Either.isRight(telemetrySection) ? telemetrySection.right : undefined)
+  )
+  if (Either.isLeft(telemetry)) issues.push(...configIssues(telemetry.left))
   const scalars = yield* Effect.either(environment(shape))
   if (Either.isLeft(scalars)) issues.push(...configIssues(scalars.left))
-  if (issues.length > 0 || Either.isLeft(scalars) || Either.isLeft(models) || Either.isLeft(mcp)) {
+  if (
+    issues.length > 0 || Either.isLeft(scalars) || Either.isLeft(models) || Either.isLeft(mcp) ||
+    Either.isLeft(telemetry)
+  ) {
     return yield* new ConfigInvalid({ source, issues })
   }
   const env = scalars.right
@@ -348,7 +361,8 @@ export const load: Effect.Effect<Settings, ConfigInvalid> = Effect.gen(function*
     },
     limits: shape.limits,
     approvals: { ttlMs: env.approvalTtlMs },
-    demo: { enabled: env.demoEnabled, delayMs: env.demoDelayMs }
+    demo: { enabled: env.demoEnabled, delayMs: env.demoDelayMs },
+    telemetry: telemetry.right
   }
 })
 

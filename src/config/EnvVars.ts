@@ -120,6 +120,72 @@ export const all: ReadonlyArray<EnvVar> = [
     default: "700"
   },
   {
+    name: "OTEL_EXPORTER_OTLP_ENDPOINT",
+    key: "telemetry.endpoint",
+    description: "OTLP/HTTP collector base URL: traces and metrics are exported there (absent = no export, no spans)"
+  },
+  {
+    name: "OTEL_EXPORTER_OTLP_PROTOCOL",
+    key: "telemetry.protocol",
+    description:
+      "\"http/json\" or \"http/protobuf\" (the bundled exporters send JSON; a collector's 4318 port takes both)",
+    default: "http/json"
+  },
+  {
+    name: "OTEL_EXPORTER_OTLP_HEADERS",
+    key: "telemetry.headers",
+    description: "Headers sent with every export, k1=v1,k2=v2 (percent-encoded values)",
+    secret: true
+  },
+  {
+    name: "OTEL_SERVICE_NAME",
+    key: "telemetry.serviceName",
+    description: "service.name of the exported telemetry",
+    default: "corral"
+  },
+  {
+    name: "OTEL_RESOURCE_ATTRIBUTES",
+    key: "telemetry.resourceAttributes",
+    description: "Extra resource attributes, k1=v1,k2=v2 (percent-encoded values)"
+  },
+  {
+    name: "OTEL_TRACES_SAMPLER",
+    key: "telemetry.sampler",
+    description:
+      "always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio",
+    default: "parentbased_always_on"
+  },
+  {
+    name: "OTEL_TRACES_SAMPLER_ARG",
+    key: "telemetry.samplerArg",
+    description: "Sampling ratio of the *traceidratio samplers, 0..1",
+    default: "1"
+  },
+  {
+    name: "OTEL_METRIC_EXPORT_INTERVAL",
+    key: "telemetry.metricIntervalMs",
+    description: "Interval of metric exports, in milliseconds",
+    default: "60000"
+  },
+  {
+    name: "OTEL_SDK_DISABLED",
+    key: "-",
+    description: "\"true\": export nothing whatever else is set",
+    default: "false"
+  },
+  {
+    name: "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+    key: "telemetry.captureContent",
+    description: "\"true\": record prompts, completions and tool arguments/results on spans (off: never)",
+    default: "false"
+  },
+  {
+    name: "CORRAL_LOG_FORMAT",
+    key: "telemetry.logFormat",
+    description: "Log lines: \"json\", \"pretty\", or \"auto\" (JSON when stdout is not a terminal)",
+    default: "auto"
+  },
+  {
     name: "CORRAL_SERVER",
     key: "-",
     description: "CLI only: base URL of a running server for `agents publish` and `replay` (else the local store)"

@@ -133,6 +133,8 @@ export const RailDecision = Schema.Union(
   Schema.TaggedStruct("strike", { at, strikes: Schema.Int }),
   Schema.TaggedStruct("turn_cap", { at, surplus: Schema.Int }),
   Schema.TaggedStruct("budget_refused", { at, callId: Schema.String, tool: Schema.String }),
+  /** A write the model asked for now waits for a person's approval (it has not run). */
+  Schema.TaggedStruct("confirmation", { at, callId: Schema.String, tool: Schema.String }),
   Schema.TaggedStruct("exit", { at, check: Schema.String, reason: ExitReason, notice: Schema.String })
 )
 export type RailDecision = typeof RailDecision.Type

@@ -398,6 +398,7 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
     return {
       name: options.name,
       model: options.model,
+      vendor: "anthropic",
       timeoutMs,
       maxAttempts: options.maxAttempts ?? defaultAttempt.maxAttempts,
       complete: (request) => {

@@ -32,6 +32,11 @@ export interface ModelRequest {
 export interface ModelProvider {
   readonly name: string
   readonly model: string
+  /**
+   * The vendor behind the adapter, as the GenAI telemetry conventions name it (`openai`, `anthropic`): the
+   * `gen_ai.provider.name` of its spans and metrics. Absent: `_OTHER`.
+   */
+  readonly vendor?: string
   /** Timeout of one attempt, in milliseconds. */
   readonly timeoutMs: number
   /** Attempts on this provider before failing over (transient kinds only). */

@@ -371,6 +371,7 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
     return {
       name: options.name,
       model: options.model,
+      vendor: "openai",
       timeoutMs,
       maxAttempts: options.maxAttempts ?? defaultAttempt.maxAttempts,
       complete: (request) => {

@@ -21,6 +21,7 @@ import type { RailDecision } from "../domain/Trajectory.js"
 import { Usage } from "../domain/Usage.js"
 import { Limits } from "../rails/Limits.js"
 import * as Retry from "../rails/Retry.js"
+import * as GenAi from "../telemetry/GenAi.js"
 import type { ModelProvider, ModelRequest } from "./ModelProvider.js"
 import { describe, withProvider } from "./ProviderError.js"
 
@@ -109,16 +110,7 @@ const attemptOnce = (
         : { ...base, error: outcome.left, usage: outcome.left.usage ?? Usage.zero }
     )
     return outcome
-  }).pipe(
-    Effect.withSpan("gen_ai.chat.attempt", {
-      attributes: {
-        "gen_ai.system": provider.name,
-        "gen_ai.request.model": provider.model,
-        "corral.attempt": attempt
-      },
-      captureStackTrace: false
-    })
-  )
+  }).pipe(GenAi.attempt(provider, attempt))
 
 /**
  * Calls the model through the route, retrying and failing over per the classification rules (module comment).
@@ -129,6 +121,9 @@ const attemptOnce = (
  * them; a provider defect propagates as a defect.
  */
 export const callModel = (options: CallOptions): Effect.Effect<CallResult, ProviderError | ProviderExhausted> =>
+  GenAi.chat(options, walk)
+
+const walk = (options: CallOptions): Effect.Effect<CallResult, ProviderError | ProviderExhausted> =>
   Effect.gen(function*() {
     const start = yield* Ref.get(options.state)
     if (start.exhausted) {
@@ -189,4 +184,4 @@ export const callModel = (options: CallOptions): Effect.Effect<CallResult, Provi
 
     yield* Ref.update(options.state, (current) => ({ ...current, exhausted: true }))
     return yield* Effect.fail(exhausted(last))
-  }).pipe(Effect.withSpan("gen_ai.chat", { captureStackTrace: false }))
+  })

@@ -342,6 +342,7 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
   return {
     name: provider.name,
     model: provider.model,
+    ...(provider.vendor === undefined ? {} : { vendor: provider.vendor }),
     timeoutMs: provider.timeoutMs,
     maxAttempts: provider.maxAttempts,
     complete: (request) =>

@@ -4,7 +4,7 @@
  *
  * Prevents: a client that sent the right path with the wrong method reading "not found" and looking for a typo in
  * the path. The table is derived from the `Api` contract (so a new endpoint is in it by construction) plus the few
- * routes outside the contract (the OpenAPI document, the docs page, the viewer), which are all GET.
+ * routes outside the contract (the OpenAPI document, the docs page, the viewer, the Prometheus metrics), which are all GET.
  */
 import { Api } from "./Api.js"
 
@@ -17,6 +17,7 @@ interface Route {
 const outside: ReadonlyArray<string> = [
   "/openapi.json",
   "/docs",
+  "/metrics",
   "/",
   "/ui",
   "/ui/sessions/:id",

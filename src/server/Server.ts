@@ -28,6 +28,7 @@ import * as Authentication from "./Authentication.js"
 import * as BodyGuard from "./BodyGuard.js"
 import * as Handlers from "./Handlers.js"
 import * as McpHttp from "./mcp/Http.js"
+import * as MetricsRoute from "./MetricsRoute.js"
 import * as Shutdown from "./Shutdown.js"
 import * as Viewer from "./Viewer.js"
 import * as Wiring from "./Wiring.js"
@@ -230,6 +231,7 @@ export const layer = (settings: Settings, options: Options = {}) => {
     )
   ).pipe(
     Layer.provide(Viewer.layer),
+    Layer.provide(MetricsRoute.layer),
     Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
     Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
     Layer.provide(api)

@@ -144,9 +144,4 @@ export const runBurst = (
       return yield* Effect.dieMessage(`burst ended without an exit reason: ${String(decision.reason)}`)
     }
     return decision
-  }).pipe(
-    Effect.withSpan("agent.run", {
-      attributes: { "corral.session_id": ctx.session.id, "corral.run_id": ctx.runId },
-      captureStackTrace: false
-    })
-  )
+  })

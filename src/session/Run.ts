@@ -30,6 +30,8 @@ import type { ToolSpec } from "../model/ModelProvider.js"
 import * as ExitPolicy from "../rails/ExitPolicy.js"
 import * as Limits from "../rails/Limits.js"
 import { SessionStore } from "../store/SessionStore.js"
+import * as GenAi from "../telemetry/GenAi.js"
+import * as Metrics from "../telemetry/Metrics.js"
 import * as Tracing from "../telemetry/Tracing.js"
 import * as Approvals from "../tools/Approvals.js"
 import type { ToolDef } from "../tools/ToolExecutor.js"
@@ -205,12 +207,12 @@ const settleStopped = (
 
 /**
  * Runs one burst to its landing. Fails only with `PersistenceFailed` (infrastructure), after ending visibly. Its
- * spans are made only when tracing is on (`telemetry/Tracing`).
+ * spans (`invoke_agent`, landing and finalize included) are made only when tracing is on (`telemetry/Tracing`).
  */
 export const burst = (
   request: Request
 ): Effect.Effect<Landed, PersistenceFailed, SessionStore | SessionEvents | ToolExecutor | Providers> =>
-  Tracing.scoped(run(request))
+  Tracing.scoped(GenAi.invokeAgent(request, run))
 
 const run = (
   request: Request
@@ -226,6 +228,7 @@ const run = (
     const limits = Limits.effective(ceiling, spec.limits)
     const policy = ExitPolicy.effective(yield* ExitPolicy.Policy, spec.exitPolicy)
     const runId = ids.runId()
+    yield* GenAi.runStarted(runId)
     const listed = yield* executor.list({
       sessionId: session.id,
       principal: session.principal,
@@ -248,7 +251,7 @@ const run = (
       policy: policy.policy,
       providers: route.route,
       runId,
-      ports: { store, events },
+      ports: { store: Metrics.timeAppends(store), events },
       executor,
       tools,
       toolSpecs: specs

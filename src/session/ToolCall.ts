@@ -16,6 +16,7 @@ import * as RepeatGuard from "../rails/RepeatGuard.js"
 import * as Strikes from "../rails/Strikes.js"
 import * as Truncate from "../rails/Truncate.js"
 import * as TurnCap from "../rails/TurnCap.js"
+import * as GenAi from "../telemetry/GenAi.js"
 import type { ToolFailure, ToolOutcome } from "../tools/ToolExecutor.js"
 import { capAttachments } from "../tools/ToolExecutor.js"
 import * as Burst from "./Burst.js"
@@ -98,6 +99,12 @@ export const runTurn = (
           }
         } else {
           // Its approval token is issued at landing, with the other writes of the turn (session/Run).
+          Burst.decided(burst, {
+            _tag: "confirmation",
+            at: yield* Clock.currentTimeMillis,
+            callId: call.id,
+            tool: call.name
+          })
           burst.pending.push({
             callId: call.id,
             tool: call.name,
@@ -272,7 +279,7 @@ export const runTurn = (
             runId: ctx.runId,
             callId: call.id,
             timeoutMs: ctx.limits.toolTimeoutMs
-          })
+          }).pipe(GenAi.executeTool(call, ctx.tools.get(call.name), ctx.limits.toolResultMaxBytes))
         )
         if (Exit.isSuccess(exit)) {
           slots[i] = { outcome: exit.value, status: exit.value.isError ? "error" : "ok" }

@@ -1,10 +1,10 @@
 /**
- * Tracing — whether Corral's spans (`agent.run`, `gen_ai.chat`, `gen_ai.chat.attempt`, `mcp.tool_call`) are made.
+ * Tracing — whether Corral's spans (`invoke_agent`, `chat`, `chat.attempt`, `execute_tool`: see `GenAi`) are made.
  *
  * Prevents paying for telemetry nobody reads: with no exporter, Effect's native tracer still builds every span (ids,
  * clock reads, attribute maps, the current-span fiber ref) on every model call and burst. Spans are off unless a
  * host turns them on — the telemetry layer does, and an embedder with its own tracer provides `layer(true)` — and
- * then cost only a no-op span each.
+ * then an instrumented call costs one fiber-ref read (`Spans.span`).
  */
 import { Context, Effect, Layer } from "effect"
 

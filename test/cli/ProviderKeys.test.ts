@@ -86,8 +86,10 @@ describe("an apiKeyEnv naming an unset variable", () => {
           Effect.sync(() => output().split("\n").find((line) => line.includes(UNSET))),
           "10 seconds"
         )
-        expect(warning).toContain("provider \"primary\"")
-        expect(warning).toMatch(/WARN/i)
+        // A child's stdout is not a terminal: its log lines are JSON objects.
+        const line = JSON.parse(warning) as { readonly level: string; readonly message: string }
+        expect(line.message).toContain("provider \"primary\"")
+        expect(line.level).toMatch(/WARN/i)
       }),
     { timeout: 180_000 }
   )

@@ -11,6 +11,7 @@ import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
 import type { ValidateFunction } from "ajv"
 import { Clock, Effect, Either, Queue } from "effect"
 import { Limits } from "../../rails/Limits.js"
+import * as Spans from "../../telemetry/Spans.js"
 import type { ToolDef, ToolOutcome } from "../ToolExecutor.js"
 import * as Arguments from "./arguments.js"
 import * as Connection from "./mcpConnection.js"
@@ -232,9 +233,8 @@ export const call = (
       const deadline = Effect.map(Deadline.run(ms, capMs, progressed), (why) => expired(entry, ms, capMs, track, why))
       return Effect.scoped(Effect.zipRight(listening, Effect.raceFirst(request, deadline)))
     }).pipe(
-      Effect.withSpan("mcp.tool_call", {
-        attributes: { "mcp.server": entry.handle.name, "gen_ai.tool.name": name, "mcp.timeout_ms": ms }
-      })
+      // The call's span is the generic `execute_tool` one (session/ToolCall); this adds what only MCP knows.
+      Effect.zipLeft(Spans.annotate(() => ({ "mcp.method.name": "tools/call", "corral.tool.timeout_ms": ms })))
     )
   })
 }

@@ -1,0 +1,388 @@
+/**
+ * GenAi — the instrumentation of a burst, a model call and a tool call, by the OpenTelemetry GenAI semantic
+ * conventions: the span names and attributes (`gen_ai.operation.name`, `gen_ai.provider.name` = the vendor,
+ * `gen_ai.request.model`, `gen_ai.response.model`, `gen_ai.response.finish_reasons`, `gen_ai.usage.*`,
+ * `error.type` = the ErrorKind), the rail events of a burst, and the metrics each one moves.
+ *
+ * Each wrapper is called with one line at its call site (session/Run, model/ProviderChain, session/ToolCall) so
+ * the hot code stays as it is; with spans off (`Spans.enabled` false) a wrapper only updates its metrics.
+ */
+import { Clock, Effect, Exit, Ref } from "effect"
+import type { AgentSpec } from "../domain/AgentSpec.js"
+import type { ModelReply } from "../domain/Message.js"
+import type { Session } from "../domain/Session.js"
+import type { RailDecision, Trajectory } from "../domain/Trajectory.js"
+import type { Usage } from "../domain/Usage.js"
+import type { ModelProvider, ModelRequest } from "../model/ModelProvider.js"
+import * as Metrics from "./Metrics.js"
+import * as RailEvents from "./RailEvents.js"
+import * as Spans from "./Spans.js"
+
+/** The vendor of a provider for `gen_ai.provider.name` (`_OTHER` when its adapter does not say). */
+export const vendorOf = (provider: ModelProvider | undefined): string => provider?.vendor ?? "_OTHER"
+
+/** Exit reasons that are not a failure of the burst (no `error.type`). */
+const fine = new Set(["completed", "confirmation_pending"])
+
+// ---------------------------------------------------------------------------------------------------------------
+// invoke_agent: one burst
+
+/** What the burst wrapper needs of a burst request (session/Run's `Request`). */
+export interface BurstRequest {
+  readonly session: Session
+  readonly spec: AgentSpec
+  /** Receives the burst record (a `BurstView` at least). */
+  readonly onStart?: (burst: never) => void
+}
+
+/** What the burst wrapper reads of a burst in flight (session/Burst's record), for a burst the store stopped. */
+export interface BurstView {
+  readonly decisions: ReadonlyArray<RailDecision>
+  readonly startedAt: number
+}
+
+const usageAttributes = (usage: Usage): Spans.Attributes => ({
+  "gen_ai.usage.input_tokens": usage.inputTokens,
+  "gen_ai.usage.output_tokens": usage.outputTokens
+})
+
+const events = (list: ReadonlyArray<RailEvents.RailEvent>) =>
+  Effect.forEach(list, (e) => Spans.event(e.name, e.at, e.attributes), { discard: true })
+
+/** Annotates the burst span with how the burst ended, adds its rail events, and moves the burst metrics. */
+const landed = (trajectory: Trajectory): Effect.Effect<void> => {
+  const reason = trajectory.exitReason
+  Metrics.add(Metrics.bursts, 1, "corral.exit_reason", reason, "corral.tier", trajectory.tier)
+  const route = new Map((trajectory.replay?.route ?? []).map((p) => [p.name, p.model]))
+  for (const attempt of trajectory.modelCalls) {
+    const model = route.get(attempt.provider) ?? "unknown"
+    const org = trajectory.principal.orgId
+    const base = ["corral.provider", attempt.provider, "gen_ai.request.model", model, "corral.org_id", org] as const
+    if (attempt.usage.inputTokens > 0) {
+      Metrics.add(Metrics.tokens, attempt.usage.inputTokens, ...base, "gen_ai.token.type", "input")
+    }
+    if (attempt.usage.outputTokens > 0) {
+      Metrics.add(Metrics.tokens, attempt.usage.outputTokens, ...base, "gen_ai.token.type", "output")
+    }
+  }
+  if (reason === "confirmation_pending") {
+    const waiting = trajectory.toolCalls.filter((c) => c.status === "pending_confirmation").length
+    Metrics.add(Metrics.approvalsPending, waiting)
+  }
+  const decided = trajectory.toolCalls.filter((c) => c.origin === "handler").length
+  if (decided > 0) Metrics.add(Metrics.approvalsPending, -decided)
+  const exit = trajectory.decisions?.find((d) => d._tag === "exit")
+  const last = trajectory.budgets[trajectory.budgets.length - 1]
+  return Effect.zipRight(
+    Spans.annotate(() => ({
+      "corral.run.id": trajectory.runId,
+      "corral.exit.reason": reason,
+      "corral.exit.check": exit?._tag === "exit" ? exit.check : undefined,
+      "error.type": fine.has(reason) ? undefined : reason,
+      "corral.model_calls.burst": last?.modelCallsBurst ?? 0,
+      "corral.model_calls.session": last?.modelCallsSession ?? 0,
+      "corral.attempts": trajectory.modelCalls.length,
+      "corral.tool_calls": trajectory.toolCalls.length,
+      "corral.duration_ms": trajectory.endedAt - trajectory.startedAt,
+      ...usageAttributes(trajectory.usage)
+    })),
+    Effect.flatMap(
+      Spans.enabled,
+      (on) =>
+        on
+          ? events(RailEvents.ofBurst(trajectory.decisions ?? [], trajectory.toolCalls, trajectory.startedAt))
+          : Effect.void
+    )
+  )
+}
+
+/**
+ * Runs one burst (`run(request)`) inside its `invoke_agent {agent}` span, with `session_id` on every log line: the
+ * span carries the session, run, agent id/version, tier, exit reason, counters and usage at exit, and one event per
+ * rail decision. A burst that fails (the store stopped it) still gets its events and `error.type`.
+ */
+export const invokeAgent = <Req extends BurstRequest, A extends { readonly trajectory: Trajectory }, E, R>(
+  request: Req,
+  run: (request: Req) => Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> =>
+  Effect.suspend(() => {
+    let burst: BurstView | undefined
+    const onStart = request.onStart as ((burst: BurstView) => void) | undefined
+    const wrapped: Req = {
+      ...request,
+      onStart: (b: BurstView) => {
+        burst = b
+        onStart?.(b)
+      }
+    }
+    Metrics.add(Metrics.burstsActive, 1)
+    const { session, spec } = request
+    return run(wrapped).pipe(
+      Effect.tap((a) => landed(a.trajectory)),
+      Effect.tapError((error) =>
+        Effect.zipRight(
+          // The store stopped the burst: it lands as `crashed` (session/Run).
+          Effect.sync(() => Metrics.add(Metrics.bursts, 1, "corral.exit_reason", "crashed", "corral.tier", spec.tier)),
+          Effect.zipRight(
+            Spans.annotate(() => ({ "error.type": errorTag(error), "corral.exit.reason": "crashed" })),
+            burst === undefined ? Effect.void : events(RailEvents.ofBurst(burst.decisions, [], burst.startedAt))
+          )
+        )
+      ),
+      Effect.ensuring(Effect.sync(() => Metrics.add(Metrics.burstsActive, -1))),
+      Spans.span(() => `invoke_agent ${spec.name}`, () => ({
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.id": spec.id,
+        "gen_ai.agent.name": spec.name,
+        "gen_ai.agent.version": String(spec.version),
+        "gen_ai.conversation.id": session.id,
+        "corral.session.id": session.id,
+        "corral.org_id": session.principal.orgId,
+        "corral.scope": session.scope,
+        "corral.tier": spec.tier
+      })),
+      Effect.annotateLogs("session_id", session.id)
+    )
+  })
+
+const errorTag = (error: unknown): string =>
+  typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : "unknown"
+
+/** Names the run on the burst span and on every later log line of the burst (`run_id`). */
+export const runStarted = (runId: string): Effect.Effect<void> =>
+  Effect.zipRight(Spans.annotateLogs({ run_id: runId }), Spans.annotate(() => ({ "corral.run.id": runId })))
+
+// ---------------------------------------------------------------------------------------------------------------
+// chat: one logical model call, one child per attempt
+
+/** What the chat wrapper needs of a model call (model/ProviderChain's `CallOptions`). */
+export interface ChatOptions {
+  readonly providers: ReadonlyArray<ModelProvider>
+  readonly state: Ref.Ref<{ readonly index: number; readonly exhausted: boolean }>
+  readonly request: ModelRequest
+  /** Called after every attempt with (at least) an `AttemptView`. */
+  readonly onAttempt: (record: never) => Effect.Effect<void>
+  readonly onDecision?: (decision: RailDecision) => Effect.Effect<void>
+}
+
+/** What the chat wrapper reads of one attempt (model/ProviderChain's `AttemptRecord`). */
+export interface AttemptView {
+  readonly provider: string
+  readonly attempt: number
+  readonly durationMs: number
+  readonly reply?: ModelReply
+  readonly error?: { readonly kind: string }
+  readonly usage: Usage
+}
+
+const content = (request: ModelRequest): Spans.Attributes => ({
+  "gen_ai.system_instructions": request.system,
+  "gen_ai.input.messages": JSON.stringify(request.messages)
+})
+
+/**
+ * Runs one logical model call (`walk(options)`) inside its `chat {model}` span: the attempts' counts (attempts,
+ * retries, failovers) on success and failure alike, the reply's model, finish reason and usage, and `error.type` (the
+ * ErrorKind, or `ProviderExhausted`). Moves `gen_ai.client.operation.duration`, `gen_ai.client.token.usage`, and the
+ * attempt, retry and failover metrics. Content is recorded only when `CaptureContent` is on.
+ */
+export const chat = <
+  O extends ChatOptions,
+  A extends { readonly reply: ModelReply; readonly provider: ModelProvider },
+  E,
+  R
+>(
+  options: O,
+  walk: (options: O) => Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> =>
+  Effect.flatMap(Effect.zip(Ref.get(options.state), Clock.currentTimeMillis), ([start, startedAt]) => {
+    const first = options.providers[start.index]
+    let attempts = 0
+    let retries = 0
+    let failovers = 0
+    let input = 0
+    let output = 0
+    const decide = options.onDecision
+    const reported = options.onAttempt as (record: AttemptView) => Effect.Effect<void>
+    const wrapped: O = {
+      ...options,
+      onAttempt: (record: AttemptView) => {
+        attempts += 1
+        input += record.usage.inputTokens
+        output += record.usage.outputTokens
+        return Effect.zipRight(
+          Spans.annotate(() => ({
+            "gen_ai.response.model": record.reply?.model,
+            "gen_ai.response.finish_reasons": record.reply === undefined ? undefined : [record.reply.finishReason],
+            "error.type": record.error?.kind,
+            ...usageAttributes(record.usage)
+          })),
+          reported(record)
+        )
+      },
+      onDecision: (decision: RailDecision) => {
+        if (decision._tag === "retry") {
+          retries += 1
+          Metrics.add(Metrics.retries, 1, "error.type", decision.kind, "corral.provider", decision.provider)
+        } else if (decision._tag === "failover") {
+          failovers += 1
+          Metrics.add(Metrics.failovers, 1, "error.type", decision.kind, "corral.provider", decision.from)
+        }
+        return decide === undefined ? Effect.void : decide(decision)
+      }
+    }
+    return walk(wrapped).pipe(
+      Effect.onExit((exit) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) => {
+          const ok = Exit.isSuccess(exit)
+          const provider = ok ? exit.value.provider : first
+          const errorType = ok ? undefined : failureType(exit)
+          const model = provider?.model ?? "unknown"
+          const vendor = vendorOf(provider)
+          Metrics.add(
+            Metrics.operationDuration,
+            (now - startedAt) / 1000,
+            "gen_ai.operation.name",
+            "chat",
+            "gen_ai.provider.name",
+            vendor,
+            "gen_ai.request.model",
+            model,
+            "error.type",
+            errorType ?? "none"
+          )
+          Metrics.add(Metrics.attempts, attempts, "gen_ai.provider.name", vendor)
+          const tokenLabels = ["gen_ai.provider.name", vendor, "gen_ai.request.model", model] as const
+          if (attempts > 0) {
+            Metrics.add(Metrics.tokenUsage, input, ...tokenLabels, "gen_ai.token.type", "input")
+            Metrics.add(Metrics.tokenUsage, output, ...tokenLabels, "gen_ai.token.type", "output")
+          }
+          return Effect.flatMap(Spans.CaptureContent, (capture) =>
+            Spans.annotate(() => ({
+              "gen_ai.provider.name": vendor,
+              "gen_ai.request.model": model,
+              "corral.provider": provider?.name,
+              "gen_ai.response.model": ok ? exit.value.reply.model : undefined,
+              "gen_ai.response.finish_reasons": ok ? [exit.value.reply.finishReason] : undefined,
+              "gen_ai.usage.input_tokens": input,
+              "gen_ai.usage.output_tokens": output,
+              "corral.attempts": attempts,
+              "corral.retries": retries,
+              "corral.failovers": failovers,
+              "error.type": errorType,
+              ...(capture ? content(options.request) : {}),
+              ...(capture && ok
+                ? {
+                  "gen_ai.output.messages": JSON.stringify([{
+                    role: "assistant",
+                    text: exit.value.reply.text,
+                    toolCalls: exit.value.reply.toolCalls
+                  }])
+                }
+                : {})
+            })))
+        })
+      ),
+      Spans.span(() => `chat ${first?.model ?? "unknown"}`, () => ({
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": vendorOf(first),
+        "gen_ai.request.model": first?.model
+      }), "client")
+    )
+  })
+
+const failureType = (exit: Exit.Exit<unknown, unknown>): string => {
+  if (Exit.isSuccess(exit)) return "none"
+  const failure = exit.cause._tag === "Fail" ? exit.cause.error : undefined
+  if (typeof failure === "object" && failure !== null) {
+    if ("kind" in failure) return String(failure.kind)
+    // A spent route: the kind of the failure that spent it.
+    if ("last" in failure && typeof failure.last === "object" && failure.last !== null && "kind" in failure.last) {
+      return String(failure.last.kind)
+    }
+    if ("_tag" in failure) return String(failure._tag)
+  }
+  return exit.cause._tag === "Interrupt" ? "interrupted" : "_OTHER"
+}
+
+/** The span of one attempt on one provider: `chat.attempt {model}`, a child of the logical call. */
+export const attempt = (provider: ModelProvider, attemptNumber: number) =>
+  Spans.span(() => `chat.attempt ${provider.model}`, () => ({
+    "gen_ai.operation.name": "chat",
+    "gen_ai.provider.name": vendorOf(provider),
+    "gen_ai.request.model": provider.model,
+    "corral.provider": provider.name,
+    "corral.attempt": attemptNumber
+  }), "client")
+
+// ---------------------------------------------------------------------------------------------------------------
+// execute_tool: one tool call
+
+/** What the tool wrapper needs of a tool (tools/ToolExecutor's `ToolDef`). */
+export interface ToolView {
+  readonly effect: string
+  readonly source: string
+}
+
+/** What the tool wrapper reads of a tool outcome (tools/ToolExecutor's `ToolOutcome`). */
+export interface OutcomeView {
+  readonly content: string
+  readonly isError: boolean
+  readonly failure?: string
+}
+
+/**
+ * Runs one tool call (MCP or in-process) inside its `execute_tool {tool}` span: the server (`corral.tool.server`,
+ * the tool's source), its effect, duration, result bytes, whether the result will be truncated (over `maxBytes`),
+ * `is_error` and `error.type` (the executor's failure class). Moves `corral.tool_call.duration`.
+ */
+export const executeTool = (
+  call: { readonly id: string; readonly name: string; readonly arguments: string },
+  def: ToolView | undefined,
+  maxBytes: number
+) =>
+<O extends OutcomeView, R>(self: Effect.Effect<O, never, R>): Effect.Effect<O, never, R> => {
+  const server = def === undefined ? "none" : def.source.startsWith("mcp:") ? def.source.slice(4) : def.source
+  return Effect.flatMap(Clock.currentTimeMillis, (startedAt) =>
+    self.pipe(
+      Effect.tap((outcome) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) => {
+          const errorType = outcome.isError ? outcome.failure ?? "tool_error" : undefined
+          Metrics.add(
+            Metrics.toolDuration,
+            (now - startedAt) / 1000,
+            "gen_ai.tool.name",
+            call.name,
+            "corral.tool.server",
+            server,
+            "error.type",
+            errorType ?? "none"
+          )
+          return Effect.flatMap(Spans.CaptureContent, (capture) =>
+            Spans.annotate(() => {
+              const bytes = Buffer.byteLength(outcome.content, "utf8")
+              return {
+                "corral.tool.duration_ms": now - startedAt,
+                "corral.tool.result_bytes": bytes,
+                "corral.tool.truncated": bytes > maxBytes,
+                "corral.tool.is_error": outcome.isError,
+                "error.type": errorType,
+                ...(capture
+                  ? { "gen_ai.tool.call.arguments": call.arguments, "gen_ai.tool.call.result": outcome.content }
+                  : {})
+              }
+            }))
+        })
+      ),
+      Spans.span(() => `execute_tool ${call.name}`, () => ({
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": call.name,
+        "gen_ai.tool.call.id": call.id,
+        "gen_ai.tool.type": server.startsWith("mcp") || def?.source.startsWith("mcp:") === true
+          ? "extension"
+          : "function",
+        "corral.tool.server": server,
+        "corral.tool.effect": def?.effect ?? "unknown"
+      }))
+    ))
+}

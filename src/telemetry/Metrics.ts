@@ -1,0 +1,155 @@
+/**
+ * Metrics — Corral's operational numbers as Effect `Metric`s: read back with the Metric API, exported over OTLP by
+ * the telemetry layer, and served as Prometheus text at `GET /metrics` (`telemetry/Prometheus`).
+ *
+ * Names follow the GenAI semantic conventions where they define one (`gen_ai.client.operation.duration`,
+ * `gen_ai.client.token.usage`), `corral.*` otherwise. Updates are synchronous (`unsafeUpdate`) with label arrays
+ * cached per label set: a counter on the hot path costs a map lookup and an add, no fiber, no allocation after the
+ * first time a label set is seen. Label cardinality is bounded by configuration (providers, models, tools, orgs,
+ * exit reasons, error kinds), never by a session or run id.
+ */
+import { Clock, Effect, Metric, MetricBoundaries, MetricLabel } from "effect"
+
+const seconds = MetricBoundaries.fromIterable([
+  0.005,
+  0.01,
+  0.025,
+  0.05,
+  0.1,
+  0.25,
+  0.5,
+  1,
+  2.5,
+  5,
+  10,
+  30,
+  60,
+  120
+])
+const tokenBuckets = MetricBoundaries.exponential({ start: 1, factor: 4, count: 12 })
+
+/** Bursts running now, in this process. */
+export const burstsActive = Metric.counter("corral.bursts.active", {
+  description: "Bursts running now",
+  incremental: false
+})
+/** Session actors alive now (a session with an actor in memory), in this process. */
+export const actorsActive = Metric.gauge("corral.actors.active", {
+  description: "Session actors alive now (one per live session)"
+})
+/** Bursts ended, by exit reason. */
+export const bursts = Metric.counter("corral.bursts", {
+  description: "Bursts ended, by exit reason",
+  incremental: true
+})
+/** Duration of one logical model call (retries and failovers included), GenAI convention. */
+export const operationDuration = Metric.histogram(
+  "gen_ai.client.operation.duration",
+  seconds,
+  "Duration of one logical model call in seconds, retries and failovers included"
+)
+/** Attempts one logical model call took. */
+export const attempts = Metric.histogram(
+  "corral.model_call.attempts",
+  MetricBoundaries.linear({ start: 1, width: 1, count: 10 }),
+  "Attempts one logical model call took (across providers)"
+)
+/** Retries, by error kind and provider. */
+export const retries = Metric.counter("corral.model_call.retries", {
+  description: "Retries after a failed attempt, by error kind and provider",
+  incremental: true
+})
+/** Failovers, by error kind and the provider left. */
+export const failovers = Metric.counter("corral.model_call.failovers", {
+  description: "Failovers to the next provider of the route, by error kind and provider left",
+  incremental: true
+})
+/** Tokens per logical model call, by type (GenAI convention). */
+export const tokenUsage = Metric.histogram(
+  "gen_ai.client.token.usage",
+  tokenBuckets,
+  "Tokens used by one logical model call, by token type"
+)
+/** Tokens spent, by provider, model, org and type. */
+export const tokens = Metric.counter("corral.tokens", {
+  description: "Tokens spent, by provider, model, org and token type",
+  incremental: true
+})
+/** Duration of one tool call, by tool and server. */
+export const toolDuration = Metric.histogram(
+  "corral.tool_call.duration",
+  seconds,
+  "Duration of one tool call in seconds, by tool and server"
+)
+/** Latency of one transcript append to the store. */
+export const storeAppend = Metric.histogram(
+  "corral.store.append.duration",
+  seconds,
+  "Latency of one transcript append to the store, in seconds"
+)
+/** Writes waiting for a person's approval, as this process saw them land. */
+export const approvalsPending = Metric.counter("corral.approvals.pending", {
+  description: "Writes waiting for a person's approval (landed by this process, not yet decided)",
+  incremental: false
+})
+
+/** The unit of each metric, for the Prometheus suffix (`_seconds`); absent: a count. */
+export const units: Readonly<Record<string, string>> = {
+  "gen_ai.client.operation.duration": "seconds",
+  "corral.tool_call.duration": "seconds",
+  "corral.store.append.duration": "seconds"
+}
+
+const labelCache = new Map<string, ReadonlyArray<MetricLabel.MetricLabel>>()
+
+/** The label array of `pairs` (cached: the same pairs give the same array). */
+export const labels = (...pairs: ReadonlyArray<string>): ReadonlyArray<MetricLabel.MetricLabel> => {
+  const key = pairs.join("\u0000")
+  let found = labelCache.get(key)
+  if (found === undefined) {
+    const built: Array<MetricLabel.MetricLabel> = []
+    for (let i = 0; i + 1 < pairs.length; i += 2) built.push(MetricLabel.make(pairs[i]!, pairs[i + 1]!))
+    found = built
+    // Bounded by configuration; the guard only protects against a caller that passes ids by mistake.
+    if (labelCache.size < 10_000) labelCache.set(key, found)
+  }
+  return found
+}
+
+/** Adds `value` to `metric` under `labelPairs` (key, value, key, value …), synchronously. */
+export const add = (
+  metric: Metric.Metric.Counter<number> | Metric.Metric.Histogram<number>,
+  value: number,
+  ...labelPairs: ReadonlyArray<string>
+): void => {
+  metric.unsafeUpdate(value, labels(...labelPairs))
+}
+
+/** A store whose `appendTurn` is what `timeAppends` times. */
+interface Appending {
+  readonly appendTurn: (...args: never) => Effect.Effect<unknown, unknown>
+}
+
+const timed = new WeakMap<object, object>()
+
+/**
+ * `store` with every `appendTurn` timed into `corral.store.append.duration` (Clock time, so a TestClock reads 0).
+ * The wrapper is made once per store and reused.
+ */
+export const timeAppends = <S extends Appending>(store: S): S => {
+  const found = timed.get(store)
+  if (found !== undefined) return found as S
+  const append = store.appendTurn as (...args: ReadonlyArray<unknown>) => Effect.Effect<unknown, unknown>
+  // Delegates everything else to `store` (whatever its shape: a literal or a class instance).
+  const wrapped = Object.assign(Object.create(store) as object, {
+    appendTurn: (...args: ReadonlyArray<unknown>) =>
+      Effect.flatMap(
+        Clock.currentTimeMillis,
+        (start) =>
+          Effect.tap(append(...args), () =>
+            Effect.map(Clock.currentTimeMillis, (end) => storeAppend.unsafeUpdate((end - start) / 1000, [])))
+      )
+  }) as unknown as S
+  timed.set(store, wrapped)
+  return wrapped
+}

@@ -1,0 +1,107 @@
+/**
+ * Spans — the span helpers every instrumented call site uses: a span is made only when Effect's tracer is on (the
+ * telemetry layer turns it on; `Tracing.scoped` turns it off for a burst otherwise), and its attributes are built
+ * only then. With telemetry off an instrumented call costs one fiber-ref read and nothing else: no span, no
+ * attribute object, no clock read.
+ *
+ * Names follow the OpenTelemetry GenAI semantic conventions: `invoke_agent {agent}` for a burst, `chat {model}` for
+ * a logical model call with one `chat.attempt {model}` child per attempt, `execute_tool {tool}` for a tool call.
+ */
+import type { Fiber } from "effect"
+import { Context, Effect, FiberRef, HashMap, Option, Tracer as EffectTracer } from "effect"
+import type { Tracer } from "effect"
+
+/** Attribute values a span accepts. */
+export type Attributes = Record<string, string | number | boolean | ReadonlyArray<string> | undefined>
+
+/** Whether prompt and completion content is recorded on spans (`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`). */
+export class CaptureContent extends Context.Reference<CaptureContent>()("corral/telemetry/CaptureContent", {
+  defaultValue: (): boolean => false
+}) {}
+
+const clean = (attributes: Attributes): Record<string, unknown> => {
+  const out: Record<string, unknown> = {}
+  for (const key in attributes) {
+    const value = attributes[key]
+    if (value !== undefined) out[key] = value
+  }
+  return out
+}
+
+/** Whether spans are being made on this fiber. */
+export const enabled: Effect.Effect<boolean> = Effect.withFiberRuntime((fiber) =>
+  Effect.succeed(fiber.getFiberRef(FiberRef.currentTracerEnabled))
+)
+
+/**
+ * Runs `self` inside the span `name()` with `attributes()`, both evaluated only when the tracer is on; otherwise
+ * runs `self` as it is. The span ends with `self`'s exit (a failure marks it as an error).
+ */
+export const span = (
+  name: () => string,
+  attributes: () => Attributes,
+  kind: Tracer.SpanKind = "internal"
+) =>
+<A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.withFiberRuntime<A, E, R>((fiber) =>
+    fiber.getFiberRef(FiberRef.currentTracerEnabled)
+      ? Effect.withSpan(self, name(), { attributes: clean(attributes()), kind, captureStackTrace: false })
+      : self
+  )
+
+const none = Option.none<Tracer.Span>()
+
+/** The span `fiber` is in, when spans are on and there is one (one fiber-ref read when they are off). */
+const spanOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Option.Option<Tracer.Span> => {
+  if (!fiber.getFiberRef(FiberRef.currentTracerEnabled)) return none
+  const parent = Context.getOption(fiber.getFiberRef(FiberRef.currentContext), EffectTracer.ParentSpan)
+  return Option.isSome(parent) && parent.value._tag === "Span" ? Option.some(parent.value) : none
+}
+
+/** The span this fiber is in, when spans are on and there is one. */
+export const current: Effect.Effect<Option.Option<Tracer.Span>> = Effect.withFiberRuntime((fiber) =>
+  Effect.succeed(spanOf(fiber))
+)
+
+/** Sets attributes on the current span (built only when there is one). */
+export const annotate = (attributes: () => Attributes): Effect.Effect<void> =>
+  Effect.withFiberRuntime((fiber) => {
+    const span = spanOf(fiber)
+    if (Option.isNone(span)) return Effect.void
+    const built = attributes()
+    for (const key in built) {
+      const value = built[key]
+      if (value === undefined) continue
+      // @effect/opentelemetry would write an array as its JSON text; OpenTelemetry takes string arrays as they are
+      // (`gen_ai.response.finish_reasons` is one).
+      const otel = Array.isArray(value) ? otelSpanOf(span.value) : undefined
+      if (otel === undefined) span.value.attribute(key, value)
+      else otel.setAttribute(key, value as Array<string>)
+    }
+    return Effect.void
+  })
+
+/** The OpenTelemetry span under an @effect/opentelemetry span, if that is what `span` is. */
+const otelSpanOf = (span: Tracer.Span): { setAttribute(key: string, value: Array<string>): unknown } | undefined => {
+  const inner: unknown = (span as unknown as { readonly span?: unknown }).span
+  return typeof inner === "object" && inner !== null && "setAttribute" in inner &&
+      typeof inner.setAttribute === "function"
+    ? inner as { setAttribute(key: string, value: Array<string>): unknown }
+    : undefined
+}
+
+/** Adds an event to the current span at `atMs` (epoch milliseconds). */
+export const event = (name: string, atMs: number, attributes: Attributes): Effect.Effect<void> =>
+  Effect.withFiberRuntime((fiber) => {
+    const span = spanOf(fiber)
+    if (Option.isSome(span)) span.value.event(name, BigInt(Math.round(atMs)) * 1_000_000n, clean(attributes))
+    return Effect.void
+  })
+
+/** Adds `session_id`/`run_id`-style annotations to every log line of the rest of this fiber's run. */
+export const annotateLogs = (annotations: Readonly<Record<string, string>>): Effect.Effect<void> =>
+  FiberRef.update(FiberRef.currentLogAnnotations, (map) => {
+    let next = map
+    for (const key in annotations) next = HashMap.set(next, key, annotations[key])
+    return next
+  })

@@ -1,0 +1,136 @@
+/**
+ * Telemetry — the layer that exports Corral's traces and metrics over OTLP/HTTP, built from the telemetry settings
+ * (`config/Telemetry`: `OTEL_EXPORTER_OTLP_ENDPOINT` and the other standard `OTEL_*` variables, or the file's
+ * `telemetry` section).
+ *
+ * Off unless an endpoint is set: then the layer is empty, Corral's spans are not made (`Tracing`), and the SDK is
+ * never loaded. On, it loads the OpenTelemetry SDK lazily (a dynamic import inside the layer, so `corral --help` and
+ * start-up do not pay for it), installs it as Effect's tracer (@effect/opentelemetry), exports spans in batches and
+ * Effect's metrics every `metricIntervalMs`, and flushes both when the layer closes (bounded by its shutdown
+ * timeout: a collector that does not answer never holds the process). An embedder with its own tracer provides
+ * that tracer plus `Tracing.layer(true)` instead.
+ */
+import type { Resource } from "@effect/opentelemetry/Resource"
+import type * as TraceSdkModule from "@opentelemetry/sdk-trace-base"
+import type { Sampler } from "@opentelemetry/sdk-trace-base"
+import { Context, Effect, Layer, Redacted, Tracer as EffectTracer } from "effect"
+import type { ConfigError } from "effect"
+import * as TelemetryConfig from "../config/Telemetry.js"
+import type { TelemetrySettings } from "../config/Telemetry.js"
+import * as Spans from "./Spans.js"
+import * as Tracing from "./Tracing.js"
+
+const loadSdk = Effect.promise(() =>
+  Promise.all([
+    import("@effect/opentelemetry/NodeSdk"),
+    import("@effect/opentelemetry/Tracer"),
+    import("@effect/opentelemetry/Resource"),
+    import("@effect/opentelemetry/Metrics"),
+    import("@opentelemetry/sdk-trace-base"),
+    import("@opentelemetry/sdk-metrics"),
+    import("@opentelemetry/exporter-trace-otlp-http"),
+    import("@opentelemetry/exporter-metrics-otlp-http")
+  ])
+)
+
+type TraceSdk = typeof TraceSdkModule
+
+/** The sampler the settings name (`OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG`). */
+const samplerOf = (sdk: TraceSdk, settings: TelemetrySettings): Sampler => {
+  switch (settings.sampler) {
+    case "always_on":
+      return new sdk.AlwaysOnSampler()
+    case "always_off":
+      return new sdk.AlwaysOffSampler()
+    case "traceidratio":
+      return new sdk.TraceIdRatioBasedSampler(settings.samplerArg)
+    case "parentbased_always_on":
+      return new sdk.ParentBasedSampler({ root: new sdk.AlwaysOnSampler() })
+    case "parentbased_always_off":
+      return new sdk.ParentBasedSampler({ root: new sdk.AlwaysOffSampler() })
+    case "parentbased_traceidratio":
+      return new sdk.ParentBasedSampler({ root: new sdk.TraceIdRatioBasedSampler(settings.samplerArg) })
+  }
+}
+
+/** The OTLP URL of one signal under the configured base endpoint (`…/v1/traces`, `…/v1/metrics`). */
+export const signalUrl = (endpoint: string, signal: "traces" | "metrics"): string =>
+  `${endpoint.replace(/\/+$/, "")}/v1/${signal}`
+
+/** How long closing the layer may spend flushing what is left to the collector. */
+const shutdownTimeout = "5 seconds"
+
+/** The exporting layer for an endpoint (see the module header). */
+const exporting = (settings: TelemetrySettings, endpoint: string): Layer.Layer<never> =>
+  Layer.unwrapEffect(
+    Effect.gen(function*() {
+      const [NodeSdk, OtelTracer, OtelResource, OtelMetrics, traceSdk, metricSdk, traceExporter, metricExporter] =
+        yield* loadSdk
+      if (settings.protocol === "http/protobuf") {
+        yield* Effect.logWarning(
+          "telemetry: OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf asked, but the bundled exporters send http/json; " +
+            "OTLP/HTTP collectors accept both on the same port"
+        )
+      }
+      const headers = Object.fromEntries(settings.headers === undefined ? [] : Redacted.value(settings.headers))
+      const spans = new traceExporter.OTLPTraceExporter({ url: signalUrl(endpoint, "traces"), headers })
+      const metrics = new metricExporter.OTLPMetricExporter({ url: signalUrl(endpoint, "metrics"), headers })
+      const resource = OtelResource.layer({
+        serviceName: settings.serviceName,
+        attributes: { ...settings.resourceAttributes }
+      })
+      const provider = NodeSdk.layerTracerProvider(new traceSdk.BatchSpanProcessor(spans), {
+        sampler: samplerOf(traceSdk, settings),
+        shutdownTimeout
+      })
+      // @effect/opentelemetry's tracer also enters the OpenTelemetry context around every step of every fiber in a
+      // span (for instrumentations of non-Effect code, which Corral has none of): a third of the cost of tracing a
+      // burst. Corral's spans only need the span half.
+      const tracer = Layer.unwrapEffect(
+        Effect.map(OtelTracer.make, (otel) =>
+          Layer.setTracer(EffectTracer.make({ span: otel.span, context: (f) => f() })))
+      ).pipe(Layer.provide(OtelTracer.layerTracer), Layer.provide(provider))
+      const reader = new metricSdk.PeriodicExportingMetricReader({
+        exporter: metrics,
+        exportIntervalMillis: settings.metricIntervalMs,
+        exportTimeoutMillis: Math.min(settings.metricIntervalMs, 30_000)
+      })
+      const sdk: Layer.Layer<Resource> = Layer.mergeAll(
+        tracer,
+        OtelMetrics.layer(() =>
+          reader, { shutdownTimeout })
+      ).pipe(Layer.provideMerge(resource))
+      yield* Effect.logInfo(`telemetry: exporting traces and metrics to ${endpoint} (OTLP/HTTP, JSON)`)
+      return Layer.mergeAll(
+        Layer.map(sdk, () => Context.empty()),
+        Tracing.layer(true),
+        contentLayer(settings.captureContent)
+      )
+    })
+  )
+
+const contentLayer = (capture: boolean): Layer.Layer<never> =>
+  Layer.succeedContext(Context.make(Spans.CaptureContent, capture))
+
+/**
+ * Telemetry for `settings`: OTLP/HTTP export of traces and metrics when an endpoint is configured (and Corral's
+ * spans on), nothing at all otherwise. Never fails: an exporter that cannot reach its collector drops what it could
+ * not send (the SDK logs it), it never fails a session.
+ */
+export const layer = (settings: TelemetrySettings): Layer.Layer<never> =>
+  settings.endpoint === undefined ? contentLayer(false) : exporting(settings, settings.endpoint)
+
+/** The settings `layer` takes (`config/Telemetry`): endpoint, protocol, headers, service, sampler, content capture. */
+export type Settings = TelemetrySettings
+
+/** The settings with nothing configured: no endpoint (nothing exported), service `corral`. */
+export const defaults: Settings = TelemetryConfig.defaults
+
+/**
+ * `layer` over the settings the standard `OTEL_*` variables give (read through Effect's `Config`, so a
+ * `ConfigProvider` can supply them): for embedders without a Corral configuration file. Fails with a `ConfigError`
+ * naming a malformed variable.
+ */
+export const layerConfig: Layer.Layer<never, ConfigError.ConfigError> = Layer.unwrapEffect(
+  Effect.map(TelemetryConfig.environment(undefined), layer)
+)
