@@ -224,17 +224,32 @@ export const trajectory = (ctx: Context, burst: Burst, reason: ExitReason, now: 
   replay: replayRecord(ctx, burst)
 })
 
+// The limits, check names and route are equal from one burst to the next of a session (of most sessions of an
+// agent), yet each burst builds them anew; a host keeps many trajectories (the memory store keeps every one), and
+// a copy per trajectory was a third of each trajectory's size. Equal values are therefore kept once. Bounded: the
+// oldest of `sharedMax` distinct values is forgotten first (it is only shared less from then on).
+const shared = new Map<string, unknown>()
+const sharedMax = 256
+const intern = <A>(value: A): A => {
+  const key = JSON.stringify(value)
+  const found = shared.get(key)
+  if (found !== undefined) return found as A
+  if (shared.size >= sharedMax) shared.delete(shared.keys().next().value!)
+  shared.set(key, value)
+  return value
+}
+
 /** What a replay of the burst needs beyond its turns and attempts. */
 const replayRecord = (ctx: Context, burst: Burst): ReplayRecord => ({
   seed: burst.seed,
-  limits: ctx.limits,
-  policy: ExitPolicy.names(ctx.policy),
-  route: ctx.providers.map((p) => ({
+  limits: intern(ctx.limits),
+  policy: intern(ExitPolicy.names(ctx.policy)),
+  route: intern(ctx.providers.map((p) => ({
     name: p.name,
     model: p.model,
     maxAttempts: p.maxAttempts,
     timeoutMs: p.timeoutMs
-  })),
+  }))),
   tools: ctx.toolSpecs.map((spec) => {
     const def = ctx.tools.get(spec.name)
     return { name: spec.name, effect: def?.effect ?? "read", source: def?.source ?? "none" }
