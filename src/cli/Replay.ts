@@ -175,7 +175,8 @@ export const replay: Command.Command = {
     "",
     "Options:",
     "  --verify        replay and compare (see above)",
-    "  --time-slack MS how far a replayed time may be from the recorded one (default 1000: store writes take time)",
+    "  --time-slack MS how much later than the recorded one a replayed time may be (earlier is fine; default 1000:",
+    "                  store writes took real time in the recording)",
     "  --server URL    read from a running server (also CORRAL_SERVER; key in CORRAL_API_KEY)",
     "  --org ORG       the session's org, locally (default: the local org, or the only configured org)",
     Command.commonHelp
