@@ -8,7 +8,7 @@ import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { sha256 } from "../../src/server/Authentication.js"
 import * as Server from "../../src/server/Server.js"
-import { call, http, textOf } from "../support/McpHost.js"
+import { call, http, initialize, mcpHeaders, textOf } from "../support/McpHost.js"
 import { baseUrl, client, eventually, raw, settings } from "../support/ServerHarness.js"
 
 const aliceKey = "ck_alice_mcp_0123456789"
@@ -22,14 +22,6 @@ const keyed = settings({
 })
 
 const mcpUrl = Effect.map(baseUrl, (url) => `${url}/mcp`)
-
-const initialize = JSON.stringify({
-  jsonrpc: "2.0",
-  id: 1,
-  method: "initialize",
-  params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "raw", version: "1" } }
-})
-const mcpHeaders = { "content-type": "application/json", accept: "application/json, text/event-stream" }
 
 /** A second agent, published into acme only. */
 const triage = {

@@ -8,19 +8,11 @@ import { expect, layer } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
 import * as McpHttp from "../../src/server/mcp/Http.js"
 import * as Server from "../../src/server/Server.js"
-import { call, http, textOf } from "../support/McpHost.js"
+import { call, http, initialize, mcpHeaders, textOf } from "../support/McpHost.js"
 import { baseUrl, eventually, raw, settings } from "../support/ServerHarness.js"
 import * as TcpProxy from "../support/TcpProxy.js"
 
 const mcpUrl = Effect.map(baseUrl, (url) => `${url}/mcp`)
-
-const initialize = JSON.stringify({
-  jsonrpc: "2.0",
-  id: 1,
-  method: "initialize",
-  params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "raw", version: "1" } }
-})
-const mcpHeaders = { "content-type": "application/json", accept: "application/json, text/event-stream" }
 
 // A slow demo model (a cancel lands mid-run), at most 3 MCP sessions, idle ones closed after 1.5 s, an elicited
 // approval waited for 300 ms.

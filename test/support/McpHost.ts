@@ -105,3 +105,14 @@ export const textOf = (content: { readonly text?: unknown; readonly blob?: unkno
   if (content === undefined || typeof content.text !== "string") throw new Error("expected a text resource content")
   return content.text
 }
+
+/** A raw `initialize` request body (for the tests that speak HTTP to `/mcp` without the SDK). */
+export const initialize = JSON.stringify({
+  jsonrpc: "2.0",
+  id: 1,
+  method: "initialize",
+  params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "raw", version: "1" } }
+})
+
+/** The headers a Streamable HTTP client sends with a JSON-RPC POST. */
+export const mcpHeaders = { "content-type": "application/json", accept: "application/json, text/event-stream" }
