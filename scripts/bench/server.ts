@@ -106,15 +106,15 @@ interface Reply {
   readonly body: string
 }
 
-const request = (url: string, method: string, body?: unknown): Promise<Reply> =>
+const request = (url: string, method: string, body?: unknown, extra: Record<string, string> = {}): Promise<Reply> =>
   new Promise((resolve, reject) => {
     const payload = body === undefined ? undefined : JSON.stringify(body)
     const req = http.request(url, {
       method,
       agent: agentPool,
       headers: payload === undefined
-        ? {}
-        : { "content-type": "application/json", "content-length": Buffer.byteLength(payload) }
+        ? extra
+        : { ...extra, "content-type": "application/json", "content-length": Buffer.byteLength(payload) }
     }, (res) => {
       let text = ""
       res.setEncoding("utf8")
@@ -126,37 +126,79 @@ const request = (url: string, method: string, body?: unknown): Promise<Reply> =>
     req.end(payload)
   })
 
-/** Resolves at the session's `exit` event (or a snapshot that shows it landed); rejects on a closed stream. */
+/** What the followers met on the way: resumed streams and the `error` events the server sent before ending one. */
+const streamTrouble = { reconnects: 0, errorEvents: 0, firstError: "" }
+
+/** A follower gives up after this many resumptions of one session's stream (a real EventSource never does). */
+const maxReconnects = 50
+
+/**
+ * Resolves at the session's `exit` event (or a snapshot that shows it landed). Like an EventSource, a stream that
+ * ends before that is resumed with `Last-Event-ID` after the server's `retry:` hint, and every resumption is
+ * counted: a real client would never see the break, but the benchmark reports it.
+ */
 const follow = (url: string): Promise<string> =>
   new Promise((resolve, reject) => {
-    const req = http.get(url, { agent: agentPool, headers: { accept: "text/event-stream" } }, (res) => {
-      if (res.statusCode !== 200) return reject(new Error(`events: HTTP ${res.statusCode}`))
-      let buffer = ""
-      res.setEncoding("utf8")
-      res.on("data", (chunk: string) => {
-        buffer += chunk
-        let end: number
-        while ((end = buffer.indexOf("\n\n")) !== -1) {
-          const frame = buffer.slice(0, end)
-          buffer = buffer.slice(end + 2)
-          const event = /^event: (.*)$/m.exec(frame)?.[1]
-          const data = /^data: (.*)$/m.exec(frame)?.[1]
-          if (event === "exit" && data !== undefined) {
-            res.destroy()
-            return resolve(String((JSON.parse(data) as { reason?: unknown }).reason ?? "?"))
-          }
-          if (event === "session" && data !== undefined) {
-            const view = JSON.parse(data) as { status?: string; exitReason?: string }
-            if (view.status !== "running" && view.exitReason !== undefined) {
+    let lastId: string | undefined
+    let retryMs = 2_000
+    let attempts = 0
+    const open = (): void => {
+      const headers: Record<string, string> = { accept: "text/event-stream" }
+      if (lastId !== undefined) headers["last-event-id"] = lastId
+      const resume = (why: string): void => {
+        attempts += 1
+        streamTrouble.reconnects += 1
+        if (attempts > maxReconnects) {
+          return reject(new Error(`events: ${why}; gave up after ${maxReconnects} resumptions`))
+        }
+        setTimeout(open, retryMs)
+      }
+      const req = http.get(url, { agent: agentPool, headers }, (res) => {
+        if (res.statusCode !== 200) return reject(new Error(`events: HTTP ${res.statusCode}`))
+        let buffer = ""
+        let done = false
+        res.setEncoding("utf8")
+        res.on("data", (chunk: string) => {
+          buffer += chunk
+          let end: number
+          while ((end = buffer.indexOf("\n\n")) !== -1) {
+            const frame = buffer.slice(0, end)
+            buffer = buffer.slice(end + 2)
+            const id = /^id: (.*)$/m.exec(frame)?.[1]
+            if (id !== undefined) lastId = id
+            const retry = /^retry: (\d+)$/m.exec(frame)?.[1]
+            if (retry !== undefined) retryMs = Number(retry)
+            const event = /^event: (.*)$/m.exec(frame)?.[1]
+            const data = /^data: (.*)$/m.exec(frame)?.[1]
+            if (event === "error") {
+              streamTrouble.errorEvents += 1
+              if (streamTrouble.firstError === "") streamTrouble.firstError = data ?? ""
+            }
+            if (event === "exit" && data !== undefined) {
+              done = true
               res.destroy()
-              return resolve(view.exitReason)
+              return resolve(String((JSON.parse(data) as { reason?: unknown }).reason ?? "?"))
+            }
+            if (event === "session" && data !== undefined) {
+              const view = JSON.parse(data) as { status?: string; exitReason?: string }
+              if (view.status !== "running" && view.exitReason !== undefined) {
+                done = true
+                res.destroy()
+                return resolve(view.exitReason)
+              }
             }
           }
-        }
+        })
+        res.on("end", () => {
+          if (!done) resume("the stream ended before the session landed")
+        })
+        res.on("error", () => {
+          if (!done) resume("the stream broke before the session landed")
+        })
       })
-      res.on("end", () => reject(new Error("events: the stream ended before the session landed")))
-    })
-    req.on("error", reject)
+      req.on("error", (error) => attempts < maxReconnects ? resume(String(error)) : reject(error))
+    }
+    open()
   })
 
 const cpuMs = (pid: number): number => {
@@ -175,6 +217,25 @@ const monotonicUs = (): number => Number(process.hrtime.bigint() / 1000n)
 const quantile = (sorted: ReadonlyArray<number>, q: number): number =>
   sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? NaN
 
+/** The server's warnings and errors by message (JSON log lines), so a run that went wrong says how. */
+const logTally = new Map<string, number>()
+let logRest = ""
+const tallyLog = (chunk: Buffer): void => {
+  const lines = (logRest + chunk.toString()).split("\n")
+  logRest = lines.pop() ?? ""
+  for (const line of lines) {
+    if (!line.startsWith("{")) continue
+    try {
+      const record = JSON.parse(line) as { level?: string; message?: string }
+      if (record.level !== "WARN" && record.level !== "ERROR" && record.level !== "FATAL") continue
+      const key = `${record.level} ${String(record.message).slice(0, 120)}`
+      logTally.set(key, (logTally.get(key) ?? 0) + 1)
+    } catch {
+      // not a log record
+    }
+  }
+}
+
 const startServer = async (
   env: Record<string, string>,
   profileDir: string | undefined
@@ -189,7 +250,10 @@ const startServer = async (
     stdio: ["ignore", "pipe", "pipe"]
   })
   let log = ""
-  child.stderr!.on("data", (chunk: Buffer) => (log = (log + chunk.toString()).slice(-20_000)))
+  child.stderr!.on("data", (chunk: Buffer) => {
+    log = (log + chunk.toString()).slice(-20_000)
+    tallyLog(chunk)
+  })
   const url = await new Promise<string>((resolve, reject) => {
     let out = ""
     const timer = setTimeout(() => reject(new Error(`the server did not start in 60 s:\n${out}\n${log}`)), 60_000)
@@ -203,7 +267,7 @@ const startServer = async (
     })
     child.once("exit", (code) => reject(new Error(`the server exited (${code}) before listening:\n${out}\n${log}`)))
   })
-  child.stdout!.resume()
+  child.stdout!.on("data", tallyLog)
   // Ready = /readyz 200 with the MCP server up (its tool is one of the agent's).
   for (const deadline = Date.now() + 60_000; Date.now() < deadline;) {
     const ready = await request(`${url}/readyz`, "GET").catch(() => undefined)
@@ -212,6 +276,12 @@ const startServer = async (
   }
   return { child, url, startedMs: performance.now() - started }
 }
+
+/** Starts answered 503 and sent again (see `runMany`), and the first such answer. */
+const startRetries = { count: 0, first: "" }
+const maxStartRetries = 30
+/** Tells this run's idempotency keys from an earlier run's on a kept database. */
+const runTag = Date.now().toString(36)
 
 const runMany = async (url: string, count: number, offset: number) => {
   const landings: Array<number> = []
@@ -222,11 +292,21 @@ const runMany = async (url: string, count: number, offset: number) => {
     const sent = performance.now()
     try {
       const wait = followFlag === "wait"
-      const started = await request(`${url}/v1/sessions${wait ? "?wait=true" : ""}`, "POST", {
-        agentId: agent.id,
-        scope: `bench:${n}`,
-        prompt: `Session ${n}: why is checkout failing?`
-      })
+      // Like a careful client: a 503 (the server shed the start) is retried after a second with the same
+      // Idempotency-Key, so it can never start twice; each retry is counted.
+      const start = () =>
+        request(`${url}/v1/sessions${wait ? "?wait=true" : ""}`, "POST", {
+          agentId: agent.id,
+          scope: `bench:${n}`,
+          prompt: `Session ${n}: why is checkout failing?`
+        }, { "idempotency-key": `bench-${runTag}-${n}` })
+      let started = await start()
+      for (let retries = 0; started.status === 503 && retries < maxStartRetries; retries++) {
+        startRetries.count += 1
+        if (startRetries.first === "") startRetries.first = started.body.slice(0, 200)
+        await new Promise((r) => setTimeout(r, 1_000))
+        started = await start()
+      }
       if (started.status !== (wait ? 200 : 202)) {
         throw new Error(`start: HTTP ${started.status} ${started.body.slice(0, 200)}`)
       }
@@ -283,6 +363,8 @@ const benchStore = async (store: "postgres" | "embedded") => {
     let peakKb = 0
     const sampler = setInterval(() => (peakKb = Math.max(peakKb, statusKb(pid, "VmRSS"))), 100)
     const turns0 = model.count()
+    const trouble0 = { ...streamTrouble }
+    const retries0 = startRetries.count
     const cpu0 = cpuMs(pid)
     const load0 = loadavg()[0]!
     const fromUs = monotonicUs()
@@ -305,6 +387,9 @@ const benchStore = async (store: "postgres" | "embedded") => {
       sessions,
       landed: run.landings.length,
       failed: run.failures.length,
+      start_retries_after_503: startRetries.count - retries0,
+      stream_resumptions: streamTrouble.reconnects - trouble0.reconnects,
+      stream_error_events: streamTrouble.errorEvents - trouble0.errorEvents,
       exit_reasons: Object.fromEntries(run.reasons),
       model_turns: turns,
       wall_ms: Math.round(wallMs),
@@ -322,6 +407,12 @@ const benchStore = async (store: "postgres" | "embedded") => {
     console.log(`\n## ${store}: ${sessions} sessions at once\n`)
     for (const [key, value] of Object.entries(result)) console.log(`- ${key}: ${JSON.stringify(value)}`)
     if (run.failures.length > 0) console.log(`- first failure: ${run.failures[0]}`)
+    for (const [line, n] of [...logTally].sort((a, b) => b[1] - a[1]).slice(0, 8)) {
+      console.log(`- server log ×${n}: ${line}`)
+    }
+    logTally.clear()
+    if (startRetries.first !== "") console.log(`- first 503 answer to a start: ${startRetries.first}`)
+    if (streamTrouble.firstError !== "") console.log(`- first stream error event: ${streamTrouble.firstError}`)
     await stop(server.child)
     if (profileDir !== undefined) {
       const file = readdirSync(profileDir).find((f) => f.endsWith(".cpuprofile"))

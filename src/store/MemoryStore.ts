@@ -116,7 +116,9 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
             new PersistenceFailed({ operation: "accept", message: `session "${session.id}" already exists` })
           )
         }
-        if (session === undefined && owned(message.orgId, message.sessionId) === undefined) {
+        const stranger = session !== undefined &&
+          (message.sessionId !== session.id || message.orgId !== session.principal.orgId)
+        if (stranger || (session === undefined && owned(message.orgId, message.sessionId) === undefined)) {
           return missing("accept", message.sessionId)
         }
         if (session !== undefined) {

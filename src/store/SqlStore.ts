@@ -200,8 +200,7 @@ export const make = (
 
     const service: Service = {
       ...SqlApprovals.make(sql),
-      // Inside `accept`'s transaction: the same statement that creates any session.
-      ...SqlInbox.make(sql, (session) => service.createSession(session)),
+      ...SqlInbox.make(sql),
       putAgent: (orgId, spec) =>
         Effect.gen(function*() {
           const encoded = JSON.stringify(yield* encodeSpec(spec))

@@ -573,6 +573,29 @@ export const sessionStoreContract = (name: string, storeLayer: Layer.Layer<Sessi
         expect(yield* store.inbox(session.id)).toEqual([follow])
       }))
 
+    it.effect("a start is all or nothing: a taken session id, or a message of another session, stores nothing", () =>
+      Effect.gen(function*() {
+        const store = yield* SessionStore
+        const org = newOrg()
+        const session = newSession(org)
+        const first = inbound(session, "run", "first")
+        yield* store.accept({ session, message: first })
+        // The same id again (a second start for it): refused, and its message is not stored.
+        const again = inbound(session, "run", "again")
+        expect((yield* Effect.flip(store.accept({ session, message: again })))._tag).toBe("PersistenceFailed")
+        expect(yield* store.inbox(session.id)).toEqual([first])
+        // A start whose message names another session, or another org: refused, no session created.
+        const other = newSession(org)
+        const misaddressed = inbound(session, "run", "misaddressed")
+        expect((yield* Effect.flip(store.accept({ session: other, message: misaddressed })))._tag)
+          .toBe("PersistenceFailed")
+        const foreign = { ...inbound(other, "run", "foreign"), orgId: newOrg() }
+        expect((yield* Effect.flip(store.accept({ session: other, message: foreign })))._tag).toBe("PersistenceFailed")
+        expect(Option.isNone(yield* store.getSession(org, other.id))).toBe(true)
+        expect(yield* store.inbox(session.id)).toEqual([first])
+        expect(yield* store.inbox(other.id)).toEqual([])
+      }))
+
     it.effect("an idempotency key is taken once per org: a second accept stores nothing and returns the first", () =>
       Effect.gen(function*() {
         const store = yield* SessionStore
@@ -596,12 +619,42 @@ export const sessionStoreContract = (name: string, storeLayer: Layer.Layer<Sessi
         expect(outcomes.map((o) => o._tag).sort()).toEqual(["Accepted", "Duplicate"])
         const duplicate = outcomes.find((o) => o._tag === "Duplicate")
         expect(duplicate?._tag === "Duplicate" && duplicate.first).toEqual(record(winner))
-        // The loser's session and message were not stored (one transaction).
+        // The loser's session and message were not stored (all or nothing).
         expect(Option.isNone(yield* store.getSession(org, loser.id))).toBe(true)
         expect(yield* store.inbox(loser.id)).toEqual([])
         expect(yield* store.findIdempotency(org, "retry-me")).toEqual(Option.some(record(winner)))
         // Keys are per org.
         expect(yield* store.findIdempotency(newOrg(), "retry-me")).toEqual(Option.none())
+      }))
+
+    it.effect("a follow-up with a key: taken once; refused for a session that is not there, key left free", () =>
+      Effect.gen(function*() {
+        const store = yield* SessionStore
+        const org = newOrg()
+        const session = newSession(org)
+        yield* store.accept({ session, message: inbound(session, "run", "first") })
+        const keyed = (sessionId: string) => ({
+          orgId: org,
+          key: "follow-once",
+          fingerprint: "f2",
+          sessionId,
+          answer: view(session),
+          createdAt: 7
+        })
+        const ghost = newSession(org)
+        const refused = yield* Effect.flip(
+          store.accept({ message: inbound(ghost, "continue", "lost?"), idempotency: keyed(ghost.id) })
+        )
+        expect(refused._tag).toBe("PersistenceFailed")
+        expect(yield* store.findIdempotency(org, "follow-once")).toEqual(Option.none())
+        const follow = inbound(session, "continue", "and the queue?")
+        expect(yield* store.accept({ message: follow, idempotency: keyed(session.id) })).toEqual({ _tag: "Accepted" })
+        const again = yield* store.accept({
+          message: inbound(session, "continue", "and the queue?"),
+          idempotency: keyed(session.id)
+        })
+        expect(again).toEqual({ _tag: "Duplicate", first: keyed(session.id) })
+        expect((yield* store.inbox(session.id)).map((m) => m.text)).toEqual(["first", "and the queue?"])
       }))
 
     it.effect("saving a trajectory again with its run id replaces it (an open trajectory, then the closed one)", () =>
