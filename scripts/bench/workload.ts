@@ -276,8 +276,8 @@ void Harness.main<SessionView, string>(async (options) => {
       ? `telemetry on: Telemetry.layer exporting spans (batched) and metrics over OTLP/HTTP JSON to ${otlp}`
       : tracer === "off"
       ? "tracer disabled (Layer.setTracerEnabled(false)): no span objects at all"
-      : "no tracer or exporter layer installed (Effect's built-in tracer still creates in-memory span objects " +
-        "for withSpan; nothing is exported)",
+      : "no telemetry layer: Corral's spans are off (telemetry/Tracing: Effect's tracer is disabled around its " +
+        "work), nothing is exported",
     "the memory store keeps every session's transcript and trajectory for the life of the process; actors of " +
     `finished sessions stay live until their idle timeout (${idleTimeout ?? "5 minutes, the default"})`
   ].join("; ")

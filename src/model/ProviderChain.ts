@@ -19,6 +19,7 @@ import { ProviderError, ProviderExhausted } from "../domain/Errors.js"
 import type { ModelReply } from "../domain/Message.js"
 import type { RailDecision } from "../domain/Trajectory.js"
 import { Usage } from "../domain/Usage.js"
+import * as SyncFirst from "../internal/syncFirst.js"
 import { Limits } from "../rails/Limits.js"
 import * as Retry from "../rails/Retry.js"
 import * as GenAi from "../telemetry/GenAi.js"
@@ -97,8 +98,13 @@ const attemptOnce = (
 ): Effect.Effect<Either.Either<ModelReply, ProviderError>> =>
   Effect.gen(function*() {
     const startedAt = yield* Clock.currentTimeMillis
-    const outcome = yield* provider.complete(options.request).pipe(
-      Effect.timeoutFail({ duration: provider.timeoutMs, onTimeout: () => timedOut(provider) }),
+    // Sync-first: a provider that answers without suspending costs no fork and no timer; one that suspends is
+    // joined under its timeout as before.
+    const outcome = yield* SyncFirst.within(
+      provider.complete(options.request),
+      provider.timeoutMs,
+      () => timedOut(provider)
+    ).pipe(
       Effect.mapError((error) => withProvider(error, provider.name)),
       Effect.either
     )
