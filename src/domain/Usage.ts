@@ -12,14 +12,17 @@ export class Usage extends Schema.Class<Usage>("Usage")({
 }) {
   /** No tokens. */
   static readonly zero = new Usage({ inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 })
-  /** The sum of two usages. */
+  /**
+   * The sum of two usages. Not validated again: sums of valid usages are valid (it runs for every model attempt,
+   * and the Schema's check cost more than the rest of the accounting).
+   */
   static add(a: Usage, b: Usage): Usage {
     return new Usage({
       inputTokens: a.inputTokens + b.inputTokens,
       outputTokens: a.outputTokens + b.outputTokens,
       cacheReadTokens: a.cacheReadTokens + b.cacheReadTokens,
       cacheWriteTokens: a.cacheWriteTokens + b.cacheWriteTokens
-    })
+    }, true)
   }
   /** Tokens that count against a token budget (input + output). */
   get total(): number {

@@ -262,17 +262,19 @@ export const runTurn = (
 
     // Sync-first dispatch: every call starts in order, right away; a call that finishes without suspending costs no
     // fiber, and the ones that suspend keep running concurrently and are joined below.
+    // The turn's calls start together: their `tool_start` events go out first, on this fiber.
+    const announce = Effect.forEach(dispatch, (i) =>
+      ctx.ports.events.publish({
+        _tag: "tool_start",
+        sessionId: ctx.session.id,
+        seq: burst.lastSeq,
+        callId: run[i]!.id,
+        name: run[i]!.name
+      }), { discard: true })
     const startAll = Effect.flatMap(Clock.currentTimeMillis, (now) => {
       for (const i of dispatch) {
         const call = run[i]!
         started[i] = now
-        runSync(ctx.ports.events.publish({
-          _tag: "tool_start",
-          sessionId: ctx.session.id,
-          seq: burst.lastSeq,
-          callId: call.id,
-          name: call.name
-        }))
         const exit = runSync(
           ctx.executor.call(call.name, call.arguments, {
             ...toolCtx,
@@ -306,6 +308,7 @@ export const runTurn = (
 
     // If the burst is interrupted mid-dispatch, the calls still running are stopped, and the finished results plus an
     // "interrupted" result for each unfinished call are still persisted: the transcript stays paired and resumable.
+    yield* announce
     yield* Effect.zipRight(startAll, joinAll).pipe(
       Effect.onInterrupt(() =>
         Effect.zipRight(

@@ -249,6 +249,23 @@ const causeOutcome = (name: string, cause: Cause.Cause<unknown>): ToolOutcome =>
  * is its still-running fiber awaited against the deadline. Time spent before the first suspension is CPU the
  * caller would have spent anyway, and cannot be interrupted by a timer in either design.
  */
+/**
+ * The handler's effect run synchronously: a handler that returns a finished result (`Effect.succeed`, `Effect.fail`:
+ * already an `Exit`) needs no fiber at all; any other effect runs on a fiber of `runtime` (see `runEntry`).
+ */
+const runNow = (
+  runtime: Runtime.Runtime<never>,
+  run: () => Effect.Effect<ToolReturn, unknown>
+): Exit.Exit<ToolReturn, unknown> => {
+  let effect: Effect.Effect<ToolReturn, unknown>
+  try {
+    effect = run()
+  } catch (defect) {
+    return Exit.die(defect)
+  }
+  return Exit.isExit(effect) ? effect as Exit.Exit<ToolReturn, unknown> : Runtime.runSyncExit(runtime)(effect)
+}
+
 const runEntry = (entry: Entry, args: unknown, ctx: ToolContext): Effect.Effect<ToolOutcome> =>
   // The runtime is captured OUTSIDE the mask: the tool's fiber inherits the caller's interruptibility, not the mask's.
   Effect.flatMap(Effect.runtime<never>(), (runtime) =>
@@ -256,7 +273,7 @@ const runEntry = (entry: Entry, args: unknown, ctx: ToolContext): Effect.Effect<
     // in between would otherwise leave the tool running, detached.
     Effect.uninterruptibleMask((restore) => {
       const name = entry.def.name
-      const exit = Runtime.runSyncExit(runtime)(Effect.suspend(() => entry.handler.run(args, ctx)))
+      const exit = runNow(runtime, () => entry.handler.run(args, ctx))
       if (Exit.isSuccess(exit)) return Effect.succeed(toOutcome(exit.value))
       const defect = Cause.dieOption(exit.cause)
       if (defect._tag === "None" || !Runtime.isAsyncFiberException(defect.value)) {

@@ -292,7 +292,8 @@ describe("Corners: tool_start", () => {
         while ((yield* hubs) === 0) yield* Effect.yieldNow()
         const landed = yield* Harness.drive(Harness.runBurst({ spec: s, session: row }))
         expect(landed.reason).toBe<ExitReason>("completed")
-        expect(log).toEqual(["tool_start:call_1", "ran:call_1", "tool_start:call_2", "ran:call_2"])
+        // The turn's calls start together: every call's tool_start goes out before any of them runs.
+        expect(log).toEqual(["tool_start:call_1", "tool_start:call_2", "ran:call_1", "ran:call_2"])
 
         const seen = Chunk.toArray(yield* Fiber.join(live))
         expect(seen.filter((e) => e._tag === "tool_start").map((e) => e._tag === "tool_start" && e.callId)).toEqual(
