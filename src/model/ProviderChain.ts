@@ -24,6 +24,7 @@ import * as Retry from "../rails/Retry.js"
 import * as GenAi from "../telemetry/GenAi.js"
 import type { ModelProvider, ModelRequest } from "./ModelProvider.js"
 import { describe, withProvider } from "./ProviderError.js"
+import * as StormGuard from "./StormGuard.js"
 
 /** A session's failover position: the provider to start from, and whether the whole route is spent (sticky). */
 export interface ChainState {
@@ -98,6 +99,14 @@ const attemptOnce = (
   Effect.gen(function*() {
     const startedAt = yield* Clock.currentTimeMillis
     const outcome = yield* provider.complete(options.request).pipe(
+      // A wait at the provider's storm gate is part of this attempt: recorded as a `gate` decision of the burst.
+      Effect.provideService(StormGuard.GateListener, (wait) =>
+        (options.onDecision ?? (() => Effect.void))({
+          _tag: "gate",
+          at: wait.arrivedAt,
+          provider: provider.name,
+          waitMs: wait.waitMs
+        })),
       Effect.timeoutFail({ duration: provider.timeoutMs, onTimeout: () => timedOut(provider) }),
       Effect.mapError((error) => withProvider(error, provider.name)),
       Effect.either

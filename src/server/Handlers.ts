@@ -31,6 +31,7 @@ import * as InputLimits from "./InputLimits.js"
 import { Readiness } from "./Readiness.js"
 import { Shutdown } from "./Shutdown.js"
 import * as Sse from "./Sse.js"
+import * as OperationsHandlers from "./OperationsHandlers.js"
 import * as ToolsHandlers from "./ToolsHandlers.js"
 
 /** Handler settings. */
@@ -282,4 +283,5 @@ const system = HttpApiBuilder.group(Api, "system", (handlers) =>
   }))
 
 /** Every group's handlers. Needs the Corral service, the store (session listing), readiness and shutdown state. */
-export const layer = (options: Options) => Layer.mergeAll(agents, sessions(options), ToolsHandlers.layer, system)
+export const layer = (options: Options) =>
+  Layer.mergeAll(agents, sessions(options), ToolsHandlers.layer, OperationsHandlers.layer, system)
