@@ -28,10 +28,10 @@ import { Api } from "./Api.js"
 import { CurrentPrincipal } from "./Authentication.js"
 import { NotReady, Unavailable } from "./HttpErrors.js"
 import * as InputLimits from "./InputLimits.js"
+import * as OperationsHandlers from "./OperationsHandlers.js"
 import { Readiness } from "./Readiness.js"
 import { Shutdown } from "./Shutdown.js"
 import * as Sse from "./Sse.js"
-import * as OperationsHandlers from "./OperationsHandlers.js"
 import * as ToolsHandlers from "./ToolsHandlers.js"
 
 /** Handler settings. */
