@@ -115,6 +115,8 @@ const scenario = (database: Settings["database"], label: string) =>
     yield* run(() => page.fill("#apikey", key))
     yield* run(() => page.locator("#apikey").dispatchEvent("change"))
 
+    mkdirSync(artifacts, { recursive: true })
+
     // The session page: the per-burst ceiling's gauge is the red one, and says it ended the burst.
     yield* run(() => page.goto(`${url}/ui/sessions/${sessionId}`))
     yield* run(() =>
@@ -144,7 +146,6 @@ const scenario = (database: Settings["database"], label: string) =>
     expect(yield* run(() => arrow.count())).toBe(1)
     expect(yield* run(() => page.locator("svg.waterfall line[data-marker=exit]").count())).toBe(1)
     expect(yield* run(() => page.locator("svg.waterfall line[data-marker=repeat]").count())).toBeGreaterThan(0)
-    mkdirSync(artifacts, { recursive: true })
     yield* run(() => page.screenshot({ path: join(artifacts, `session-${label}.png`), fullPage: true }))
 
     // The operations page: alpha throttled with its gate's release time, beta healthy, the MCP server down.
@@ -161,6 +162,10 @@ const scenario = (database: Settings["database"], label: string) =>
     yield* run(() => page.locator("[data-reason=burst_limit]").waitFor({ state: "attached", timeout: 20_000 }))
     expect(yield* run(() => page.textContent("#error"))).toBe("")
     yield* run(() => page.screenshot({ path: join(artifacts, `ops-${label}.png`), fullPage: true }))
+    // The session list, with the session in it.
+    yield* run(() => page.goto(`${url}/ui`))
+    yield* run(() => page.locator("#sessions tr", { hasText: "burst_limit" }).waitFor({ timeout: 20_000 }))
+    yield* run(() => page.screenshot({ path: join(artifacts, `sessions-${label}.png`), fullPage: true }))
     expect(errors).toEqual([])
     // The fake providers saw what the waterfall says: two attempts at alpha, then beta.
     expect(alpha.count()).toBe(2)

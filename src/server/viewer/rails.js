@@ -407,7 +407,8 @@
         o !== c && o.startedAt !== undefined && laneOfTool(o) === lane && o.startedAt >= c.startedAt &&
         x(o.startedAt) > x(c.startedAt)
       )
-      if (!next || x(next.startedAt) - after > text.length * 6) {
+      const room = (next ? x(next.startedAt) : width) - after
+      if (room > text.length * 6) {
         root.append(svg("text", { x: after, y: laneY(lane) + 17, class: "outcome" }, text))
       }
     }
