@@ -4,7 +4,7 @@
  * fails over) and whose second provider keeps calling tools until the per-burst ceiling ends the burst. The session
  * page shows that ceiling's gauge in red, the retry wait and the failover arrow in the waterfall; the operations page
  * shows the first provider throttled (its storm gate closed for the 30 s it asked for) and an MCP server that is down
- * (its command exits at once), with its last error.
+ * (its command exits at once), with its last error. The session list shows the session.
  *
  * Real HTTP everywhere: two fake providers on 127.0.0.1, the server, the browser. On the embedded store (PGlite)
  * always, and on Postgres when CORRAL_TEST_DATABASE_URL is set. Screenshots of both pages go to
@@ -147,6 +147,8 @@ const scenario = (database: Settings["database"], label: string) =>
     expect(yield* run(() => page.locator("svg.waterfall line[data-marker=exit]").count())).toBe(1)
     expect(yield* run(() => page.locator("svg.waterfall line[data-marker=repeat]").count())).toBeGreaterThan(0)
     yield* run(() => page.screenshot({ path: join(artifacts, `session-${label}.png`), fullPage: true }))
+    // The top of the page (the session, its gauges and the waterfall): the picture in the README.
+    yield* run(() => page.screenshot({ path: join(artifacts, `session-top-${label}.png`) }))
 
     // The operations page: alpha throttled with its gate's release time, beta healthy, the MCP server down.
     yield* run(() => page.goto(`${url}/ui/ops`))
