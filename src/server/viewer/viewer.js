@@ -5,7 +5,9 @@
  * each turn as it is persisted, tool calls as they start and finish, rail notices, streamed text, the exit reason
  * and the report. The stream is read with fetch (not EventSource) so the API key travels in the Authorization
  * header, never in a URL; on a dropped connection it resumes with Last-Event-ID, and turns are de-duplicated by
- * sequence number. Everything from the server is inserted as text, never as HTML.
+ * sequence number. The session page's rails (gauges and waterfall) are drawn by rails.js from the session's
+ * trajectories, re-read after each event and every second while a burst runs. Everything from the server is inserted
+ * as text, never as HTML. The API helpers are shared with the operations page (ops.js) as `window.CorralViewer`.
  */
 /* global document, window, fetch, localStorage, location, TextDecoder, AbortController, setTimeout, setInterval,
    URLSearchParams */
