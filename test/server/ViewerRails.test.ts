@@ -3,7 +3,7 @@
  * fails (a 500 with Retry-After: the session waits and retries; then a 429 whose Retry-After is beyond the cap: it
  * fails over) and whose second provider keeps calling tools until the per-burst ceiling ends the burst. The session
  * page shows that ceiling's gauge in red, the retry wait and the failover arrow in the waterfall; the operations page
- * shows the first provider throttled (its storm gate closed for the 30 s it asked for) and an MCP server that is down
+ * shows the first provider throttled (its storm gate closed for the 50 s it asked for) and an MCP server that is down
  * (its command exits at once), with its last error. The session list shows the session.
  *
  * Real HTTP everywhere: two fake providers on 127.0.0.1, the server, the browser. On the embedded store (PGlite)
@@ -43,14 +43,14 @@ const agent = {
 /** Runs the scenario on `database`; `label` names the screenshots. */
 const scenario = (database: Settings["database"], label: string) =>
   Effect.gen(function*() {
-    // alpha: a 500 that says "come back in 1 s" (a retry after its Retry-After), then a 429 asking for 30 s, beyond
-    // the 5 s cap: the chain fails over to beta at once, and alpha's storm gate stays closed for those 30 s.
+    // alpha: a 500 that says "come back in 1 s" (a retry after its Retry-After), then a 429 asking for 50 s, beyond
+    // the 5 s cap: the chain fails over to beta at once, and alpha's storm gate stays closed for those 50 s.
     const alpha = yield* FakeProvider.make({
       script: [
         FakeProvider.status(500, { error: { message: "upstream exploded", type: "server_error" } }, {
           "retry-after": "1"
         }),
-        FakeProvider.rateLimited({ seconds: 30 })
+        FakeProvider.rateLimited({ seconds: 50 })
       ]
     })
     // beta: answers, always with a tool call, until the per-burst ceiling (3) stops the burst; then the report.
@@ -150,6 +150,14 @@ const scenario = (database: Settings["database"], label: string) =>
     // The top of the page (the session, its gauges and the waterfall): the picture in the README.
     yield* run(() => page.screenshot({ path: join(artifacts, `session-top-${label}.png`) }))
 
+    // A demo session whose write waits for a person: the operations page lists it with its age.
+    const waiting = yield* call("POST", "/v1/sessions?wait=true", {
+      agentId: "demo",
+      scope: "demo:ops",
+      prompt: "Please fix checkout"
+    })
+    expect(waiting.body.exitReason).toBe("confirmation_pending")
+
     // The operations page: alpha throttled with its gate's release time, beta healthy, the MCP server down.
     yield* run(() => page.goto(`${url}/ui/ops`))
     yield* run(() =>
@@ -162,6 +170,11 @@ const scenario = (database: Settings["database"], label: string) =>
     )
     expect((yield* run(() => page.textContent("tr[data-server=tickets] td.error"))) ?? "").not.toBe("")
     yield* run(() => page.locator("[data-reason=burst_limit]").waitFor({ state: "attached", timeout: 20_000 }))
+    yield* run(() => page.locator("#approvals tr[data-call]").waitFor({ state: "attached", timeout: 20_000 }))
+    expect(yield* run(() => page.textContent("#approvals"))).toMatch(/demo_restart.*\d+ s$/)
+    expect(yield* run(() => page.textContent("#approvals-count"))).toBe("1")
+    expect(Number(yield* run(() => page.textContent("#actors")))).toBeGreaterThanOrEqual(1)
+    expect(yield* run(() => page.textContent("#append"))).toMatch(/ms|s/)
     expect(yield* run(() => page.textContent("#error"))).toBe("")
     yield* run(() => page.screenshot({ path: join(artifacts, `ops-${label}.png`), fullPage: true }))
     // The session list, with the session in it.
