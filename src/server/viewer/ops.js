@@ -62,13 +62,14 @@
       .map((s) => ({ le: s.labels.le === "+Inf" ? Infinity : Number(s.labels.le), n: s.value }))
       .sort((a, b) => a.le - b.le)
     const p95 = buckets.find((b) => b.n >= 0.95 * count)
-    $("append").textContent = `${ms(total / count)} · ${p95 && p95.le !== Infinity ? `≤ ${ms(p95.le)}` : "> 2 min"}`
+    $("append").textContent = ms(total / count)
     const recent = previousAppend && count > previousAppend.count
       ? ` · last ${REFRESH_MS / 1000} s: ${count - previousAppend.count} at ${
         ms((total - previousAppend.total) / (count - previousAppend.count))
-      } mean`
+      }`
       : ""
-    $("append-detail").textContent = `${count} appends since start${recent}`
+    $("append-detail").textContent = `p95 ${p95 && p95.le !== Infinity ? `≤ ${ms(p95.le)}` : "> 2 min"} · ${count} ` +
+      `appends since start${recent}`
     previousAppend = { count, total }
   }
 
