@@ -11,6 +11,8 @@
  * the state becomes `exhausted` and stays so: every later call fails `ProviderExhausted` without a request.
  *
  * Every attempt, failed or not, is reported through `onAttempt` with its usage: usage is charged whatever happened.
+ * Retries, failovers and an attempt's wait at its provider's storm gate (`StormGuard.GateListener`) are reported
+ * through `onDecision`.
  */
 import type { Random } from "effect"
 import { Clock, Duration, Effect, Either, Option, Ref } from "effect"

@@ -49,6 +49,9 @@
  * closes it. `rate_limit` does not count: it is pacing, handled above. Five because one or two failures are noise
  * in a fleet of sessions and a few more are already a pattern.
  *
+ * An attempt that waited is reported, with its wait, to the `GateListener` of the caller's context: the provider
+ * chain records it in the burst's trajectory as a `gate` decision, so a waterfall shows where the time went.
+ *
  * An attempt interrupted from outside (the chain's timeout, which cannot be told apart from a cancelled session)
  * counts as a `timeout` failure: a provider that hangs must open the circuit like one that errors. Time comes from
  * `Clock` and jitter from `Random`, so a TestClock and a seeded `Random` replay a storm exactly.
