@@ -114,6 +114,12 @@ export const RailDecision = Schema.Union(
     /** Set when a Retry-After beyond the cap made the chain move on instead of waiting. */
     retryAfterMs: Schema.optional(Schema.Number)
   }),
+  /**
+   * An attempt waited at its provider's storm gate (`model/StormGuard`: the provider was shedding load and the herd
+   * is released at a pace) for `waitMs` before it was sent; `at` is when it arrived at the gate. The wait is part of
+   * the attempt's own duration. Not re-run by a replay (the gate is shared by the whole process).
+   */
+  Schema.TaggedStruct("gate", { at, provider: Schema.String, waitMs: Schema.Number }),
   Schema.TaggedStruct("prune", { at, pruned: Schema.Boolean }),
   Schema.TaggedStruct("nudge", { at, cause: Schema.Literal("empty", "length") }),
   Schema.TaggedStruct("truncate", {

@@ -11,6 +11,8 @@
  * the state becomes `exhausted` and stays so: every later call fails `ProviderExhausted` without a request.
  *
  * Every attempt, failed or not, is reported through `onAttempt` with its usage: usage is charged whatever happened.
+ * Retries, failovers and an attempt's wait at its provider's storm gate (`StormGuard.GateListener`) are reported
+ * through `onDecision`.
  */
 import type { Random } from "effect"
 import { Clock, Duration, Effect, Either, Option, Ref } from "effect"
@@ -25,6 +27,7 @@ import * as Retry from "../rails/Retry.js"
 import * as GenAi from "../telemetry/GenAi.js"
 import type { ModelProvider, ModelRequest } from "./ModelProvider.js"
 import { describe, withProvider } from "./ProviderError.js"
+import * as StormGuard from "./StormGuard.js"
 
 /** A session's failover position: the provider to start from, and whether the whole route is spent (sticky). */
 export interface ChainState {
@@ -101,7 +104,16 @@ const attemptOnce = (
     // Sync-first: a provider that answers without suspending costs no fork and no timer; one that suspends is
     // joined under its timeout as before.
     const outcome = yield* SyncFirst.within(
-      provider.complete(options.request),
+      provider.complete(options.request).pipe(
+        // A wait at the provider's storm gate is part of this attempt: recorded as a `gate` decision of the burst.
+        Effect.provideService(StormGuard.GateListener, (wait) =>
+          (options.onDecision ?? (() => Effect.void))({
+            _tag: "gate",
+            at: wait.arrivedAt,
+            provider: provider.name,
+            waitMs: wait.waitMs
+          }))
+      ),
       provider.timeoutMs,
       () => timedOut(provider)
     ).pipe(

@@ -49,11 +49,14 @@
  * closes it. `rate_limit` does not count: it is pacing, handled above. Five because one or two failures are noise
  * in a fleet of sessions and a few more are already a pattern.
  *
+ * An attempt that waited is reported, with its wait, to the `GateListener` of the caller's context: the provider
+ * chain records it in the burst's trajectory as a `gate` decision, so a waterfall shows where the time went.
+ *
  * An attempt interrupted from outside (the chain's timeout, which cannot be told apart from a cancelled session)
  * counts as a `timeout` failure: a provider that hangs must open the circuit like one that errors. Time comes from
  * `Clock` and jitter from `Random`, so a TestClock and a seeded `Random` replay a storm exactly.
  */
-import { Clock, Effect, Random } from "effect"
+import { Clock, Context, Effect, Random } from "effect"
 import type { ErrorKind } from "../domain/ErrorKind.js"
 import { ProviderError } from "../domain/Errors.js"
 import type { ModelProvider, ModelRequest } from "./ModelProvider.js"
@@ -122,6 +125,26 @@ export interface Status {
   readonly gated: number
   /** How many attempts failed fast on the open circuit. */
   readonly rejected: number
+}
+
+/** One wait at the gate: when the attempt arrived, and how long it waited before it was released (ms). */
+export interface GateWait {
+  readonly arrivedAt: number
+  readonly waitMs: number
+}
+
+/**
+ * Told of every attempt that waited at a gate, in the caller's fiber, right before the attempt is sent: how the
+ * provider chain records the wait in the burst's trajectory (a `gate` decision). Absent: nobody is told.
+ */
+export class GateListener extends Context.Reference<GateListener>()("corral/model/StormGuard/GateListener", {
+  defaultValue: (): (wait: GateWait) => Effect.Effect<void> => () => Effect.void
+}) {}
+
+/** The guard's state of `provider` when it is a guarded provider (`wrap`), `undefined` otherwise. */
+export const statusOf = (provider: ModelProvider): Status | undefined => {
+  const status = (provider as Partial<Guarded>).status
+  return typeof status === "function" ? status() : undefined
 }
 
 /** A guarded provider: the port, plus a look at the guard's state. */
@@ -315,6 +338,7 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
           }
           lastRelease = now
           options.onRelease?.({ arrivedAt, releasedAt: now })
+          if (now > arrivedAt) yield* (yield* GateListener)({ arrivedAt, waitMs: now - arrivedAt })
         }),
       () =>
         Effect.sync(() => {

@@ -32,6 +32,7 @@ import { Trajectory } from "../domain/Trajectory.js"
 import { Authentication } from "./Authentication.js"
 import { NotReady, PayloadTooLarge, Unavailable, UnsupportedMediaType } from "./HttpErrors.js"
 import * as InputLimits from "./InputLimits.js"
+import { OperationsGroup } from "./OperationsApi.js"
 import { ToolsGroup } from "./ToolsApi.js"
 
 /** Bodies list every problem, and an unknown field is a problem (a misspelt optional field must not vanish). */
@@ -318,6 +319,7 @@ export class Api extends HttpApi.make("corral")
   .add(AgentsGroup)
   .add(SessionsGroup)
   .add(ToolsGroup)
+  .add(OperationsGroup)
   .add(SystemGroup)
   .addError(PayloadTooLarge)
   .addError(UnsupportedMediaType)

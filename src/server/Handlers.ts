@@ -28,6 +28,7 @@ import { Api } from "./Api.js"
 import { CurrentPrincipal } from "./Authentication.js"
 import { NotReady, Unavailable } from "./HttpErrors.js"
 import * as InputLimits from "./InputLimits.js"
+import * as OperationsHandlers from "./OperationsHandlers.js"
 import { Readiness } from "./Readiness.js"
 import { Shutdown } from "./Shutdown.js"
 import * as Sse from "./Sse.js"
@@ -282,4 +283,5 @@ const system = HttpApiBuilder.group(Api, "system", (handlers) =>
   }))
 
 /** Every group's handlers. Needs the Corral service, the store (session listing), readiness and shutdown state. */
-export const layer = (options: Options) => Layer.mergeAll(agents, sessions(options), ToolsHandlers.layer, system)
+export const layer = (options: Options) =>
+  Layer.mergeAll(agents, sessions(options), ToolsHandlers.layer, OperationsHandlers.layer, system)

@@ -62,7 +62,7 @@ export class McpToolShadowsBuiltIn extends Schema.TaggedError<McpToolShadowsBuil
 }
 
 /** What the runtime provides to the server and the CLI. */
-export type Services = Corral | Supervisor.Supervisor | SessionStore | Readiness.Readiness | ToolExecutor
+export type Services = Corral | Supervisor.Supervisor | SessionStore | Readiness.Readiness | ToolExecutor | Providers
 
 /** The persistence timeout in force: every store call is bounded by it (`limits.persistTimeoutMs`). */
 const persistTimeoutMs = (settings: Settings): number =>

@@ -300,9 +300,12 @@ const drive = <A, E>(
     yield* Fiber.interrupt(fiber)
   })
 
-/** The decisions to compare: without the exit when the record ends at a crash the replay cannot reproduce. */
+/**
+ * The decisions to compare: without the exit when the record ends at a crash the replay cannot reproduce, and never
+ * the storm-gate waits (the gate is shared by every session of the process; a replay runs without it).
+ */
 const exits = (decisions: ReadonlyArray<RailDecision>, prefix: boolean) =>
-  prefix ? decisions.filter((d) => d._tag !== "exit") : decisions
+  decisions.filter((d) => d._tag !== "gate" && (!prefix || d._tag !== "exit"))
 
 /** Compares what the replay produced with the record; `prefix` for a burst whose record ends at a crash. */
 const compare = (

@@ -5,9 +5,12 @@
  * each turn as it is persisted, tool calls as they start and finish, rail notices, streamed text, the exit reason
  * and the report. The stream is read with fetch (not EventSource) so the API key travels in the Authorization
  * header, never in a URL; on a dropped connection it resumes with Last-Event-ID, and turns are de-duplicated by
- * sequence number. Everything from the server is inserted as text, never as HTML.
+ * sequence number. The session page's rails (gauges and waterfall) are drawn by rails.js from the session's
+ * trajectories, re-read after each event and every second while a burst runs. Everything from the server is inserted
+ * as text, never as HTML. The API helpers are shared with the operations page (ops.js) as `window.CorralViewer`.
  */
-/* global document, window, fetch, localStorage, location, TextDecoder, AbortController, setTimeout, URLSearchParams */
+/* global document, window, fetch, localStorage, location, TextDecoder, AbortController, setTimeout, setInterval,
+   URLSearchParams */
 "use strict"
 ;(() => {
   const KEY = "corral.apiKey"
@@ -257,7 +260,45 @@
       } catch (error) {
         $("error").textContent = error.message
       }
+      loadRails()
     }
+
+    // The rails (gauges and waterfall) come from the trajectories, saved as each burst goes: re-read after every
+    // event that moves them (at most one read in flight, one more queued), and every second while a burst runs.
+    let view
+    let trajectories = []
+    let railsBusy = false
+    let railsAgain = false
+    const drawRails = () => {
+      if (!window.CorralRails) return
+      window.CorralRails.renderGauges($("gauges"), trajectories, view, Date.now())
+      window.CorralRails.renderWaterfalls($("waterfalls"), trajectories, Date.now())
+    }
+    const loadRails = async () => {
+      if (railsBusy) {
+        railsAgain = true
+        return
+      }
+      railsBusy = true
+      try {
+        const [latest, list] = await Promise.all([api("GET", base), api("GET", `${base}/trajectory`)])
+        view = latest
+        trajectories = list.trajectories
+        drawRails()
+      } catch (error) {
+        $("error").textContent = error.message
+      } finally {
+        railsBusy = false
+        if (railsAgain) {
+          railsAgain = false
+          loadRails()
+        }
+      }
+    }
+    setInterval(() => {
+      const running = trajectories.some((t) => t.open) || (view && view.status === "running")
+      if (running) loadRails()
+    }, 1000)
 
     const handle = (name, data) => {
       switch (name) {
@@ -267,9 +308,11 @@
         case "turn":
         case "notice":
           renderTurn(data.turn)
+          loadRails()
           break
         case "tool_start":
           setCall(data.callId, "running", "running…")
+          loadRails()
           break
         case "tool_progress":
           // Live-only: the call's badge says how far it got; the result turn replaces it.
@@ -388,6 +431,8 @@
     follow()
   }
 
+  // Shared with the operations page (ops.js), which loads this file first.
+  window.CorralViewer = { KEY, apiKey, api, el, badgeClass, describe }
   if (document.body.dataset.page === "session") sessionPage()
-  else indexPage()
+  else if (document.body.dataset.page === "index") indexPage()
 })()
