@@ -228,7 +228,9 @@ const tallyLog = (chunk: Buffer): void => {
     try {
       const record = JSON.parse(line) as { level?: string; message?: string }
       if (record.level !== "WARN" && record.level !== "ERROR" && record.level !== "FATAL") continue
-      const key = `${record.level} ${String(record.message).slice(0, 120)}`
+      // Ids stripped, so one kind of trouble is one line however many sessions met it.
+      const text = String(record.message).replace(/\b(ses|run|msg|call)_[0-9a-f]+/g, "$1_…")
+      const key = `${record.level} ${text.slice(0, 240)}`
       logTally.set(key, (logTally.get(key) ?? 0) + 1)
     } catch {
       // not a log record

@@ -11,6 +11,13 @@
  * turn on it, and now saves nothing provisional. What a crash can take is the last `spacingMs` of a burst. A failed provisional save is only
  * logged: the landing's save, which `close` orders after any provisional one, is the one that counts.
  *
+ * Provisional saves are insurance, never worth starving the turns' own writes: at most `inFlight` run at once in the
+ * process, whatever the number of bursts. A burst whose save waits for a slot keeps running, its touches meanwhile
+ * join that save, and the save writes the trajectory as it stands when the slot comes (latest wins). Without the cap,
+ * 300 bursts at once each saved four times a second once their turns slowed under load; those saves took most of the
+ * database pool, and the turns' appends and state saves ran into the pool's bound and crashed their bursts
+ * (docs/benchmarks.md, "the server path"). Two slots: one save can wait on a slow statement while another proceeds.
+ *
  * The writer is a child of the burst's fiber: if the burst is interrupted without closing its log (the process is
  * shutting down), the writer goes with it.
  */
@@ -29,6 +36,10 @@ export interface TrajectoryLog {
 /** The least time between two provisional saves of one burst (see the module header). */
 export const spacingMs = 250
 
+/** Provisional saves in flight at once in the process (see the module header). */
+export const inFlight = 2
+const slots = Effect.unsafeMakeSemaphore(inFlight)
+
 /** A log that saves what `build` gives (the trajectory as it stands) through `save`; starts its writer. */
 export const make = (
   save: (trajectory: Trajectory) => Effect.Effect<void, PersistenceFailed>,
@@ -46,8 +57,10 @@ export const make = (
       // provisional at all (its landing saves the whole trajectory).
       yield* Effect.sleep(spacingMs)
       yield* wake.close
-      yield* writing.withPermits(1)(
-        Effect.suspend(() => closed ? Effect.void : Effect.flatMap(build, save).pipe(Effect.catchAll(onError)))
+      yield* slots.withPermits(1)(
+        writing.withPermits(1)(
+          Effect.suspend(() => closed ? Effect.void : Effect.flatMap(build, save).pipe(Effect.catchAll(onError)))
+        )
       )
     })))
     return {
