@@ -32,6 +32,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import type { StdioServerParameters } from "@modelcontextprotocol/sdk/client/stdio.js"
+import { UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js"
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { LoggingMessageNotificationSchema, ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js"
 import type { ElicitRequest, ElicitResult, Tool } from "@modelcontextprotocol/sdk/types.js"
@@ -39,6 +40,7 @@ import { Clock, Deferred, Duration, Effect, Either, Exit, FiberId, Schedule } fr
 import type { Scope } from "effect"
 import * as McpConfig from "../McpConfig.js"
 import * as ClientRequests from "./mcpClientRequests.js"
+import type * as McpOAuth from "./mcpOAuth.js"
 import { messageOf } from "./texts.js"
 
 /** Why a connection ended (or, `NeverStarted`, why there never was one). */
@@ -100,6 +102,8 @@ export interface Handle {
    * (elicitation) is not tied to a request on stdio, so it goes to the session of the call that is running.
    */
   readonly callers: Set<Caller>
+  /** The OAuth client of a server with `auth` in its config (kept across reconnects: it holds the tokens). */
+  readonly oauth: McpOAuth.Session | undefined
 }
 
 /** A call in flight on a server: whose session, which call, which tool (as offered). */
@@ -239,7 +243,8 @@ export const describeLoss = (loss: Loss): string => {
 
 const transportFor = (
   config: McpConfig.McpServer,
-  headers: Readonly<Record<string, string>>
+  headers: Readonly<Record<string, string>>,
+  oauth: McpOAuth.Session | undefined
 ): StdioClientTransport | StreamableHTTPClientTransport => {
   if (McpConfig.isStdio(config)) {
     const params: StdioServerParameters = {
@@ -252,10 +257,10 @@ const transportFor = (
     }
     return new StdioClientTransport(params)
   }
-  return new StreamableHTTPClientTransport(
-    new URL(config.url),
-    Object.keys(headers).length === 0 ? undefined : { requestInit: { headers: { ...headers } } }
-  )
+  return new StreamableHTTPClientTransport(new URL(config.url), {
+    ...(Object.keys(headers).length === 0 ? {} : { requestInit: { headers: { ...headers } } }),
+    ...(oauth === undefined ? {} : { authProvider: oauth })
+  })
 }
 
 const listAll = async (client: Client, signal: AbortSignal, timeout: number): Promise<ReadonlyArray<Tool>> => {
@@ -298,17 +303,48 @@ export const close = (conn: Conn, force = false): Effect.Effect<void> =>
   }).pipe(Effect.uninterruptible)
 
 /**
+ * The server refused the connection until an OAuth authorization finished, and it just did (the followed redirect
+ * brought a code, exchanged for tokens): connect again, with the tokens.
+ */
+const REAUTHORIZED = Symbol("reauthorized")
+/** Authorizations one `open` may finish (the first, then one step-up); a server asking for more is refused. */
+const MAX_AUTHORIZATIONS = 2
+
+/**
+ * Finishes an OAuth authorization whose redirect was followed (`UnauthorizedError` with a code waiting): exchanges
+ * the code for tokens on `transport`. False when there is nothing to finish (the error stands as it is).
+ */
+export const finishAuthorization = async (
+  handle: Handle,
+  transport: StdioClientTransport | StreamableHTTPClientTransport,
+  error: unknown
+): Promise<boolean> => {
+  if (!(error instanceof UnauthorizedError) || !(transport instanceof StreamableHTTPClientTransport)) return false
+  const code = handle.oauth?.takeCode()
+  if (code === undefined) return false
+  await transport.finishAuth(code)
+  return true
+}
+
+/**
  * Opens a fresh client: spawn or dial, initialize, list every page. Fails with a message (including the tail of a
  * stdio server's stderr) when any step fails or `timeoutMs` passes; whatever was opened is closed on failure and on
- * interruption.
+ * interruption. A server that wants an OAuth authorization first gets it (when this host can), then a new client.
  */
-const open = (handle: Handle, options: Options): Effect.Effect<{ conn: Conn; tools: ReadonlyArray<Tool> }, string> =>
-  Effect.flatMap(McpConfig.headersOf(handle.config), (headers) => {
+const open = (
+  handle: Handle,
+  options: Options,
+  authorizations = 0
+): Effect.Effect<{ conn: Conn; tools: ReadonlyArray<Tool> }, string> =>
+  Effect.flatMap(
+    Effect.zip(McpConfig.headersOf(handle.config), McpConfig.oauthSecretOf(handle.config)),
+    ([headers, secret]) => {
+    handle.oauth?.setSecret(secret)
     const timeoutMs = options.connectTimeoutMs
     const client = new Client(CLIENT_INFO, { capabilities: ClientRequests.capabilitiesOf(handle.config) })
     const conn: Conn = {
       client,
-      transport: transportFor(handle.config, headers),
+      transport: transportFor(handle.config, headers, handle.oauth),
       lost: Deferred.unsafeMake<Loss>(FiberId.none),
       loss: undefined,
       closing: false,
@@ -346,10 +382,19 @@ const open = (handle: Handle, options: Options): Effect.Effect<{ conn: Conn; too
     })
     return Effect.tryPromise({
       try: async (signal) => {
-        await client.connect(conn.transport, { signal, timeout: timeoutMs })
-        return { conn, tools: await listAll(client, signal, timeoutMs) }
+        try {
+          await client.connect(conn.transport, { signal, timeout: timeoutMs })
+          return { conn, tools: await listAll(client, signal, timeoutMs) }
+        } catch (error) {
+          // A server may let `initialize` through and ask for authorization at the first listing.
+          if (authorizations < MAX_AUTHORIZATIONS && await finishAuthorization(handle, conn.transport, error)) {
+            throw REAUTHORIZED
+          }
+          throw error
+        }
       },
       catch: (error) => {
+        if (error === REAUTHORIZED) return REAUTHORIZED
         const tail = conn.stderr.trim().split("\n").slice(-5).join("\n")
         return tail.length > 0 ? `${describeError(error)}; stderr: ${tail}` : describeError(error)
       }
@@ -358,7 +403,8 @@ const open = (handle: Handle, options: Options): Effect.Effect<{ conn: Conn; too
         duration: Duration.millis(timeoutMs),
         onTimeout: () => `no answer to initialize/tools/list within ${timeoutMs} ms`
       }),
-      Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : close(conn, true)))
+      Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : close(conn, true))),
+      Effect.catchIf((error) => error === REAUTHORIZED, () => open(handle, options, authorizations + 1))
     )
   })
 
@@ -469,9 +515,15 @@ const supervise = (handle: Handle, first: Conn | undefined, options: Options): E
   })
 
 /** A handle for one configured server, not yet started. */
-export const makeHandle = (name: string, config: McpConfig.McpServer, now: number): Handle => ({
+export const makeHandle = (
+  name: string,
+  config: McpConfig.McpServer,
+  now: number,
+  oauth?: McpOAuth.Session
+): Handle => ({
   name,
   config,
+  oauth,
   state: { _tag: "Starting" },
   since: now,
   lastError: undefined,
