@@ -191,9 +191,9 @@ export class Session implements OAuthClientProvider {
     if (this.interaction === "none") {
       throw new NeedsPerson(
         `it needs a person to sign in at its authorization server (${authorizationUrl.origin}; OAuth grant ` +
-          `authorization_code) and corral serve has nobody to ask: authorize once with \`corral mcp login ` +
-          `${this.server}\` (the tokens are stored and refreshed), or use "grant": "client_credentials" if the ` +
-          "server allows it"
+          "authorization_code) and this host has nobody to ask (an interactive sign-in for corral serve is not " +
+          'built yet): use "grant": "client_credentials" if the server allows it, or a token in `headers` ' +
+          '(`{ "Authorization": { "env": "VAR", "prefix": "Bearer " } }`)'
       )
     }
     const response = await fetch(authorizationUrl, {
@@ -205,7 +205,7 @@ export class Session implements OAuthClientProvider {
     if (response.status < 300 || response.status >= 400 || location === null) {
       throw new NeedsPerson(
         `its authorization server answered HTTP ${response.status} instead of redirecting back (a sign-in page?): ` +
-          `a person must authorize Corral there (\`corral mcp login ${this.server}\`)`
+          "a person must authorize Corral there, which corral mcp inspect cannot do"
       )
     }
     const back = new URL(location, authorizationUrl)
