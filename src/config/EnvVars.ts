@@ -40,7 +40,16 @@ export const all: ReadonlyArray<EnvVar> = [
     key: "mcpServers",
     description:
       "MCP tool servers, JSON: name → { command, args?, env? } or { url, headers? } (+ effects?, tools?, exclude?, timeoutMs?, prefix?, roots?, sampling?); " +
-      "a header value may be { env: VAR, prefix? } to read a token from the environment"
+      "a header value may be { env: VAR, prefix? } to read a token from the environment; an HTTP server may take " +
+      "auth: { type: \"oauth\", grant, clientId?, clientSecretEnv?, scopes? }"
+  },
+  {
+    name: "CORRAL_SECRET_KEY",
+    key: "-",
+    description:
+      "Key (16+ characters, e.g. `openssl rand -hex 32`) sealing MCP servers' OAuth tokens in the SQL store " +
+      "(AES-256-GCM); unset = tokens kept in memory only",
+    secret: true
   },
   {
     name: "CORRAL_API_KEYS",

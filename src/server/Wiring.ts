@@ -14,8 +14,7 @@
  * the built-in and logs a warning naming both.
  */
 import type { SqlClient } from "@effect/sql"
-import { Context, Effect, Layer, Option, Schema } from "effect"
-import type { ConfigError } from "effect"
+import { Config, ConfigError, Context, Effect, Layer, Option, Redacted, Schema } from "effect"
 import type { Settings } from "../config/Config.js"
 import { Corral } from "../Corral.js"
 import type { InvalidRequest, PersistenceFailed } from "../domain/Errors.js"
@@ -32,8 +31,10 @@ import * as Embedded from "../store/Embedded.js"
 import * as MemoryStore from "../store/MemoryStore.js"
 import * as Migrations from "../store/Migrations.js"
 import type { SessionStore } from "../store/SessionStore.js"
+import * as SqlCredentials from "../store/SqlCredentials.js"
 import * as SqlStore from "../store/SqlStore.js"
 import * as Approvals from "../tools/Approvals.js"
+import * as McpCredentials from "../tools/McpCredentials.js"
 import * as McpRegistry from "../tools/McpRegistry.js"
 import { ToolExecutor } from "../tools/ToolExecutor.js"
 import type { ToolDef } from "../tools/ToolExecutor.js"
@@ -81,13 +82,55 @@ export const database = (
       dataDir: settings.database._tag === "Embedded" ? settings.database.dataDir : "memory://"
     })
 
-/** The store and its readiness probe. SQL stores migrate on start (idempotent). */
-export const store = (settings: Settings): Layer.Layer<SessionStore | Readiness.Readiness, PersistenceFailed> =>
+/**
+ * Where MCP servers' OAuth state is kept on a SQL store: the `mcp_credentials` table, sealed with a key derived from
+ * `CORRAL_SECRET_KEY`. Without the key nothing is written there (an unsealed token is never stored): the state is
+ * kept in memory, and when a configured server uses OAuth a warning says that each restart signs in again.
+ */
+const sqlCredentials = (
+  settings: Settings
+): Layer.Layer<McpCredentials.McpCredentials, ConfigError.ConfigError, SqlClient.SqlClient> =>
+  Layer.effect(
+    McpCredentials.McpCredentials,
+    Effect.gen(function*() {
+      const secret = yield* Config.option(Config.redacted("CORRAL_SECRET_KEY"))
+      if (Option.isNone(secret)) {
+        const oauth = Object.entries(settings.mcpServers).filter(([, s]) => "url" in s && s.auth !== undefined)
+        if (oauth.length > 0) {
+          yield* Effect.logWarning(
+            `CORRAL_SECRET_KEY is not set: the OAuth tokens of MCP server(s) ${
+              oauth.map(([name]) => `"${name}"`).join(", ")
+            } are kept in memory only (never unsealed in the database), so each restart authorizes again`
+          )
+        }
+        return McpCredentials.makeMemory()
+      }
+      const key = yield* Effect.try({
+        try: () => McpCredentials.keyOf(Redacted.value(secret.value)),
+        catch: (error) => ConfigError.InvalidData(["CORRAL_SECRET_KEY"], (error as Error).message)
+      })
+      const table = yield* SqlCredentials.make(persistTimeoutMs(settings))
+      return McpCredentials.sealed(table, key)
+    })
+  )
+
+/**
+ * The store, its readiness probe and where MCP servers' OAuth state is kept (in memory for the memory store). SQL
+ * stores migrate on start (idempotent).
+ */
+export const store = (
+  settings: Settings
+): Layer.Layer<
+  SessionStore | Readiness.Readiness | McpCredentials.McpCredentials,
+  PersistenceFailed | ConfigError.ConfigError
+> =>
   settings.database._tag === "Memory"
-    ? Layer.merge(MemoryStore.layerMemory, Readiness.layerMemory)
-    : Layer.merge(SqlStore.layer({ timeoutMs: persistTimeoutMs(settings) }), Readiness.layerSql).pipe(
-      Layer.provide(database(settings))
-    )
+    ? Layer.mergeAll(MemoryStore.layerMemory, Readiness.layerMemory, McpCredentials.layerMemory)
+    : Layer.mergeAll(
+      SqlStore.layer({ timeoutMs: persistTimeoutMs(settings) }),
+      Readiness.layerSql,
+      sqlCredentials(settings)
+    ).pipe(Layer.provide(database(settings)))
 
 /** Applies pending migrations; `None` for the memory store, which has none. */
 export const migrate = (
