@@ -25,11 +25,14 @@ export const make = (timeoutMs: number): Effect.Effect<SqlCredentials, never, Sq
         within("mcp_credentials.load", timeoutMs)
       ),
     save: (key, value) =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        sql`INSERT INTO mcp_credentials (key, sealed, updated_at) VALUES (${key}, ${value}, ${now})
-          ON CONFLICT (key) DO UPDATE SET sealed = EXCLUDED.sealed, updated_at = EXCLUDED.updated_at`).pipe(
-          Effect.asVoid,
-          persist("mcp_credentials.save"),
-          within("mcp_credentials.save", timeoutMs)
-        )
+      Effect.flatMap(
+        Clock.currentTimeMillis,
+        (now) =>
+          sql`INSERT INTO mcp_credentials (key, sealed, updated_at) VALUES (${key}, ${value}, ${now})
+          ON CONFLICT (key) DO UPDATE SET sealed = EXCLUDED.sealed, updated_at = EXCLUDED.updated_at`
+      ).pipe(
+        Effect.asVoid,
+        persist("mcp_credentials.save"),
+        within("mcp_credentials.save", timeoutMs)
+      )
   }))

@@ -299,13 +299,19 @@ const authIssues = (servers: Readonly<Record<string, McpServer>>, at: string): A
     if (auth === undefined || auth.grant !== "client_credentials") return []
     return [
       ...(auth.clientId === undefined
-        ? [new FieldIssue({ path: `${at}.${name}.auth.clientId`, message: "the client_credentials grant needs `clientId`" })]
+        ? [
+          new FieldIssue({
+            path: `${at}.${name}.auth.clientId`,
+            message: "the client_credentials grant needs `clientId`"
+          })
+        ]
         : []),
       ...(auth.clientSecretEnv === undefined
         ? [
           new FieldIssue({
             path: `${at}.${name}.auth.clientSecretEnv`,
-            message: "the client_credentials grant needs `clientSecretEnv` (the environment variable holding the secret)"
+            message:
+              "the client_credentials grant needs `clientSecretEnv` (the environment variable holding the secret)"
           })
         ]
         : [])

@@ -47,7 +47,9 @@ const IV_BYTES = 12
  * Fails (as a defect: it is a configuration check made at start) on a secret shorter than 16 characters.
  */
 export const keyOf = (secret: string): Buffer => {
-  if (secret.length < 16) throw new Error("CORRAL_SECRET_KEY: expected at least 16 characters (e.g. `openssl rand -hex 32`)")
+  if (secret.length < 16) {
+    throw new Error("CORRAL_SECRET_KEY: expected at least 16 characters (e.g. `openssl rand -hex 32`)")
+  }
   return Buffer.from(hkdfSync("sha256", secret, "corral", "mcp-credentials", 32))
 }
 

@@ -91,9 +91,13 @@ describe("MCP conformance, client scenarios", () => {
   })
 
   for (const name of expectedFailures) {
-    it.live(`still fails ${name} (listed in client-expected-failures.yml)`, () =>
-      Effect.map(scenario(name), (result) => {
-        expect(result.failed, result.output).toBeGreaterThan(0)
-      }), { timeout: 90_000 })
+    it.live(
+      `still fails ${name} (listed in client-expected-failures.yml)`,
+      () =>
+        Effect.map(scenario(name), (result) => {
+          expect(result.failed, result.output).toBeGreaterThan(0)
+        }),
+      { timeout: 90_000 }
+    )
   }
 })

@@ -39,8 +39,12 @@ describe("McpRegistry with OAuth", () => {
       const mcp = yield* McpRegistry.make({
         remote: {
           url: server.url,
-          auth: { type: "oauth", grant: "client_credentials", clientId: client.clientId,
-            clientSecretEnv: "REMOTE_CLIENT_SECRET" }
+          auth: {
+            type: "oauth",
+            grant: "client_credentials",
+            clientId: client.clientId,
+            clientSecretEnv: "REMOTE_CLIENT_SECRET"
+          }
         }
       }, quick).pipe(Effect.withConfigProvider(env), Effect.provide(store.layer))
       expect(yield* stateOf(mcp, "remote")).toMatchObject({ state: "up" })
@@ -59,8 +63,12 @@ describe("McpRegistry with OAuth", () => {
       const mcp = yield* McpRegistry.make({
         remote: {
           url: server.url,
-          auth: { type: "oauth", grant: "client_credentials", clientId: client.clientId,
-            clientSecretEnv: "REMOTE_CLIENT_SECRET" }
+          auth: {
+            type: "oauth",
+            grant: "client_credentials",
+            clientId: client.clientId,
+            clientSecretEnv: "REMOTE_CLIENT_SECRET"
+          }
         }
       }, quick).pipe(Effect.withConfigProvider(ConfigProvider.fromMap(new Map())))
       expect(yield* stateOf(mcp, "remote")).toMatchObject({
@@ -74,7 +82,9 @@ describe("McpRegistry with OAuth", () => {
     Effect.gen(function*() {
       const server = yield* McpHttpFixture.start({ oauth: client })
       const store = inspectable()
-      const config = { remote: { url: server.url, auth: { type: "oauth" as const, grant: "authorization_code" as const } } }
+      const config = {
+        remote: { url: server.url, auth: { type: "oauth" as const, grant: "authorization_code" as const } }
+      }
       const first = yield* Effect.scoped(Effect.gen(function*() {
         const mcp = yield* McpRegistry.make(config, { ...quick, interaction: "follow" }).pipe(
           Effect.provide(store.layer)
@@ -104,7 +114,9 @@ describe("McpRegistry with OAuth", () => {
       }, quick)
       const remote = yield* stateOf(mcp, "remote")
       expect(remote).toMatchObject({ state: "down" })
-      expect(remote!.lastError).toMatch(/needs a person to sign in at its authorization server \(http:\/\/127\.0\.0\.1:/)
+      expect(remote!.lastError).toMatch(
+        /needs a person to sign in at its authorization server \(http:\/\/127\.0\.0\.1:/
+      )
       expect(remote!.lastError).toMatch(/"grant": "client_credentials"/)
       expect(server.grants).not.toHaveProperty("authorize")
       expect(yield* stateOf(mcp, "fx")).toMatchObject({ state: "up" })

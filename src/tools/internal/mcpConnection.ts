@@ -29,10 +29,10 @@
  * new version, a different config). Both are reported to the handle's owner through `Options.onToolsChanged`, which
  * re-lists with `listTools` on the live connection.
  */
+import { UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import type { StdioServerParameters } from "@modelcontextprotocol/sdk/client/stdio.js"
-import { UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js"
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { LoggingMessageNotificationSchema, ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js"
 import type { ElicitRequest, ElicitResult, Tool } from "@modelcontextprotocol/sdk/types.js"
@@ -339,74 +339,75 @@ const open = (
   Effect.flatMap(
     Effect.zip(McpConfig.headersOf(handle.config), McpConfig.oauthSecretOf(handle.config)),
     ([headers, secret]) => {
-    handle.oauth?.setSecret(secret)
-    const timeoutMs = options.connectTimeoutMs
-    const client = new Client(CLIENT_INFO, { capabilities: ClientRequests.capabilitiesOf(handle.config) })
-    const conn: Conn = {
-      client,
-      transport: transportFor(handle.config, headers, handle.oauth),
-      lost: Deferred.unsafeMake<Loss>(FiberId.none),
-      loss: undefined,
-      closing: false,
-      stderr: ""
-    }
-    if (conn.transport instanceof StdioClientTransport) {
-      // Always drained: an unread pipe would block the child once its buffer fills.
-      conn.transport.stderr?.on("data", (chunk: Buffer | string) => {
-        conn.stderr = (conn.stderr + chunk.toString()).slice(-STDERR_TAIL)
-      })
-    }
-    // Before the close that follows, the transport reports an oversized message as an error: remember why.
-    client.onerror = (error) => {
-      if (TOO_LARGE.test(error.message)) lose(handle, conn, { _tag: "TooLarge" })
-      // A response stream (or the notification stream) of a Streamable HTTP server broke: the server died or the
-      // network dropped. The SDK would only resume a stream the server made resumable, and never fails the calls
-      // waiting on it, so they would hang until their deadline: the connection is lost, now, and rebuilt.
-      else if (SSE_BROKEN.test(error.message)) lose(handle, conn, { _tag: "Unreachable", detail: error.message })
-    }
-    // Junk lines and SSE hiccups are errors too, but only a close means the connection is gone.
-    client.onclose = () => lose(handle, conn, { _tag: "Exited" })
-    // Handled even when the server did not declare `tools.listChanged`: a stale list is worse than a spare listing.
-    client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
-      if (conn.loss === undefined && !conn.closing) options.onToolsChanged(handle)
-    })
-    ClientRequests.install(
-      client,
-      handle,
-      options.onElicit === undefined ? undefined : (params, signal) => options.onElicit!(handle, params, signal)
-    )
-    client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
-      const { data, level, logger } = notification.params
-      const text = typeof data === "string" ? data : JSON.stringify(data) ?? String(data)
-      for (const listener of handle.logListeners) listener(level, logger === undefined ? text : `${logger}: ${text}`)
-    })
-    return Effect.tryPromise({
-      try: async (signal) => {
-        try {
-          await client.connect(conn.transport, { signal, timeout: timeoutMs })
-          return { conn, tools: await listAll(client, signal, timeoutMs) }
-        } catch (error) {
-          // A server may let `initialize` through and ask for authorization at the first listing.
-          if (authorizations < MAX_AUTHORIZATIONS && await finishAuthorization(handle, conn.transport, error)) {
-            throw REAUTHORIZED
-          }
-          throw error
-        }
-      },
-      catch: (error) => {
-        if (error === REAUTHORIZED) return REAUTHORIZED
-        const tail = conn.stderr.trim().split("\n").slice(-5).join("\n")
-        return tail.length > 0 ? `${describeError(error)}; stderr: ${tail}` : describeError(error)
+      handle.oauth?.setSecret(secret)
+      const timeoutMs = options.connectTimeoutMs
+      const client = new Client(CLIENT_INFO, { capabilities: ClientRequests.capabilitiesOf(handle.config) })
+      const conn: Conn = {
+        client,
+        transport: transportFor(handle.config, headers, handle.oauth),
+        lost: Deferred.unsafeMake<Loss>(FiberId.none),
+        loss: undefined,
+        closing: false,
+        stderr: ""
       }
-    }).pipe(
-      Effect.timeoutFail({
-        duration: Duration.millis(timeoutMs),
-        onTimeout: () => `no answer to initialize/tools/list within ${timeoutMs} ms`
-      }),
-      Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : close(conn, true))),
-      Effect.catchIf((error) => error === REAUTHORIZED, () => open(handle, options, authorizations + 1))
-    )
-  })
+      if (conn.transport instanceof StdioClientTransport) {
+        // Always drained: an unread pipe would block the child once its buffer fills.
+        conn.transport.stderr?.on("data", (chunk: Buffer | string) => {
+          conn.stderr = (conn.stderr + chunk.toString()).slice(-STDERR_TAIL)
+        })
+      }
+      // Before the close that follows, the transport reports an oversized message as an error: remember why.
+      client.onerror = (error) => {
+        if (TOO_LARGE.test(error.message)) lose(handle, conn, { _tag: "TooLarge" })
+        // A response stream (or the notification stream) of a Streamable HTTP server broke: the server died or the
+        // network dropped. The SDK would only resume a stream the server made resumable, and never fails the calls
+        // waiting on it, so they would hang until their deadline: the connection is lost, now, and rebuilt.
+        else if (SSE_BROKEN.test(error.message)) lose(handle, conn, { _tag: "Unreachable", detail: error.message })
+      }
+      // Junk lines and SSE hiccups are errors too, but only a close means the connection is gone.
+      client.onclose = () => lose(handle, conn, { _tag: "Exited" })
+      // Handled even when the server did not declare `tools.listChanged`: a stale list is worse than a spare listing.
+      client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+        if (conn.loss === undefined && !conn.closing) options.onToolsChanged(handle)
+      })
+      ClientRequests.install(
+        client,
+        handle,
+        options.onElicit === undefined ? undefined : (params, signal) => options.onElicit!(handle, params, signal)
+      )
+      client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
+        const { data, level, logger } = notification.params
+        const text = typeof data === "string" ? data : JSON.stringify(data) ?? String(data)
+        for (const listener of handle.logListeners) listener(level, logger === undefined ? text : `${logger}: ${text}`)
+      })
+      return Effect.tryPromise({
+        try: async (signal) => {
+          try {
+            await client.connect(conn.transport, { signal, timeout: timeoutMs })
+            return { conn, tools: await listAll(client, signal, timeoutMs) }
+          } catch (error) {
+            // A server may let `initialize` through and ask for authorization at the first listing.
+            if (authorizations < MAX_AUTHORIZATIONS && await finishAuthorization(handle, conn.transport, error)) {
+              throw REAUTHORIZED
+            }
+            throw error
+          }
+        },
+        catch: (error) => {
+          if (error === REAUTHORIZED) return REAUTHORIZED
+          const tail = conn.stderr.trim().split("\n").slice(-5).join("\n")
+          return tail.length > 0 ? `${describeError(error)}; stderr: ${tail}` : describeError(error)
+        }
+      }).pipe(
+        Effect.timeoutFail({
+          duration: Duration.millis(timeoutMs),
+          onTimeout: () => `no answer to initialize/tools/list within ${timeoutMs} ms`
+        }),
+        Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : close(conn, true))),
+        Effect.catchIf((error) => error === REAUTHORIZED, () => open(handle, options, authorizations + 1))
+      )
+    }
+  )
 
 /** Starts an attempt: takes its failure signal and arms fresh `nextFailed` / `kick` for those who arrive now. */
 const attemptStarts = (handle: Handle): Deferred.Deferred<string> | undefined => {

@@ -192,8 +192,8 @@ export class Session implements OAuthClientProvider {
       throw new NeedsPerson(
         `it needs a person to sign in at its authorization server (${authorizationUrl.origin}; OAuth grant ` +
           "authorization_code) and this host has nobody to ask (an interactive sign-in for corral serve is not " +
-          'built yet): use "grant": "client_credentials" if the server allows it, or a token in `headers` ' +
-          '(`{ "Authorization": { "env": "VAR", "prefix": "Bearer " } }`)'
+          "built yet): use \"grant\": \"client_credentials\" if the server allows it, or a token in `headers` " +
+          "(`{ \"Authorization\": { \"env\": \"VAR\", \"prefix\": \"Bearer \" } }`)"
       )
     }
     const response = await fetch(authorizationUrl, {
