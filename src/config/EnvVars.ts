@@ -106,6 +106,29 @@ export const all: ReadonlyArray<EnvVar> = [
     default: "15000"
   },
   {
+    name: "CORRAL_MCP_IDLE_MS",
+    key: "server.mcp.idleMs",
+    description: "/mcp: close a session with no request in flight for this long",
+    default: "3600000 (1 h)"
+  },
+  {
+    name: "CORRAL_MCP_MAX_SESSIONS",
+    key: "server.mcp.maxSessions",
+    description: "/mcp: sessions open at once (a new one beyond is refused with 503)",
+    default: "100"
+  },
+  {
+    name: "CORRAL_MCP_ALLOWED_HOSTS",
+    key: "server.mcp.allowedHosts",
+    description: "/mcp: host names (comma-separated, no port) besides loopback that Host and Origin may name"
+  },
+  {
+    name: "CORRAL_MCP_ELICITATION_WAIT_MS",
+    key: "server.mcp.elicitationWaitMs",
+    description: "/mcp and corral mcp: how long a host's person has to answer an approval asked by elicitation",
+    default: "600000 (10 min)"
+  },
+  {
     name: "CORRAL_LIMITS",
     key: "limits",
     description: "Tighter loop ceilings, JSON: { modelCallsPerBurst: 10, ... } (may only tighten)"
