@@ -41,6 +41,7 @@ import type { ToolDef } from "../tools/ToolExecutor.js"
 import { ToolNotices } from "../tools/ToolNotices.js"
 import * as ToolRegistry from "../tools/ToolRegistry.js"
 import * as DemoAgent from "./DemoAgent.js"
+import * as AgentFeed from "./mcp/AgentFeed.js"
 import * as Readiness from "./Readiness.js"
 
 /** Why the runtime could not be built. */
@@ -63,7 +64,13 @@ export class McpToolShadowsBuiltIn extends Schema.TaggedError<McpToolShadowsBuil
 }
 
 /** What the runtime provides to the server and the CLI. */
-export type Services = Corral | Supervisor.Supervisor | SessionStore | Readiness.Readiness | ToolExecutor
+export type Services =
+  | Corral
+  | Supervisor.Supervisor
+  | SessionStore
+  | Readiness.Readiness
+  | ToolExecutor
+  | AgentFeed.AgentFeed
 
 /** The persistence timeout in force: every store call is bounded by it (`limits.persistTimeoutMs`). */
 const persistTimeoutMs = (settings: Settings): number =>
@@ -288,6 +295,19 @@ const readiness = Layer.effect(
     ))
 )
 
+/**
+ * `Corral` whose `publishAgent` also tells the `AgentFeed` (so MCP connections of the org announce their changed
+ * tool list); everything else is the wrapped service.
+ */
+const announcing = Layer.effect(
+  Corral,
+  Effect.zipWith(Corral, AgentFeed.AgentFeed, (corral, feed) => ({
+    ...corral,
+    publishAgent: (by: Principal, spec: Parameters<typeof corral.publishAgent>[1]) =>
+      Effect.tap(corral.publishAgent(by, spec), () => Effect.sync(() => feed.published(by.orgId)))
+  }))
+)
+
 /** Publishes the demo agent into each org (idempotent: the same version replaces itself). */
 export const publishDemo = (orgs: ReadonlyArray<Principal>) =>
   Layer.effectDiscard(
@@ -308,7 +328,11 @@ export const layer = (
     Layer.provideMerge(events),
     Layer.provideMerge(store(settings))
   )
-  const corral = Corral.layer().pipe(Layer.provideMerge(Layer.provideMerge(readiness, ports)))
+  const corral = announcing.pipe(
+    Layer.provideMerge(Corral.layer()),
+    Layer.provideMerge(Layer.provideMerge(readiness, ports)),
+    Layer.provideMerge(AgentFeed.layer)
+  )
   const withDemo = settings.demo.enabled ? Layer.provideMerge(publishDemo(orgs), corral) : corral
   return withDemo.pipe(
     Layer.provide(settings.limits === undefined ? Layer.empty : Limits.layer(settings.limits)),
