@@ -34,6 +34,7 @@ import type { SessionStore } from "../store/SessionStore.js"
 import * as SqlCredentials from "../store/SqlCredentials.js"
 import * as SqlStore from "../store/SqlStore.js"
 import * as Approvals from "../tools/Approvals.js"
+import { Elicitations } from "../tools/Elicitations.js"
 import * as McpCredentials from "../tools/McpCredentials.js"
 import * as McpRegistry from "../tools/McpRegistry.js"
 import { ToolExecutor } from "../tools/ToolExecutor.js"
@@ -42,6 +43,7 @@ import { ToolNotices } from "../tools/ToolNotices.js"
 import * as ToolRegistry from "../tools/ToolRegistry.js"
 import * as DemoAgent from "./DemoAgent.js"
 import * as AgentFeed from "./mcp/AgentFeed.js"
+import * as PendingElicitations from "./PendingElicitations.js"
 import * as Readiness from "./Readiness.js"
 
 /** Why the runtime could not be built. */
@@ -71,6 +73,7 @@ export type Services =
   | Readiness.Readiness
   | ToolExecutor
   | AgentFeed.AgentFeed
+  | PendingElicitations.PendingElicitations
 
 /** The persistence timeout in force: every store call is bounded by it (`limits.persistTimeoutMs`). */
 const persistTimeoutMs = (settings: Settings): number =>
@@ -242,7 +245,11 @@ const NOTICE_SESSIONS = 10_000
  * the last sequence each session published (a burst publishes at least its opening turn before any tool runs) and
  * forgets it at the burst's `report`, so the map holds only sessions with a burst in flight.
  */
-export const events: Layer.Layer<SessionEvents | ToolNotices, never, SessionStore> = Layer.effectContext(
+export const events: Layer.Layer<
+  SessionEvents | ToolNotices | PendingElicitations.PendingElicitations | Elicitations,
+  never,
+  SessionStore
+> = Layer.effectContext(
   Effect.map(LiveEvents.make, (live) => {
     const lastSeq = new Map<string, number>()
     const remember = (event: SessionEvent) => {
@@ -275,7 +282,13 @@ export const events: Layer.Layer<SessionEvents | ToolNotices, never, SessionStor
           )
         })
     }
-    return Context.make(SessionEvents, { ...live, publish }).pipe(Context.add(ToolNotices, notices))
+    const pending = PendingElicitations.make(live.publish, (sessionId) => lastSeq.get(sessionId))
+    return Context.make(SessionEvents, { ...live, publish }).pipe(
+      Context.add(ToolNotices, notices),
+      Context.add(PendingElicitations.PendingElicitations, pending),
+      // MCP servers' questions go to the session's person through the API (`POST …/elicitations/{id}`).
+      Context.add(Elicitations, { ask: pending.ask })
+    )
   })
 )
 
