@@ -21,5 +21,29 @@ const extra = {
   "elicitation-sep1034-client-defaults": ["--call", "test_client_elicitation_defaults", "--elicit", "accept"]
 }[scenario] ?? []
 
-const child = spawn(process.execPath, [corral, "mcp", "inspect", url, ...extra], { stdio: "inherit" })
+/**
+ * The auth scenarios: a server behind OAuth 2.1 with a tool `test-tool`. Corral authenticates as configured for such
+ * a server (`auth` in mcpServers), here given on inspect's command line: the grant, and the pre-registered client
+ * the scenario hands over in MCP_CONFORMANCE_CONTEXT (its secret passed through an environment variable, as
+ * `clientSecretEnv` names it in a config). Inspect follows the authorization redirect itself (the suite's
+ * authorization server approves without a person).
+ */
+const context = JSON.parse(process.env.MCP_CONFORMANCE_CONTEXT ?? "{}")
+const env = { ...process.env }
+const auth = []
+if (scenario.startsWith("auth/")) {
+  auth.push("--oauth", scenario.startsWith("auth/client-credentials") ? "client_credentials" : "authorization_code")
+  if (context.client_id !== undefined) auth.push("--client-id", context.client_id)
+  if (context.client_secret !== undefined) {
+    env.CONFORMANCE_CLIENT_SECRET = context.client_secret
+    auth.push("--client-secret-env", "CONFORMANCE_CLIENT_SECRET")
+  }
+  // SEP-991: where the authorization server accepts URL client ids, the suite expects this one.
+  if (scenario === "auth/basic-cimd") {
+    auth.push("--client-metadata-url", "https://conformance-test.local/client-metadata.json")
+  }
+  auth.push("--call", "test-tool")
+}
+
+const child = spawn(process.execPath, [corral, "mcp", "inspect", url, ...extra, ...auth], { stdio: "inherit", env })
 child.on("exit", (code, signal) => process.exit(code ?? (signal === null ? 1 : 128)))

@@ -33,7 +33,10 @@ const serveStdio = (args: Args.Parsed) =>
     const runtime = Wiring.layer(settings, [by])
     yield* Effect.provide(
       Stdio.serve(by, {
-        catalog: settings.limits?.activeTimeMs === undefined ? {} : { activeTimeMs: settings.limits.activeTimeMs }
+        catalog: settings.limits?.activeTimeMs === undefined ? {} : { activeTimeMs: settings.limits.activeTimeMs },
+        protocol: settings.server.mcp.elicitationWaitMs === undefined
+          ? {}
+          : { approvalWaitMs: settings.server.mcp.elicitationWaitMs }
       }),
       runtime
     )

@@ -42,6 +42,13 @@ export const help = [
   "  --args JSON           the arguments of --call (default {})",
   "  --elicit ANSWER       how to answer the server's questions during --call: decline (default), cancel, or",
   "                        accept (with the defaults of the values asked for)",
+  "  --oauth GRANT         authenticate with OAuth 2.1: client_credentials or authorization_code (the",
+  "                        authorization URL is followed by Corral itself: for servers that authorize without a",
+  "                        person; tokens are kept in memory only). With --server, the server's `auth` is used",
+  "  --client-id ID        a client id registered in advance (default: dynamic client registration)",
+  "  --client-secret-env NAME  the environment variable holding the client secret",
+  "  --client-metadata-url URL  Corral's client metadata document (an https URL used as client id)",
+  "  --scopes \"A B\"        scopes to ask for when the server does not say",
   "  --timeout MS          bound on connecting and on each listing (default 30000)",
   "  --json                print one JSON document instead of text",
   Command.commonHelp,
@@ -58,6 +65,11 @@ const spec: Args.Spec = {
   args: "string",
   elicit: "string",
   timeout: "string",
+  oauth: "string",
+  "client-id": "string",
+  "client-secret-env": "string",
+  "client-metadata-url": "string",
+  scopes: "string",
   json: "boolean"
 }
 
@@ -117,8 +129,9 @@ const target = (
       if (eq <= 0) return yield* Effect.fail(`--env "${e}": expected NAME=VALUE`)
       env[e.slice(0, eq)] = e.slice(eq + 1)
     }
+    const auth = yield* oauthOf(parsed)
     const raw = url !== undefined
-      ? { url, ...(headers.length === 0 ? {} : { headers: header }) }
+      ? { url, ...(headers.length === 0 ? {} : { headers: header }), ...(auth === undefined ? {} : { auth }) }
       : (() => {
         const [cmd, ...args] = splitCommand(command!)
         return { command: cmd ?? "", args, ...(envs.length === 0 ? {} : { env: { ...process.env, ...env } }) }
@@ -127,6 +140,29 @@ const target = (
     const decoded = yield* Inspection.decodeOne(name, withPrefix(raw as McpConfig.McpServer))
     return { name, servers: { [name]: decoded } }
   })
+
+/** The `auth` of an inspected URL, from `--oauth` and its companions (validated with the server's config). */
+const oauthOf = (parsed: Args.Parsed): Effect.Effect<Record<string, unknown> | undefined, string> => {
+  const grant = parsed.strings.get("oauth")
+  const companions = ["client-id", "client-secret-env", "client-metadata-url", "scopes"].filter((o) =>
+    parsed.strings.has(o)
+  )
+  if (grant === undefined) {
+    return companions.length === 0
+      ? Effect.succeed(undefined)
+      : Effect.fail(`--${companions[0]} needs --oauth client_credentials|authorization_code`)
+  }
+  const get = (name: string) => parsed.strings.get(name)
+  const scopes = get("scopes")?.split(/\s+/).filter((s) => s.length > 0)
+  return Effect.succeed({
+    type: "oauth",
+    grant,
+    ...(get("client-id") === undefined ? {} : { clientId: get("client-id") }),
+    ...(get("client-secret-env") === undefined ? {} : { clientSecretEnv: get("client-secret-env") }),
+    ...(get("client-metadata-url") === undefined ? {} : { clientMetadataUrl: get("client-metadata-url") }),
+    ...(scopes === undefined ? {} : { scopes })
+  })
+}
 
 const ctxFor = (callId: string) => ({
   sessionId: "inspect",
@@ -157,7 +193,11 @@ export const main = (argv: ReadonlyArray<string>): Effect.Effect<number> =>
     }
     const { name, servers } = yield* target(args, headers.right.values, envs.right.values)
     return yield* Effect.scoped(Effect.gen(function*() {
-      const registry = yield* McpRegistry.make(servers, { connectTimeoutMs: timeout, restartSchedule: Schedule.stop })
+      const registry = yield* McpRegistry.make(servers, {
+        connectTimeoutMs: timeout,
+        restartSchedule: Schedule.stop,
+        interaction: "follow"
+      })
         .pipe(Effect.mapError((collision) => collision.message))
       const status = (yield* registry.servers!).find((s) => s.name === name)!
       const described = status.state === "up" ? yield* Effect.either(registry.describe(name)) : undefined

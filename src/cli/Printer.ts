@@ -51,6 +51,15 @@ export const lines = (event: SessionEvent): ReadonlyArray<string> => {
       ]
     case "tool_log":
       return [`    tool log   ${event.name} [${event.level}] ${clip(event.message)}`]
+    case "elicitation":
+      return [
+        `    question   ${event.name}: MCP server "${event.server}" asks: ${clip(event.message)} ` +
+        `(answer: POST /v1/sessions/${event.sessionId}/elicitations/${event.elicitationId})`
+      ]
+    case "elicitation_settled":
+      return [
+        `    answered   ${event.name}: ${event.action}${event.reason === "timed_out" ? " (no answer in time)" : ""}`
+      ]
     case "delta":
       return []
     case "exit":

@@ -55,13 +55,37 @@ const Port = Schema.Int.pipe(
   Schema.between(0, 65535, { message: (issue) => `an integer from 0 to 65535, ${got(issue)}` })
 )
 
+/** A host name as `Host` and `Origin` carry it, without a port (`corral.example.com`, `10.0.0.5`). */
+const HostName = Schema.String.pipe(
+  Schema.pattern(/^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$/, {
+    message: (issue) => `a host name without scheme or port (e.g. "corral.example.com"), ${got(issue)}`
+  })
+)
+
+/**
+ * `server.mcp`: the bounds of Corral's own MCP endpoint (`/mcp`, and `corral mcp` for `elicitationWaitMs`). Each key
+ * absent = the endpoint's default (`src/server/mcp/Http.ts`, `Protocol.ts`; docs/mcp.md).
+ */
+export const McpEndpointSection = Schema.Struct({
+  /** A session with no request in flight for this long is closed (default 1 h). */
+  idleMs: Schema.optional(Positive),
+  /** Sessions open at once; a new one beyond is refused with 503 (default 100). */
+  maxSessions: Schema.optional(Positive),
+  /** Host names besides the loopback ones that `Host` and `Origin` may name (DNS-rebinding protection). */
+  allowedHosts: Schema.optional(Schema.Array(HostName)),
+  /** How long a host's person has to answer an approval asked through elicitation (default 10 min). */
+  elicitationWaitMs: Schema.optional(Positive)
+})
+export type McpEndpointSettings = typeof McpEndpointSection.Type
+
 /** The `server` section. */
 export const ServerSection = Schema.Struct({
   host: Schema.optional(Schema.NonEmptyTrimmedString),
   port: Schema.optional(Port),
   bodyLimitBytes: Schema.optional(Positive),
   shutdownTimeoutMs: Schema.optional(Positive),
-  keepAliveMs: Schema.optional(Positive)
+  keepAliveMs: Schema.optional(Positive),
+  mcp: Schema.optional(McpEndpointSection)
 })
 
 /** The `database` section. `url` is better given as `DATABASE_URL` (it holds a password). */
@@ -119,6 +143,8 @@ export interface ServerSettings {
   readonly bodyLimitBytes: number
   readonly shutdownTimeoutMs: number
   readonly keepAliveMs: number
+  /** Bounds of Corral's own MCP endpoint; each absent key is the endpoint's default. */
+  readonly mcp: McpEndpointSettings
 }
 
 /** The built-in demo agent. */
@@ -150,7 +176,14 @@ export const defaults: Settings = {
   mcpServers: {},
   apiKeys: [],
   database: { _tag: "Embedded", dataDir: "./.corral" },
-  server: { host: "127.0.0.1", port: 8787, bodyLimitBytes: 1_048_576, shutdownTimeoutMs: 10_000, keepAliveMs: 15_000 },
+  server: {
+    host: "127.0.0.1",
+    port: 8787,
+    bodyLimitBytes: 1_048_576,
+    shutdownTimeoutMs: 10_000,
+    keepAliveMs: 15_000,
+    mcp: {}
+  },
   limits: undefined,
   approvals: { ttlMs: 3_600_000 },
   demo: { enabled: true, delayMs: 700 },
@@ -357,7 +390,17 @@ export const load: Effect.Effect<Settings, ConfigInvalid> = Effect.gen(function*
       port: env.port,
       bodyLimitBytes: env.bodyLimitBytes,
       shutdownTimeoutMs: env.shutdownTimeoutMs,
-      keepAliveMs: env.keepAliveMs
+      keepAliveMs: env.keepAliveMs,
+      mcp: {
+        ...shape.server?.mcp,
+        ...Option.match(env.mcpIdleMs, { onNone: () => ({}), onSome: (idleMs) => ({ idleMs }) }),
+        ...Option.match(env.mcpMaxSessions, { onNone: () => ({}), onSome: (maxSessions) => ({ maxSessions }) }),
+        ...Option.match(env.mcpAllowedHosts, { onNone: () => ({}), onSome: (allowedHosts) => ({ allowedHosts }) }),
+        ...Option.match(env.mcpElicitationWaitMs, {
+          onNone: () => ({}),
+          onSome: (elicitationWaitMs) => ({ elicitationWaitMs })
+        })
+      }
     },
     limits: shape.limits,
     approvals: { ttlMs: env.approvalTtlMs },
@@ -374,6 +417,14 @@ const positive = (name: string, fallback: number) =>
       EffectConfig.withDefault(fallback)
     )
   )
+
+const optionalPositive = (name: string) =>
+  EffectConfig.option(described(
+    name,
+    EffectConfig.integer(name).pipe(
+      EffectConfig.validate({ message: "Expected a positive integer", validation: (n) => n > 0 })
+    )
+  ))
 
 /** The scalar variables, each defaulting to the file's value, then to the built-in default. */
 const environment = (file: FileShape) =>
@@ -411,6 +462,18 @@ const environment = (file: FileShape) =>
       file.server?.shutdownTimeoutMs ?? defaults.server.shutdownTimeoutMs
     ),
     keepAliveMs: positive("CORRAL_KEEPALIVE_MS", file.server?.keepAliveMs ?? defaults.server.keepAliveMs),
+    mcpIdleMs: optionalPositive("CORRAL_MCP_IDLE_MS"),
+    mcpMaxSessions: optionalPositive("CORRAL_MCP_MAX_SESSIONS"),
+    mcpAllowedHosts: EffectConfig.option(described(
+      "CORRAL_MCP_ALLOWED_HOSTS",
+      EffectConfig.array(EffectConfig.nonEmptyString(), "CORRAL_MCP_ALLOWED_HOSTS").pipe(
+        EffectConfig.validate({
+          message: "Expected host names without scheme or port, comma-separated (e.g. corral.example.com)",
+          validation: (hosts) => hosts.every((h) => /^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$/.test(h))
+        })
+      )
+    )),
+    mcpElicitationWaitMs: optionalPositive("CORRAL_MCP_ELICITATION_WAIT_MS"),
     approvalTtlMs: positive("CORRAL_APPROVAL_TTL_MS", file.approvals?.ttlMs ?? defaults.approvals.ttlMs),
     demoEnabled: described(
       "CORRAL_DEMO",

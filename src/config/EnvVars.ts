@@ -40,7 +40,16 @@ export const all: ReadonlyArray<EnvVar> = [
     key: "mcpServers",
     description:
       "MCP tool servers, JSON: name → { command, args?, env? } or { url, headers? } (+ effects?, tools?, exclude?, timeoutMs?, prefix?, roots?, sampling?); " +
-      "a header value may be { env: VAR, prefix? } to read a token from the environment"
+      "a header value may be { env: VAR, prefix? } to read a token from the environment; an HTTP server may take " +
+      "auth: { type: \"oauth\", grant, clientId?, clientSecretEnv?, scopes? }"
+  },
+  {
+    name: "CORRAL_SECRET_KEY",
+    key: "-",
+    description:
+      "Key (16+ characters, e.g. `openssl rand -hex 32`) sealing MCP servers' OAuth tokens in the SQL store " +
+      "(AES-256-GCM); unset = tokens kept in memory only",
+    secret: true
   },
   {
     name: "CORRAL_API_KEYS",
@@ -95,6 +104,29 @@ export const all: ReadonlyArray<EnvVar> = [
     key: "server.keepAliveMs",
     description: "Interval of keep-alive comments on event streams",
     default: "15000"
+  },
+  {
+    name: "CORRAL_MCP_IDLE_MS",
+    key: "server.mcp.idleMs",
+    description: "/mcp: close a session with no request in flight for this long",
+    default: "3600000 (1 h)"
+  },
+  {
+    name: "CORRAL_MCP_MAX_SESSIONS",
+    key: "server.mcp.maxSessions",
+    description: "/mcp: sessions open at once (a new one beyond is refused with 503)",
+    default: "100"
+  },
+  {
+    name: "CORRAL_MCP_ALLOWED_HOSTS",
+    key: "server.mcp.allowedHosts",
+    description: "/mcp: host names (comma-separated, no port) besides loopback that Host and Origin may name"
+  },
+  {
+    name: "CORRAL_MCP_ELICITATION_WAIT_MS",
+    key: "server.mcp.elicitationWaitMs",
+    description: "/mcp and corral mcp: how long a host's person has to answer an approval asked by elicitation",
+    default: "600000 (10 min)"
   },
   {
     name: "CORRAL_LIMITS",

@@ -1,6 +1,6 @@
 /**
  * What subscribers of a session see. `turn` events are persisted turns (their `seq` is the resume point);
- * `tool_start`, `tool_progress`, `tool_log`, `delta` and `error` are live-only; `exit` and `report` close a burst.
+ * `tool_start`, `tool_progress`, `tool_log`, `elicitation`, `elicitation_settled`, `delta` and `error` are live-only; `exit` and `report` close a burst.
  */
 import { Schema } from "effect"
 import { ExitReason } from "./ExitReason.js"
@@ -36,6 +36,36 @@ export const ToolLogEvent = Schema.TaggedStruct("tool_log", {
   level: Schema.String,
   message: Schema.String
 })
+/**
+ * An MCP server asks the session's person a question while one of its tools runs (`elicitation/create`; not
+ * persisted). Answer with `POST /v1/sessions/{id}/elicitations/{elicitationId}` before `answerBy` (epoch ms); then it
+ * is declined. `requestedSchema` is the JSON Schema of the values asked for (a flat object of primitives).
+ */
+export const ElicitationEvent = Schema.TaggedStruct("elicitation", {
+  sessionId: Schema.String,
+  seq: Schema.Int,
+  callId: Schema.String,
+  /** The tool whose call asks (its name as offered). */
+  name: Schema.String,
+  elicitationId: Schema.String,
+  /** The MCP server asking. */
+  server: Schema.String,
+  message: Schema.String,
+  requestedSchema: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
+  answerBy: Schema.Number
+})
+/** A question of an `elicitation` event was settled: answered by the person, or declined at its bound (not persisted). */
+export const ElicitationSettledEvent = Schema.TaggedStruct("elicitation_settled", {
+  sessionId: Schema.String,
+  seq: Schema.Int,
+  callId: Schema.String,
+  name: Schema.String,
+  elicitationId: Schema.String,
+  action: Schema.Literal("accept", "decline", "cancel"),
+  /** `answered`: the person's answer; `timed_out`: nobody answered before `answerBy`, so it was declined. */
+  reason: Schema.Literal("answered", "timed_out")
+})
+
 /** A streamed text fragment of the reply being generated (not persisted). */
 export const DeltaEvent = Schema.TaggedStruct("delta", {
   sessionId: Schema.String,
@@ -66,6 +96,8 @@ export const SessionEvent = Schema.Union(
   ToolStartEvent,
   ToolProgressEvent,
   ToolLogEvent,
+  ElicitationEvent,
+  ElicitationSettledEvent,
   DeltaEvent,
   ExitEvent,
   ReportEvent,

@@ -30,6 +30,7 @@ import { Scope } from "../domain/Scope.js"
 import { SessionStatus, SessionView } from "../domain/Session.js"
 import { Trajectory } from "../domain/Trajectory.js"
 import { Authentication } from "./Authentication.js"
+import { ElicitationsGroup } from "./ElicitationsApi.js"
 import { NotReady, PayloadTooLarge, Unavailable, UnsupportedMediaType } from "./HttpErrors.js"
 import * as InputLimits from "./InputLimits.js"
 import { OperationsGroup } from "./OperationsApi.js"
@@ -38,18 +39,8 @@ import { ToolsGroup } from "./ToolsApi.js"
 /** Bodies list every problem, and an unknown field is a problem (a misspelt optional field must not vanish). */
 const strict = { parseOptions: { errors: "all", onExcessProperty: "error" } } as const
 
-/**
- * A path id (a session's or an agent's): bounded and URL-safe, so an id no store could hold (a NUL byte, 100 KB of
- * text) is a 400 from the contract and never reaches a store call (see `InputLimits`).
- */
-export const PathId = Schema.String.pipe(
-  Schema.maxLength(InputLimits.maxIdChars, {
-    message: () => `an id of at most ${InputLimits.maxIdChars} characters`
-  }),
-  Schema.pattern(InputLimits.idPattern, {
-    message: () => "an id of letters, digits and . _ : ~ @ + = - (starting with a letter or digit)"
-  })
-).annotations({ identifier: "PathId", description: "A session id (`ses_…`) or an agent id" })
+/** A path id (a session's or an agent's), bounded and URL-safe: see `InputLimits.PathId`. */
+export const PathId = InputLimits.PathId
 
 const IdPath = Schema.Struct({ id: PathId })
 
@@ -320,6 +311,7 @@ export class Api extends HttpApi.make("corral")
   .add(SessionsGroup)
   .add(ToolsGroup)
   .add(OperationsGroup)
+  .add(ElicitationsGroup)
   .add(SystemGroup)
   .addError(PayloadTooLarge)
   .addError(UnsupportedMediaType)

@@ -26,6 +26,7 @@ import * as Approvals from "../tools/Approvals.js"
 import type { Accepted } from "./Api.js"
 import { Api } from "./Api.js"
 import { CurrentPrincipal } from "./Authentication.js"
+import * as ElicitationsHandlers from "./ElicitationsHandlers.js"
 import { NotReady, Unavailable } from "./HttpErrors.js"
 import * as InputLimits from "./InputLimits.js"
 import * as OperationsHandlers from "./OperationsHandlers.js"
@@ -284,4 +285,11 @@ const system = HttpApiBuilder.group(Api, "system", (handlers) =>
 
 /** Every group's handlers. Needs the Corral service, the store (session listing), readiness and shutdown state. */
 export const layer = (options: Options) =>
-  Layer.mergeAll(agents, sessions(options), ToolsHandlers.layer, OperationsHandlers.layer, system)
+  Layer.mergeAll(
+    agents,
+    sessions(options),
+    ToolsHandlers.layer,
+    OperationsHandlers.layer,
+    ElicitationsHandlers.layer,
+    system
+  )

@@ -14,7 +14,7 @@
  * can only be refused later, at a higher cost; ids are Corral's own (`ses_` + 32 hex) or an agent id (64
  * characters at most), so 100 characters of a URL-safe alphabet hold every real one.
  */
-import { Option } from "effect"
+import { Option, Schema } from "effect"
 
 /** The deepest JSON nesting a body may have (arrays and objects, counted together). */
 export const maxDepth = 64
@@ -217,3 +217,17 @@ export const checkValue = (value: unknown): Option.Option<Violation> => {
   }
   return Option.none()
 }
+
+/**
+ * A path id (a session's or an agent's): bounded and URL-safe, so an id no store could hold (a NUL byte, 100 KB of
+ * text) is a 400 from the contract and never reaches a store call. Here (not in `Api`) so that groups defined in
+ * their own files share the one schema.
+ */
+export const PathId = Schema.String.pipe(
+  Schema.maxLength(maxIdChars, {
+    message: () => `an id of at most ${maxIdChars} characters`
+  }),
+  Schema.pattern(idPattern, {
+    message: () => "an id of letters, digits and . _ : ~ @ + = - (starting with a letter or digit)"
+  })
+).annotations({ identifier: "PathId", description: "A session id (`ses_…`) or an agent id" })

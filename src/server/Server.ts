@@ -194,6 +194,22 @@ export interface Options {
 }
 
 /**
+ * The `/mcp` bounds: the configuration's `server.mcp` keys, under what an embedder passes in `Options.mcp` (which
+ * wins key by key); a key in neither is the endpoint's own default.
+ */
+export const mcpOptions = (settings: Settings, given: McpHttp.Options = {}): McpHttp.Options => {
+  const configured = settings.server.mcp
+  const waitMs = given.protocol?.approvalWaitMs ?? configured.elicitationWaitMs
+  return {
+    ...(configured.idleMs === undefined ? {} : { idleMs: configured.idleMs }),
+    ...(configured.maxSessions === undefined ? {} : { maxSessions: configured.maxSessions }),
+    ...(configured.allowedHosts === undefined ? {} : { allowedHosts: configured.allowedHosts }),
+    ...given,
+    protocol: { ...given.protocol, ...(waitMs === undefined ? {} : { approvalWaitMs: waitMs }) }
+  }
+}
+
+/**
  * Routes `/mcp` to the MCP endpoint before anything else: the MCP transport reads its own body and answers
  * JSON-RPC errors (a malformed body is a JSON-RPC parse error, not the API's 400), so the body guard stays out of it.
  */
@@ -241,7 +257,10 @@ export const layer = (settings: Settings, options: Options = {}) => {
     Layer.provideMerge(listen),
     // Its sessions close after the HTTP server (the drain has cancelled the bursts their calls await).
     Layer.provideMerge(Layer.unwrapEffect(
-      Effect.map(Shutdown.Shutdown, (shutdown) => McpHttp.layer(settings, shutdown.draining, options.mcp))
+      Effect.map(
+        Shutdown.Shutdown,
+        (shutdown) => McpHttp.layer(settings, shutdown.draining, mcpOptions(settings, options.mcp))
+      )
     )),
     Layer.provideMerge(Layer.succeed(NodeHttp, node)),
     Layer.provideMerge(Shutdown.layer),

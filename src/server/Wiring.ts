@@ -14,8 +14,7 @@
  * the built-in and logs a warning naming both.
  */
 import type { SqlClient } from "@effect/sql"
-import { Context, Effect, Layer, Option, Schema } from "effect"
-import type { ConfigError } from "effect"
+import { Config, ConfigError, Context, Effect, Layer, Option, Redacted, Schema } from "effect"
 import type { Settings } from "../config/Config.js"
 import { Corral } from "../Corral.js"
 import type { InvalidRequest, PersistenceFailed } from "../domain/Errors.js"
@@ -32,14 +31,19 @@ import * as Embedded from "../store/Embedded.js"
 import * as MemoryStore from "../store/MemoryStore.js"
 import * as Migrations from "../store/Migrations.js"
 import type { SessionStore } from "../store/SessionStore.js"
+import * as SqlCredentials from "../store/SqlCredentials.js"
 import * as SqlStore from "../store/SqlStore.js"
 import * as Approvals from "../tools/Approvals.js"
+import { Elicitations } from "../tools/Elicitations.js"
+import * as McpCredentials from "../tools/McpCredentials.js"
 import * as McpRegistry from "../tools/McpRegistry.js"
 import { ToolExecutor } from "../tools/ToolExecutor.js"
 import type { ToolDef } from "../tools/ToolExecutor.js"
 import { ToolNotices } from "../tools/ToolNotices.js"
 import * as ToolRegistry from "../tools/ToolRegistry.js"
 import * as DemoAgent from "./DemoAgent.js"
+import * as AgentFeed from "./mcp/AgentFeed.js"
+import * as PendingElicitations from "./PendingElicitations.js"
 import * as Readiness from "./Readiness.js"
 
 /** Why the runtime could not be built. */
@@ -62,7 +66,15 @@ export class McpToolShadowsBuiltIn extends Schema.TaggedError<McpToolShadowsBuil
 }
 
 /** What the runtime provides to the server and the CLI. */
-export type Services = Corral | Supervisor.Supervisor | SessionStore | Readiness.Readiness | ToolExecutor | Providers
+export type Services =
+  | Corral
+  | Supervisor.Supervisor
+  | SessionStore
+  | Readiness.Readiness
+  | ToolExecutor
+  | Providers
+  | AgentFeed.AgentFeed
+  | PendingElicitations.PendingElicitations
 
 /** The persistence timeout in force: every store call is bounded by it (`limits.persistTimeoutMs`). */
 const persistTimeoutMs = (settings: Settings): number =>
@@ -81,13 +93,55 @@ export const database = (
       dataDir: settings.database._tag === "Embedded" ? settings.database.dataDir : "memory://"
     })
 
-/** The store and its readiness probe. SQL stores migrate on start (idempotent). */
-export const store = (settings: Settings): Layer.Layer<SessionStore | Readiness.Readiness, PersistenceFailed> =>
+/**
+ * Where MCP servers' OAuth state is kept on a SQL store: the `mcp_credentials` table, sealed with a key derived from
+ * `CORRAL_SECRET_KEY`. Without the key nothing is written there (an unsealed token is never stored): the state is
+ * kept in memory, and when a configured server uses OAuth a warning says that each restart signs in again.
+ */
+const sqlCredentials = (
+  settings: Settings
+): Layer.Layer<McpCredentials.McpCredentials, ConfigError.ConfigError, SqlClient.SqlClient> =>
+  Layer.effect(
+    McpCredentials.McpCredentials,
+    Effect.gen(function*() {
+      const secret = yield* Config.option(Config.redacted("CORRAL_SECRET_KEY"))
+      if (Option.isNone(secret)) {
+        const oauth = Object.entries(settings.mcpServers).filter(([, s]) => "url" in s && s.auth !== undefined)
+        if (oauth.length > 0) {
+          yield* Effect.logWarning(
+            `CORRAL_SECRET_KEY is not set: the OAuth tokens of MCP server(s) ${
+              oauth.map(([name]) => `"${name}"`).join(", ")
+            } are kept in memory only (never unsealed in the database), so each restart authorizes again`
+          )
+        }
+        return McpCredentials.makeMemory()
+      }
+      const key = yield* Effect.try({
+        try: () => McpCredentials.keyOf(Redacted.value(secret.value)),
+        catch: (error) => ConfigError.InvalidData(["CORRAL_SECRET_KEY"], (error as Error).message)
+      })
+      const table = yield* SqlCredentials.make(persistTimeoutMs(settings))
+      return McpCredentials.sealed(table, key)
+    })
+  )
+
+/**
+ * The store, its readiness probe and where MCP servers' OAuth state is kept (in memory for the memory store). SQL
+ * stores migrate on start (idempotent).
+ */
+export const store = (
+  settings: Settings
+): Layer.Layer<
+  SessionStore | Readiness.Readiness | McpCredentials.McpCredentials,
+  PersistenceFailed | ConfigError.ConfigError
+> =>
   settings.database._tag === "Memory"
-    ? Layer.merge(MemoryStore.layerMemory, Readiness.layerMemory)
-    : Layer.merge(SqlStore.layer({ timeoutMs: persistTimeoutMs(settings) }), Readiness.layerSql).pipe(
-      Layer.provide(database(settings))
-    )
+    ? Layer.mergeAll(MemoryStore.layerMemory, Readiness.layerMemory, McpCredentials.layerMemory)
+    : Layer.mergeAll(
+      SqlStore.layer({ timeoutMs: persistTimeoutMs(settings) }),
+      Readiness.layerSql,
+      sqlCredentials(settings)
+    ).pipe(Layer.provide(database(settings)))
 
 /** Applies pending migrations; `None` for the memory store, which has none. */
 export const migrate = (
@@ -192,7 +246,11 @@ const NOTICE_SESSIONS = 10_000
  * the last sequence each session published (a burst publishes at least its opening turn before any tool runs) and
  * forgets it at the burst's `report`, so the map holds only sessions with a burst in flight.
  */
-export const events: Layer.Layer<SessionEvents | ToolNotices, never, SessionStore> = Layer.effectContext(
+export const events: Layer.Layer<
+  SessionEvents | ToolNotices | PendingElicitations.PendingElicitations | Elicitations,
+  never,
+  SessionStore
+> = Layer.effectContext(
   Effect.map(LiveEvents.make, (live) => {
     const lastSeq = new Map<string, number>()
     const remember = (event: SessionEvent) => {
@@ -225,7 +283,13 @@ export const events: Layer.Layer<SessionEvents | ToolNotices, never, SessionStor
           )
         })
     }
-    return Context.make(SessionEvents, { ...live, publish }).pipe(Context.add(ToolNotices, notices))
+    const pending = PendingElicitations.make(live.publish, (sessionId) => lastSeq.get(sessionId))
+    return Context.make(SessionEvents, { ...live, publish }).pipe(
+      Context.add(ToolNotices, notices),
+      Context.add(PendingElicitations.PendingElicitations, pending),
+      // MCP servers' questions go to the session's person through the API (`POST …/elicitations/{id}`).
+      Context.add(Elicitations, { ask: pending.ask })
+    )
   })
 )
 
@@ -243,6 +307,19 @@ const readiness = Layer.effect(
             : s.state
         ])))
     ))
+)
+
+/**
+ * `Corral` whose `publishAgent` also tells the `AgentFeed` (so MCP connections of the org announce their changed
+ * tool list); everything else is the wrapped service.
+ */
+const announcing = Layer.effect(
+  Corral,
+  Effect.zipWith(Corral, AgentFeed.AgentFeed, (corral, feed) => ({
+    ...corral,
+    publishAgent: (by: Principal, spec: Parameters<typeof corral.publishAgent>[1]) =>
+      Effect.tap(corral.publishAgent(by, spec), () => Effect.sync(() => feed.published(by.orgId)))
+  }))
 )
 
 /** Publishes the demo agent into each org (idempotent: the same version replaces itself). */
@@ -265,7 +342,11 @@ export const layer = (
     Layer.provideMerge(events),
     Layer.provideMerge(store(settings))
   )
-  const corral = Corral.layer().pipe(Layer.provideMerge(Layer.provideMerge(readiness, ports)))
+  const corral = announcing.pipe(
+    Layer.provideMerge(Corral.layer()),
+    Layer.provideMerge(Layer.provideMerge(readiness, ports)),
+    Layer.provideMerge(AgentFeed.layer)
+  )
   const withDemo = settings.demo.enabled ? Layer.provideMerge(publishDemo(orgs), corral) : corral
   return withDemo.pipe(
     Layer.provide(settings.limits === undefined ? Layer.empty : Limits.layer(settings.limits)),

@@ -15,6 +15,7 @@ import init from "./migrations/0001_init.js"
 import approvals from "./migrations/0002_approvals.js"
 import appendFunction from "./migrations/0003_append_function.js"
 import inbox from "./migrations/0004_inbox.js"
+import mcpCredentials from "./migrations/0005_mcp_credentials.js"
 
 /** The bookkeeping table of applied migrations. */
 export const table = "corral_migrations"
@@ -24,7 +25,8 @@ export const all: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClien
   "0001_init": init,
   "0002_approvals": approvals,
   "0003_append_function": appendFunction,
-  "0004_inbox": inbox
+  "0004_inbox": inbox,
+  "0005_mcp_credentials": mcpCredentials
 }
 
 const migrate = Migrator.make({})

@@ -24,6 +24,11 @@ export interface ElicitationRequest {
   readonly message: string
   /** The JSON Schema of the values asked for (a flat object of primitives, per MCP). */
   readonly requestedSchema: Readonly<Record<string, unknown>>
+  /**
+   * When the answer must be in (epoch ms, `Clock`): the asking call's deadline less the server's margin. An answerer
+   * that waits for a person settles by then itself (the registry cancels a question still open at that bound).
+   */
+  readonly answerBy: number
 }
 
 /** The person's answer. */

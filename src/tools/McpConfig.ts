@@ -89,11 +89,49 @@ export const HeaderFromEnv = Schema.Struct({
 })
 export type HeaderFromEnv = typeof HeaderFromEnv.Type
 
+/** The OAuth 2.1 grants Corral can use to get an access token from a server's authorization server. */
+export const OAuthGrant = Schema.Literal("client_credentials", "authorization_code")
+export type OAuthGrant = typeof OAuthGrant.Type
+
+/**
+ * OAuth 2.1 for a Streamable HTTP server (MCP authorization, revision 2025-11-25), through the SDK's auth provider:
+ * the authorization server is discovered (RFC 9728 protected resource metadata, then RFC 8414 / OpenID metadata),
+ * the client registers itself dynamically when the server offers it and no `clientId` is given (or uses
+ * `clientMetadataUrl` as its id where the server accepts URL client ids), `authorization_code` uses PKCE (S256),
+ * and an expired token is refreshed with the refresh token. The secret is named, never written here: `clientSecretEnv`
+ * is the environment variable holding it. Tokens are kept by Corral's store (encrypted), never in this file.
+ */
+export const OAuth = Schema.Struct({
+  type: Schema.Literal("oauth"),
+  /**
+   * `client_credentials`: Corral authenticates as itself (machine to machine; needs `clientId` and
+   * `clientSecretEnv`). `authorization_code`: a person signs in at the authorization server once; Corral keeps (and
+   * refreshes) the tokens.
+   */
+  grant: OAuthGrant,
+  /** A client id registered with the authorization server in advance; absent = dynamic client registration. */
+  clientId: optional(Schema.NonEmptyTrimmedString),
+  /** The environment variable holding the client secret of `clientId` (absent = a public client). */
+  clientSecretEnv: optional(Schema.NonEmptyTrimmedString),
+  /** An https URL of Corral's client metadata document, used as the client id where the server supports it. */
+  clientMetadataUrl: optional(HttpUrl),
+  /** Scopes to ask for when neither the server's 401 nor its metadata say which (they win, per the spec). */
+  scopes: optional(Schema.Array(Schema.NonEmptyTrimmedString)),
+  /** `authorization_code`: where the authorization server sends the person back (default below). */
+  redirectUrl: optional(HttpUrl)
+})
+export type OAuth = typeof OAuth.Type
+
+/** Where the authorization server sends a person back when `redirectUrl` is not set. */
+export const DEFAULT_REDIRECT_URL = "http://127.0.0.1:8976/oauth/callback"
+
 /** A server reached over MCP Streamable HTTP. */
 export const HttpServer = Schema.Struct({
   url: HttpUrl,
   /** Sent with every request: a literal value, or `{ env, prefix? }` read from the environment at each connect. */
   headers: optional(Schema.Record({ key: Schema.String, value: Schema.Union(Schema.String, HeaderFromEnv) })),
+  /** How Corral authenticates to the server beyond `headers`: OAuth 2.1. */
+  auth: optional(OAuth),
   ...common
 })
 export type HttpServer = typeof HttpServer.Type
@@ -135,6 +173,23 @@ export const headersOf = (server: McpServer): Effect.Effect<Readonly<Record<stri
           })
         )),
     Object.fromEntries
+  )
+}
+
+/**
+ * The client secret of `server`'s OAuth config, read through `Config` from `clientSecretEnv` at each connect
+ * (`undefined` when it names none). Fails with a message naming the variable when it is unset or empty — never
+ * with the value.
+ */
+export const oauthSecretOf = (server: McpServer): Effect.Effect<string | undefined, string> => {
+  const env = isStdio(server) ? undefined : server.auth?.clientSecretEnv
+  if (env === undefined) return Effect.succeed(undefined)
+  return Config.redacted(env).pipe(
+    Effect.filterOrFail((secret) => Redacted.value(secret).length > 0, () => "empty"),
+    Effect.mapBoth({
+      onFailure: () => `auth.clientSecretEnv: environment variable ${env} is not set`,
+      onSuccess: Redacted.value
+    })
   )
 }
 
@@ -233,9 +288,35 @@ export const decode = (input: unknown, prefix = "mcpServers"): Either.Either<Mcp
       }
     })
   }
-  issues.push(...prefixIssues(servers, prefix))
+  issues.push(...authIssues(servers, prefix), ...prefixIssues(servers, prefix))
   return Arr.isNonEmptyArray(issues) ? Either.left(new McpConfigInvalid({ issues })) : Either.right(servers)
 }
+
+/** `client_credentials` authenticates Corral itself: it needs a registered client id and its secret. */
+const authIssues = (servers: Readonly<Record<string, McpServer>>, at: string): Array<FieldIssue> =>
+  Object.entries(servers).flatMap(([name, server]) => {
+    const auth = isStdio(server) ? undefined : server.auth
+    if (auth === undefined || auth.grant !== "client_credentials") return []
+    return [
+      ...(auth.clientId === undefined
+        ? [
+          new FieldIssue({
+            path: `${at}.${name}.auth.clientId`,
+            message: "the client_credentials grant needs `clientId`"
+          })
+        ]
+        : []),
+      ...(auth.clientSecretEnv === undefined
+        ? [
+          new FieldIssue({
+            path: `${at}.${name}.auth.clientSecretEnv`,
+            message:
+              "the client_credentials grant needs `clientSecretEnv` (the environment variable holding the secret)"
+          })
+        ]
+        : [])
+    ]
+  })
 
 /** What makes two entries the same server: its command line (and directory), or its URL. */
 const identityOf = (server: McpServer): string =>

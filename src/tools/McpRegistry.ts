@@ -30,7 +30,7 @@
  * happened; lost servers are restarted (see `internal/mcpConnection`). A call's progress and its server's log
  * messages go to `ToolNotices` when the runtime provides one.
  */
-import { Chunk, Clock, Deferred, Effect, Either, Layer, Queue, Runtime, Schedule, Schema } from "effect"
+import { Chunk, Clock, Deferred, Effect, Either, Layer, Option, Queue, Runtime, Schedule, Schema } from "effect"
 import type { Context, Scope } from "effect"
 import { Elicitations } from "./Elicitations.js"
 import * as McpCall from "./internal/mcpCall.js"
@@ -38,9 +38,12 @@ import type { Entry } from "./internal/mcpCall.js"
 import * as Connection from "./internal/mcpConnection.js"
 import * as McpElicit from "./internal/mcpElicit.js"
 import { configuredEntries, entriesOf } from "./internal/mcpEntries.js"
+import * as McpOAuth from "./internal/mcpOAuth.js"
 import * as McpResources from "./internal/mcpResources.js"
 import * as Texts from "./internal/texts.js"
 import * as McpConfig from "./McpConfig.js"
+import { McpCredentials } from "./McpCredentials.js"
+import * as Credentials from "./McpCredentials.js"
 import { ToolExecutor } from "./ToolExecutor.js"
 import type { ToolContext, ToolDef, ToolOutcome, ToolServerStatus } from "./ToolExecutor.js"
 import { ToolNotices } from "./ToolNotices.js"
@@ -84,6 +87,12 @@ export interface MakeOptions {
   readonly connectTimeoutMs?: number
   /** Delays between failed restart attempts of a lost server. Default: jittered exponential from 200 ms, ≤ 30 s. */
   readonly restartSchedule?: Schedule.Schedule<unknown, unknown>
+  /**
+   * Whether an OAuth authorization URL (`auth.grant: "authorization_code"`) may be followed by Corral itself
+   * (`"follow"`: `corral mcp inspect`, tests) or needs a person this host does not have (`"none"`, the default: the
+   * server is marked down saying what to do).
+   */
+  readonly interaction?: McpOAuth.Interaction
 }
 
 /** Jittered exponential backoff from 200 ms, each delay capped at 30 s, retried for as long as the scope lives. */
@@ -220,8 +229,25 @@ export const make = (
         runPromise(McpElicit.answer({ elicitations, notices }, handle, params), { signal })
     }
     const now = yield* Clock.currentTimeMillis
+    const credentials = Option.getOrElse(yield* Effect.serviceOption(McpCredentials), Credentials.makeMemory)
+    const oauthOf = (name: string, config: McpConfig.McpServer): McpOAuth.Session | undefined => {
+      if (McpConfig.isStdio(config) || config.auth === undefined) return undefined
+      // Keyed by name AND URL: tokens of one server are never presented to another one the name now points at.
+      const key = `${name} ${config.url}`
+      const vault: McpOAuth.Vault = {
+        load: () =>
+          runPromise(Effect.map(
+            credentials.load(key),
+            Option.match({ onNone: () => ({}), onSome: (json) => JSON.parse(json) as McpOAuth.Saved })
+          )),
+        save: (saved) => runPromise(credentials.save(key, JSON.stringify(saved)))
+      }
+      return new McpOAuth.Session(name, config.auth, vault, options?.interaction ?? "none")
+    }
     // Sorted, so a collision always names the servers in the same order.
-    const handles = Object.keys(servers).sort().map((name) => Connection.makeHandle(name, servers[name]!, now))
+    const handles = Object.keys(servers).sort().map((name) =>
+      Connection.makeHandle(name, servers[name]!, now, oauthOf(name, servers[name]!))
+    )
     // One finalizer closing every server at once: a graceful stdio close can take seconds, and they add up.
     yield* Effect.addFinalizer(() =>
       Effect.forEach(handles, Connection.shutdown, { concurrency: "unbounded", discard: true })

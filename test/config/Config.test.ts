@@ -49,7 +49,8 @@ describe("Config.load", () => {
         port: 8787,
         bodyLimitBytes: 1_048_576,
         shutdownTimeoutMs: 10_000,
-        keepAliveMs: 15_000
+        keepAliveMs: 15_000,
+        mcp: {}
       })
       expect(settings.limits).toEqual({ modelCallsPerBurst: 12, toolCalls: 40 })
       expect(settings.approvals).toEqual({ ttlMs: 3_600_000 })
@@ -128,6 +129,33 @@ describe("Config.load", () => {
         expect(paths).not.toContain("server")
         expect(new Set(paths).size).toBe(paths.length)
       })))
+
+  it.effect("reads the /mcp bounds (server.mcp), variables winning key by key, and names a bad one", () =>
+    Effect.gen(function*() {
+      const file = { server: { mcp: { idleMs: 60_000, maxSessions: 5, allowedHosts: ["corral.example.com"] } } }
+      const settings = yield* withFile(
+        file,
+        (path) => load({ CORRAL_CONFIG: path, CORRAL_MCP_MAX_SESSIONS: "7", CORRAL_MCP_ELICITATION_WAIT_MS: "30000" })
+      )
+      expect(settings.server.mcp).toEqual({
+        idleMs: 60_000,
+        maxSessions: 7,
+        allowedHosts: ["corral.example.com"],
+        elicitationWaitMs: 30_000
+      })
+      expect((yield* load({ CORRAL_MCP_ALLOWED_HOSTS: "a.example.com,b.example.com" })).server.mcp).toEqual({
+        allowedHosts: ["a.example.com", "b.example.com"]
+      })
+      const error = yield* Effect.flip(withFile(
+        { server: { mcp: { idleMs: 0, allowedHosts: ["https://corral.example.com:443"], waitMs: 1 } } },
+        (path) => load({ CORRAL_CONFIG: path, CORRAL_MCP_MAX_SESSIONS: "many" })
+      ))
+      const found = issues(error)
+      expect(found.find((i) => i.startsWith("server.mcp.idleMs"))).toBeDefined()
+      expect(found.find((i) => i.startsWith("server.mcp.allowedHosts[0]"))).toContain("without scheme or port")
+      expect(found.find((i) => i.startsWith("server.mcp.waitMs"))).toContain("unknown key")
+      expect(found.find((i) => i.startsWith("CORRAL_MCP_MAX_SESSIONS"))).toBeDefined()
+    }))
 
   it.effect("cross-checks tiers against providers", () =>
     withFile({

@@ -5,6 +5,7 @@
  * and the front door (bearer keys, Origin, malformed bodies, session ids).
  */
 import { expect, layer } from "@effect/vitest"
+import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js"
 import { Effect } from "effect"
 import { sha256 } from "../../src/server/Authentication.js"
 import * as Server from "../../src/server/Server.js"
@@ -55,6 +56,32 @@ layer(Server.layer(keyed), { excludeTestServices: true, timeout: "90 seconds" })
         Effect.tryPromise(() => mallory.client.callTool({ name: "run_triage", arguments: { scope: "s", prompt: "p" } }))
       )
       expect(String(refused.error)).toMatch(/-32602.*Unknown tool: run_triage/)
+    }))
+
+  it.scoped("tells the org's connected hosts that the tool list changed when an agent is published", () =>
+    Effect.gen(function*() {
+      const url = yield* mcpUrl
+      const alice = yield* http(url, aliceKey)
+      const mallory = yield* http(url, malloryKey)
+      expect(alice.client.getServerCapabilities()?.tools).toEqual({ listChanged: true })
+      const heard = { alice: 0, mallory: 0 }
+      alice.client.setNotificationHandler(ToolListChangedNotificationSchema, () => void heard.alice++)
+      mallory.client.setNotificationHandler(ToolListChangedNotificationSchema, () => void heard.mallory++)
+      const api = yield* client(aliceKey)
+      yield* api.agents.publishAgent({ payload: { ...triage, id: "announced", name: "Announced" } })
+      yield* eventually("the host to hear of the change", Effect.sync(() => heard.alice > 0 || undefined))
+      const tools = (yield* Effect.promise(() => alice.client.listTools())).tools.map((t) => t.name)
+      expect(tools).toContain("run_announced")
+      // Another org's host is told nothing (its list did not change): a publication of its own reaches it.
+      yield* Effect.flatMap(
+        client(malloryKey),
+        (evil) => evil.agents.publishAgent({ payload: { ...triage, id: "evil-only", name: "Evil" } })
+      )
+      yield* eventually(
+        "mallory's host to hear of its own org's change",
+        Effect.sync(() => heard.mallory > 0 || undefined)
+      )
+      expect(heard.mallory).toBe(1)
     }))
 
   it.scoped("runs an agent to its landing: the report and exit reason as structured content, progress per turn", () =>

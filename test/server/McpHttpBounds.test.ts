@@ -4,8 +4,9 @@
  * number of open MCP sessions is bounded with an error that says what to do, and an idle session expires (the host
  * learns it with a 404 and opens a new one).
  */
-import { expect, layer } from "@effect/vitest"
+import { describe, expect, it, layer } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
+import * as Config from "../../src/config/Config.js"
 import * as McpHttp from "../../src/server/mcp/Http.js"
 import * as Server from "../../src/server/Server.js"
 import { call, http, initialize, mcpHeaders, textOf } from "../support/McpHost.js"
@@ -15,10 +16,13 @@ import * as TcpProxy from "../support/TcpProxy.js"
 const mcpUrl = Effect.map(baseUrl, (url) => `${url}/mcp`)
 
 // A slow demo model (a cancel lands mid-run), at most 3 MCP sessions, idle ones closed after 1.5 s, an elicited
-// approval waited for 300 ms.
-const slow = settings({ demo: { enabled: true, delayMs: 400 } })
+// approval waited for 300 ms: the configuration's `server.mcp` keys, as an operator sets them.
+const slow = settings({
+  demo: { enabled: true, delayMs: 400 },
+  server: { ...Config.defaults.server, mcp: { maxSessions: 3, idleMs: 1_500, elicitationWaitMs: 300 } }
+})
 
-layer(Server.layer(slow, { mcp: { maxSessions: 3, idleMs: 1_500, protocol: { approvalWaitMs: 300 } } }), {
+layer(Server.layer(slow), {
   excludeTestServices: true,
   timeout: "60 seconds"
 })(
@@ -160,3 +164,18 @@ layer(Server.layer(slow, { mcp: { maxSessions: 3, idleMs: 1_500, protocol: { app
       }))
   }
 )
+
+describe("Server.mcpOptions", () => {
+  it("takes the configuration's server.mcp keys, an embedder's options winning key by key", () => {
+    const configured = settings({
+      server: { ...Config.defaults.server, mcp: { maxSessions: 3, idleMs: 1_500, elicitationWaitMs: 300 } }
+    })
+    expect(Server.mcpOptions(configured)).toEqual({ maxSessions: 3, idleMs: 1_500, protocol: { approvalWaitMs: 300 } })
+    expect(Server.mcpOptions(configured, { maxSessions: 9, protocol: { approvalWaitMs: 50 } })).toEqual({
+      maxSessions: 9,
+      idleMs: 1_500,
+      protocol: { approvalWaitMs: 50 }
+    })
+    expect(Server.mcpOptions(settings())).toEqual({ protocol: {} })
+  })
+})

@@ -29,10 +29,16 @@ export const sqlDriverSuite = (name: string, driver: Layer.Layer<SessionStore | 
         const sql = yield* SqlClient.SqlClient
         const applied = yield* sql<{ migration_id: number; name: string }>`
           SELECT migration_id, name FROM ${sql(Migrations.table)} ORDER BY migration_id`
-        expect(applied.map((row) => [row.migration_id, row.name])).toEqual([[1, "init"], [2, "approvals"], [
-          3,
-          "append_function"
-        ], [4, "inbox"]])
+        expect(applied.map((row) => [row.migration_id, row.name])).toEqual([
+          [1, "init"],
+          [2, "approvals"],
+          [
+            3,
+            "append_function"
+          ],
+          [4, "inbox"],
+          [5, "mcp_credentials"]
+        ])
       }))
 
     it.effect("refuses a cross-scope or cross-org artifact row in the database itself", () =>

@@ -23,10 +23,16 @@ describe.skipIf(testDatabaseUrl === undefined)(
       it.effect("applies 0001 once when two first runs race, then nothing", () =>
         Effect.gen(function*() {
           const [a, b] = yield* Effect.all([Migrations.run, Migrations.run], { concurrency: 2 })
-          expect([a, b].sort((x, y) => x.length - y.length)).toEqual([[], [[1, "init"], [2, "approvals"], [
-            3,
-            "append_function"
-          ], [4, "inbox"]]])
+          expect([a, b].sort((x, y) => x.length - y.length)).toEqual([[], [
+            [1, "init"],
+            [2, "approvals"],
+            [
+              3,
+              "append_function"
+            ],
+            [4, "inbox"],
+            [5, "mcp_credentials"]
+          ]])
           expect(yield* Migrations.run).toEqual([])
         }))
     })

@@ -30,6 +30,7 @@ import { Principal } from "../../domain/Principal.js"
 import type { SessionStore } from "../../store/SessionStore.js"
 import * as Authentication from "../Authentication.js"
 import { bodyReadTimeoutMs } from "../BodyGuard.js"
+import * as AgentFeed from "./AgentFeed.js"
 import * as Catalog from "./Catalog.js"
 import * as EventStore from "./internal/eventStore.js"
 import * as Protocol from "./Protocol.js"
@@ -166,6 +167,7 @@ export const layer = (
         ...options.catalog
       })
       const runtime = yield* Effect.runtime<never>()
+      const feed = Option.getOrUndefined(yield* Effect.serviceOption(AgentFeed.AgentFeed))
       const idleMs = options.idleMs ?? defaults.idleMs
       const maxSessions = options.maxSessions ?? defaults.maxSessions
       const allowed = [...loopback, ...(options.allowedHosts ?? []).map((h) => h.toLowerCase())]
@@ -203,7 +205,10 @@ export const layer = (
       /** Opens a session for `principal`: its SDK server connected to a fresh transport. */
       const open = (principal: Principal) =>
         Effect.promise(async () => {
-          const server = Protocol.make(catalog, principal, runtime, options.protocol)
+          const server = Protocol.make(catalog, principal, runtime, {
+            ...options.protocol,
+            ...(feed === undefined ? {} : { feed })
+          })
           const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
             sessionIdGenerator: () => randomUUID(),
             // Resumable streams: a host whose stream dropped reconnects with Last-Event-ID after `retryInterval`.

@@ -33,6 +33,7 @@ import {
 import type { LoggingLevel, ServerNotification } from "@modelcontextprotocol/sdk/types.js"
 import { Effect, Either, Fiber, Runtime, Stream } from "effect"
 import type { Principal } from "../../domain/Principal.js"
+import type * as AgentFeed from "./AgentFeed.js"
 import type * as Catalog from "./Catalog.js"
 import type * as Runs from "./Runs.js"
 
@@ -42,6 +43,8 @@ export interface Options {
   readonly approvalWaitMs?: number
   /** The server's version, as `serverInfo.version`. */
   readonly version?: string
+  /** Agent publications: each one of `by`'s org sends the host `notifications/tools/list_changed`. */
+  readonly feed?: AgentFeed.Service
 }
 
 /** The default wait for an elicited approval: long enough for a person to read the call, short of forever. */
@@ -106,7 +109,12 @@ export const make = (
   const server = new Server(
     { name: "corral", title: "Corral", version: options.version ?? "0.1.0" },
     {
-      capabilities: { tools: {}, resources: { subscribe: true }, logging: {}, completions: {} },
+      capabilities: {
+        tools: { listChanged: options.feed !== undefined },
+        resources: { subscribe: true },
+        logging: {},
+        completions: {}
+      },
       instructions
     }
   )
@@ -239,9 +247,16 @@ export const make = (
     if (fiber !== undefined) Runtime.runFork(runtime)(Fiber.interrupt(fiber))
     return {}
   })
+  // A published agent is a new (or changed) `run_<agent>` tool of this org: tell the host to list again. Sent only
+  // once the connection is initialized; a failed send (the connection is going away) is dropped.
+  const stopListening = options.feed?.listen(by.orgId, () => {
+    if (server.getClientCapabilities() === undefined) return
+    server.sendToolListChanged().catch(() => undefined)
+  })
   const unwatch = () => {
     for (const fiber of watching.values()) Runtime.runFork(runtime)(Fiber.interrupt(fiber))
     watching.clear()
+    stopListening?.()
   }
   server.onclose = unwatch
 

@@ -7,10 +7,11 @@
  */
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js"
-import { Effect, Runtime } from "effect"
+import { Effect, Option, Runtime } from "effect"
 import type { Corral } from "../../Corral.js"
 import type { Principal } from "../../domain/Principal.js"
 import type { SessionStore } from "../../store/SessionStore.js"
+import * as AgentFeed from "./AgentFeed.js"
 import * as Catalog from "./Catalog.js"
 import * as Protocol from "./Protocol.js"
 
@@ -27,7 +28,8 @@ export const serve = (by: Principal, options: Options = {}): Effect.Effect<void,
   Effect.gen(function*() {
     const catalog = yield* Catalog.make(options.catalog)
     const runtime = yield* Effect.runtime<never>()
-    const server = Protocol.make(catalog, by, runtime, options.protocol)
+    const feed = Option.getOrUndefined(yield* Effect.serviceOption(AgentFeed.AgentFeed))
+    const server = Protocol.make(catalog, by, runtime, { ...options.protocol, ...(feed === undefined ? {} : { feed }) })
     const stdin = options.stdin ?? process.stdin
     const transport = new StdioServerTransport(
       stdin as NodeJS.ReadStream,

@@ -118,7 +118,7 @@ const send = (
           )
           // A loss ends the call at once: an oversized answer is reported before the transport finishes closing.
           const lost = Effect.as(Connection.awaitLoss(conn), Lost)
-          return Effect.flatMap(Effect.race(request, lost), (outcome): Effect.Effect<ToolOutcome> => {
+          const result = Effect.flatMap(Effect.race(request, lost), (outcome): Effect.Effect<ToolOutcome> => {
             if (outcome._tag === "Result") {
               const { attachments, isError, text } = Content.render(outcome.result, server)
               const base = isError ? Texts.failed("tool_error", text) : { content: text, isError: false }
@@ -126,6 +126,19 @@ const send = (
             }
             if (conn.loss !== undefined) return Effect.succeed(lostOutcome(server, name, conn.loss))
             const error = outcome._tag === "Failed" ? outcome.error : undefined
+            if (!retried && handle.oauth !== undefined) {
+              // Step-up: the server wants a broader OAuth scope for this call (403 insufficient_scope) and the SDK
+              // has been through the authorization again. The server refused the request, so sending it again after
+              // the new token is in is safe.
+              const finished = Effect.tryPromise(() => Connection.finishAuthorization(handle, conn.transport, error))
+              return Effect.flatMap(
+                Effect.orElseSucceed(finished, () => false),
+                (again) => again ? attempt(true) : failed(error)
+              )
+            }
+            return failed(error)
+          })
+          const failed = (error: unknown): Effect.Effect<ToolOutcome> => {
             if (Connection.isSessionExpired(error)) {
               // The server never saw this request (it rejected the session), so sending it again is safe.
               Connection.lose(handle, conn, { _tag: "SessionExpired", detail: Connection.describeError(error) })
@@ -144,7 +157,8 @@ const send = (
               )
             }
             return Effect.succeed(errorOutcome(server, name, ms, error, track))
-          })
+          }
+          return result
         }
       })
     )

@@ -29,6 +29,7 @@
  * new version, a different config). Both are reported to the handle's owner through `Options.onToolsChanged`, which
  * re-lists with `listTools` on the live connection.
  */
+import { UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import type { StdioServerParameters } from "@modelcontextprotocol/sdk/client/stdio.js"
@@ -39,6 +40,7 @@ import { Clock, Deferred, Duration, Effect, Either, Exit, FiberId, Schedule } fr
 import type { Scope } from "effect"
 import * as McpConfig from "../McpConfig.js"
 import * as ClientRequests from "./mcpClientRequests.js"
+import type * as McpOAuth from "./mcpOAuth.js"
 import { messageOf } from "./texts.js"
 
 /** Why a connection ended (or, `NeverStarted`, why there never was one). */
@@ -100,6 +102,8 @@ export interface Handle {
    * (elicitation) is not tied to a request on stdio, so it goes to the session of the call that is running.
    */
   readonly callers: Set<Caller>
+  /** The OAuth client of a server with `auth` in its config (kept across reconnects: it holds the tokens). */
+  readonly oauth: McpOAuth.Session | undefined
 }
 
 /** A call in flight on a server: whose session, which call, which tool (as offered). */
@@ -239,7 +243,8 @@ export const describeLoss = (loss: Loss): string => {
 
 const transportFor = (
   config: McpConfig.McpServer,
-  headers: Readonly<Record<string, string>>
+  headers: Readonly<Record<string, string>>,
+  oauth: McpOAuth.Session | undefined
 ): StdioClientTransport | StreamableHTTPClientTransport => {
   if (McpConfig.isStdio(config)) {
     const params: StdioServerParameters = {
@@ -252,10 +257,10 @@ const transportFor = (
     }
     return new StdioClientTransport(params)
   }
-  return new StreamableHTTPClientTransport(
-    new URL(config.url),
-    Object.keys(headers).length === 0 ? undefined : { requestInit: { headers: { ...headers } } }
-  )
+  return new StreamableHTTPClientTransport(new URL(config.url), {
+    ...(Object.keys(headers).length === 0 ? {} : { requestInit: { headers: { ...headers } } }),
+    ...(oauth === undefined ? {} : { authProvider: oauth })
+  })
 }
 
 const listAll = async (client: Client, signal: AbortSignal, timeout: number): Promise<ReadonlyArray<Tool>> => {
@@ -298,69 +303,111 @@ export const close = (conn: Conn, force = false): Effect.Effect<void> =>
   }).pipe(Effect.uninterruptible)
 
 /**
+ * The server refused the connection until an OAuth authorization finished, and it just did (the followed redirect
+ * brought a code, exchanged for tokens): connect again, with the tokens.
+ */
+const REAUTHORIZED = Symbol("reauthorized")
+/** Authorizations one `open` may finish (the first, then one step-up); a server asking for more is refused. */
+const MAX_AUTHORIZATIONS = 2
+
+/**
+ * Finishes an OAuth authorization whose redirect was followed (`UnauthorizedError` with a code waiting): exchanges
+ * the code for tokens on `transport`. False when there is nothing to finish (the error stands as it is).
+ */
+export const finishAuthorization = async (
+  handle: Handle,
+  transport: StdioClientTransport | StreamableHTTPClientTransport,
+  error: unknown
+): Promise<boolean> => {
+  if (!(error instanceof UnauthorizedError) || !(transport instanceof StreamableHTTPClientTransport)) return false
+  const code = handle.oauth?.takeCode()
+  if (code === undefined) return false
+  await transport.finishAuth(code)
+  return true
+}
+
+/**
  * Opens a fresh client: spawn or dial, initialize, list every page. Fails with a message (including the tail of a
  * stdio server's stderr) when any step fails or `timeoutMs` passes; whatever was opened is closed on failure and on
- * interruption.
+ * interruption. A server that wants an OAuth authorization first gets it (when this host can), then a new client.
  */
-const open = (handle: Handle, options: Options): Effect.Effect<{ conn: Conn; tools: ReadonlyArray<Tool> }, string> =>
-  Effect.flatMap(McpConfig.headersOf(handle.config), (headers) => {
-    const timeoutMs = options.connectTimeoutMs
-    const client = new Client(CLIENT_INFO, { capabilities: ClientRequests.capabilitiesOf(handle.config) })
-    const conn: Conn = {
-      client,
-      transport: transportFor(handle.config, headers),
-      lost: Deferred.unsafeMake<Loss>(FiberId.none),
-      loss: undefined,
-      closing: false,
-      stderr: ""
-    }
-    if (conn.transport instanceof StdioClientTransport) {
-      // Always drained: an unread pipe would block the child once its buffer fills.
-      conn.transport.stderr?.on("data", (chunk: Buffer | string) => {
-        conn.stderr = (conn.stderr + chunk.toString()).slice(-STDERR_TAIL)
-      })
-    }
-    // Before the close that follows, the transport reports an oversized message as an error: remember why.
-    client.onerror = (error) => {
-      if (TOO_LARGE.test(error.message)) lose(handle, conn, { _tag: "TooLarge" })
-      // A response stream (or the notification stream) of a Streamable HTTP server broke: the server died or the
-      // network dropped. The SDK would only resume a stream the server made resumable, and never fails the calls
-      // waiting on it, so they would hang until their deadline: the connection is lost, now, and rebuilt.
-      else if (SSE_BROKEN.test(error.message)) lose(handle, conn, { _tag: "Unreachable", detail: error.message })
-    }
-    // Junk lines and SSE hiccups are errors too, but only a close means the connection is gone.
-    client.onclose = () => lose(handle, conn, { _tag: "Exited" })
-    // Handled even when the server did not declare `tools.listChanged`: a stale list is worse than a spare listing.
-    client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
-      if (conn.loss === undefined && !conn.closing) options.onToolsChanged(handle)
-    })
-    ClientRequests.install(
-      client,
-      handle,
-      options.onElicit === undefined ? undefined : (params, signal) => options.onElicit!(handle, params, signal)
-    )
-    client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
-      const { data, level, logger } = notification.params
-      const text = typeof data === "string" ? data : JSON.stringify(data) ?? String(data)
-      for (const listener of handle.logListeners) listener(level, logger === undefined ? text : `${logger}: ${text}`)
-    })
-    return Effect.tryPromise({
-      try: async (signal) => {
-        await client.connect(conn.transport, { signal, timeout: timeoutMs })
-        return { conn, tools: await listAll(client, signal, timeoutMs) }
-      },
-      catch: (error) => {
-        const tail = conn.stderr.trim().split("\n").slice(-5).join("\n")
-        return tail.length > 0 ? `${describeError(error)}; stderr: ${tail}` : describeError(error)
+const open = (
+  handle: Handle,
+  options: Options,
+  authorizations = 0
+): Effect.Effect<{ conn: Conn; tools: ReadonlyArray<Tool> }, string> =>
+  Effect.flatMap(
+    Effect.zip(McpConfig.headersOf(handle.config), McpConfig.oauthSecretOf(handle.config)),
+    ([headers, secret]) => {
+      handle.oauth?.setSecret(secret)
+      const timeoutMs = options.connectTimeoutMs
+      const client = new Client(CLIENT_INFO, { capabilities: ClientRequests.capabilitiesOf(handle.config) })
+      const conn: Conn = {
+        client,
+        transport: transportFor(handle.config, headers, handle.oauth),
+        lost: Deferred.unsafeMake<Loss>(FiberId.none),
+        loss: undefined,
+        closing: false,
+        stderr: ""
       }
-    }).pipe(
-      Effect.timeoutFail({
-        duration: Duration.millis(timeoutMs),
-        onTimeout: () => `no answer to initialize/tools/list within ${timeoutMs} ms`
-      }),
-      Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : close(conn, true)))
-    )
-  })
+      if (conn.transport instanceof StdioClientTransport) {
+        // Always drained: an unread pipe would block the child once its buffer fills.
+        conn.transport.stderr?.on("data", (chunk: Buffer | string) => {
+          conn.stderr = (conn.stderr + chunk.toString()).slice(-STDERR_TAIL)
+        })
+      }
+      // Before the close that follows, the transport reports an oversized message as an error: remember why.
+      client.onerror = (error) => {
+        if (TOO_LARGE.test(error.message)) lose(handle, conn, { _tag: "TooLarge" })
+        // A response stream (or the notification stream) of a Streamable HTTP server broke: the server died or the
+        // network dropped. The SDK would only resume a stream the server made resumable, and never fails the calls
+        // waiting on it, so they would hang until their deadline: the connection is lost, now, and rebuilt.
+        else if (SSE_BROKEN.test(error.message)) lose(handle, conn, { _tag: "Unreachable", detail: error.message })
+      }
+      // Junk lines and SSE hiccups are errors too, but only a close means the connection is gone.
+      client.onclose = () => lose(handle, conn, { _tag: "Exited" })
+      // Handled even when the server did not declare `tools.listChanged`: a stale list is worse than a spare listing.
+      client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+        if (conn.loss === undefined && !conn.closing) options.onToolsChanged(handle)
+      })
+      ClientRequests.install(
+        client,
+        handle,
+        options.onElicit === undefined ? undefined : (params, signal) => options.onElicit!(handle, params, signal)
+      )
+      client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
+        const { data, level, logger } = notification.params
+        const text = typeof data === "string" ? data : JSON.stringify(data) ?? String(data)
+        for (const listener of handle.logListeners) listener(level, logger === undefined ? text : `${logger}: ${text}`)
+      })
+      return Effect.tryPromise({
+        try: async (signal) => {
+          try {
+            await client.connect(conn.transport, { signal, timeout: timeoutMs })
+            return { conn, tools: await listAll(client, signal, timeoutMs) }
+          } catch (error) {
+            // A server may let `initialize` through and ask for authorization at the first listing.
+            if (authorizations < MAX_AUTHORIZATIONS && await finishAuthorization(handle, conn.transport, error)) {
+              throw REAUTHORIZED
+            }
+            throw error
+          }
+        },
+        catch: (error) => {
+          if (error === REAUTHORIZED) return REAUTHORIZED
+          const tail = conn.stderr.trim().split("\n").slice(-5).join("\n")
+          return tail.length > 0 ? `${describeError(error)}; stderr: ${tail}` : describeError(error)
+        }
+      }).pipe(
+        Effect.timeoutFail({
+          duration: Duration.millis(timeoutMs),
+          onTimeout: () => `no answer to initialize/tools/list within ${timeoutMs} ms`
+        }),
+        Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : close(conn, true))),
+        Effect.catchIf((error) => error === REAUTHORIZED, () => open(handle, options, authorizations + 1))
+      )
+    }
+  )
 
 /** Starts an attempt: takes its failure signal and arms fresh `nextFailed` / `kick` for those who arrive now. */
 const attemptStarts = (handle: Handle): Deferred.Deferred<string> | undefined => {
@@ -469,9 +516,15 @@ const supervise = (handle: Handle, first: Conn | undefined, options: Options): E
   })
 
 /** A handle for one configured server, not yet started. */
-export const makeHandle = (name: string, config: McpConfig.McpServer, now: number): Handle => ({
+export const makeHandle = (
+  name: string,
+  config: McpConfig.McpServer,
+  now: number,
+  oauth?: McpOAuth.Session
+): Handle => ({
   name,
   config,
+  oauth,
   state: { _tag: "Starting" },
   since: now,
   lastError: undefined,

@@ -74,17 +74,19 @@ export const answer = (
       return { action: "decline" } satisfies ElicitResult
     }
     yield* tell("notice", `MCP server "${server}" asks: ${params.message}`)
+    // The asking call's deadline keeps running while the person reads: settle early enough for the server to answer.
+    const now = yield* Clock.currentTimeMillis
+    const remaining = caller.deadlineAt - now
+    const boundMs = Math.max(0, remaining - Math.min(MARGIN_MS, Math.floor(remaining / 5)))
     const asked = ports.elicitations.value.ask({
       server,
       sessionId: caller.sessionId,
       callId: caller.callId,
       tool: caller.tool,
       message: params.message,
-      requestedSchema: schema
+      requestedSchema: schema,
+      answerBy: now + boundMs
     })
-    // The asking call's deadline keeps running while the person reads: settle early enough for the server to answer.
-    const remaining = caller.deadlineAt - (yield* Clock.currentTimeMillis)
-    const boundMs = Math.max(0, remaining - Math.min(MARGIN_MS, Math.floor(remaining / 5)))
     const settled = yield* Effect.timeoutTo(asked, {
       duration: Duration.millis(boundMs),
       onSuccess: Option.some,

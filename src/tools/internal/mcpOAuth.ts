@@ -1,0 +1,228 @@
+/**
+ * The OAuth client of one MCP server: the SDK's `OAuthClientProvider`, fed from the server's `auth` config and the
+ * `McpCredentials` port. The SDK does the protocol (RFC 9728 / RFC 8414 discovery, dynamic registration, PKCE,
+ * refresh, step-up on `insufficient_scope`); this module only keeps its state and answers its one question that needs
+ * the outside world: "send the person to this authorization URL".
+ *
+ * Who answers depends on the host (`Interaction`):
+ * - `follow` (`corral mcp inspect`, the conformance suite's client): the authorization URL is fetched without
+ *   following redirects, and the redirect back to `redirectUrl` carries the code. That works against an
+ *   authorization server that authorizes without a person (a test server, a pre-approved client); one that shows a
+ *   sign-in page instead fails with that said.
+ * - `none` (`corral serve`): nobody can sign in, so the connection fails with a message naming what to do, and the
+ *   server is marked down (its tools withdrawn, the others unaffected) like any server that cannot start.
+ *
+ * Every network wait of the follow is bounded (`FOLLOW_TIMEOUT_MS`); the SDK's own requests are bounded by the
+ * connect timeout around them. The PKCE verifier and the code never leave memory; the state parameter is checked.
+ */
+import type { OAuthClientProvider, OAuthDiscoveryState } from "@modelcontextprotocol/sdk/client/auth.js"
+import type {
+  OAuthClientInformationMixed,
+  OAuthClientMetadata,
+  OAuthTokens
+} from "@modelcontextprotocol/sdk/shared/auth.js"
+import { randomBytes } from "node:crypto"
+import * as McpConfig from "../McpConfig.js"
+
+/** How a server's authorization URL is visited: followed by Corral itself, or not at all (no person at hand). */
+export type Interaction = "follow" | "none"
+
+/** What is kept between connections (in `McpCredentials`, as JSON). */
+export interface Saved {
+  readonly clientInformation?: OAuthClientInformationMixed
+  readonly tokens?: OAuthTokens
+  readonly discoveryState?: OAuthDiscoveryState
+}
+
+/** Where `Saved` is read from and written to (the registry adapts `McpCredentials` to promises). */
+export interface Vault {
+  readonly load: () => Promise<Saved>
+  readonly save: (saved: Saved) => Promise<void>
+}
+
+/** Bound on fetching the authorization URL when following it. */
+export const FOLLOW_TIMEOUT_MS = 10_000
+
+/** The authorization needs a person, and this host has none to ask (`corral serve`). */
+export class NeedsPerson extends Error {
+  override readonly name = "NeedsPerson"
+}
+
+/** One server's OAuth client. `secret` is read from `clientSecretEnv` before each connect (`setSecret`). */
+export class Session implements OAuthClientProvider {
+  private saved: Promise<Saved> | undefined
+  private verifier: string | undefined
+  private pendingCode: string | undefined
+  private expectedState: string | undefined
+  private secret: string | undefined
+
+  constructor(
+    readonly server: string,
+    readonly config: McpConfig.OAuth,
+    private readonly vault: Vault,
+    private readonly interaction: Interaction
+  ) {
+    if (config.clientMetadataUrl !== undefined) this.clientMetadataUrl = config.clientMetadataUrl
+  }
+
+  /** The client secret for this connect (from `clientSecretEnv`), or none. */
+  setSecret(secret: string | undefined): void {
+    this.secret = secret
+  }
+
+  /** The code the last followed redirect brought back, once (the caller then finishes the authorization with it). */
+  takeCode(): string | undefined {
+    const code = this.pendingCode
+    this.pendingCode = undefined
+    return code
+  }
+
+  private load(): Promise<Saved> {
+    this.saved ??= this.vault.load().catch(() => ({}))
+    return this.saved
+  }
+
+  private async update(patch: (saved: Saved) => Saved): Promise<void> {
+    const next = patch(await this.load())
+    this.saved = Promise.resolve(next)
+    await this.vault.save(next)
+  }
+
+  get redirectUrl(): string | undefined {
+    return this.config.grant === "client_credentials"
+      ? undefined
+      : this.config.redirectUrl ?? McpConfig.DEFAULT_REDIRECT_URL
+  }
+
+  /** SEP-991: where the server supports URL client ids, this URL is Corral's client id (no registration). */
+  readonly clientMetadataUrl?: string
+
+  get clientMetadata(): OAuthClientMetadata {
+    const scope = this.config.scopes?.join(" ")
+    const confidential = this.config.clientId !== undefined && this.config.clientSecretEnv !== undefined
+    return {
+      client_name: "Corral",
+      redirect_uris: this.redirectUrl === undefined ? [] : [this.redirectUrl],
+      grant_types: this.config.grant === "client_credentials"
+        ? ["client_credentials"]
+        : ["authorization_code", "refresh_token"],
+      response_types: this.config.grant === "client_credentials" ? [] : ["code"],
+      token_endpoint_auth_method: confidential ? "client_secret_basic" : "none",
+      ...(scope === undefined || scope === "" ? {} : { scope })
+    }
+  }
+
+  state(): string {
+    this.expectedState = randomBytes(16).toString("base64url")
+    return this.expectedState
+  }
+
+  async clientInformation(): Promise<OAuthClientInformationMixed | undefined> {
+    const saved = await this.load()
+    if (this.config.clientId !== undefined) {
+      // A pre-registered client: the config is the truth (a saved copy only adds the issuer it was bound to).
+      const issuer = saved.clientInformation?.client_id === this.config.clientId
+        ? saved.clientInformation.issuer
+        : undefined
+      return {
+        client_id: this.config.clientId,
+        ...(this.secret === undefined ? {} : { client_secret: this.secret }),
+        ...(issuer === undefined || issuer === null ? {} : { issuer })
+      }
+    }
+    return saved.clientInformation
+  }
+
+  async saveClientInformation(clientInformation: OAuthClientInformationMixed): Promise<void> {
+    // A pre-registered secret is never stored: it stays in its environment variable.
+    const { client_secret: _secret, ...kept } = clientInformation as OAuthClientInformationMixed & {
+      readonly client_secret?: string
+    }
+    await this.update((saved) => ({
+      ...saved,
+      clientInformation: this.config.clientId === undefined ? clientInformation : kept
+    }))
+  }
+
+  async tokens(): Promise<OAuthTokens | undefined> {
+    return (await this.load()).tokens
+  }
+
+  async saveTokens(tokens: OAuthTokens): Promise<void> {
+    await this.update((saved) => ({ ...saved, tokens }))
+  }
+
+  async discoveryState(): Promise<OAuthDiscoveryState | undefined> {
+    return (await this.load()).discoveryState
+  }
+
+  async saveDiscoveryState(state: OAuthDiscoveryState): Promise<void> {
+    await this.update((saved) => ({ ...saved, discoveryState: state }))
+  }
+
+  saveCodeVerifier(codeVerifier: string): void {
+    this.verifier = codeVerifier
+  }
+
+  codeVerifier(): string {
+    if (this.verifier === undefined) throw new Error("no PKCE code verifier: the authorization was not started here")
+    return this.verifier
+  }
+
+  async invalidateCredentials(scope: "all" | "client" | "tokens" | "verifier" | "discovery"): Promise<void> {
+    if (scope === "verifier" || scope === "all") this.verifier = undefined
+    if (scope === "verifier") return
+    await this.update((saved) => ({
+      ...(scope === "all" || scope === "client" ? {} : { clientInformation: saved.clientInformation }),
+      ...(scope === "all" || scope === "tokens" ? {} : { tokens: saved.tokens }),
+      ...(scope === "all" || scope === "discovery" ? {} : { discoveryState: saved.discoveryState })
+    }))
+  }
+
+  prepareTokenRequest(scope?: string): URLSearchParams | undefined {
+    if (this.config.grant !== "client_credentials") return undefined
+    const params = new URLSearchParams({ grant_type: "client_credentials" })
+    const wanted = scope ?? this.config.scopes?.join(" ")
+    if (wanted !== undefined && wanted !== "") params.set("scope", wanted)
+    return params
+  }
+
+  async redirectToAuthorization(authorizationUrl: URL): Promise<void> {
+    if (this.interaction === "none") {
+      throw new NeedsPerson(
+        `it needs a person to sign in at its authorization server (${authorizationUrl.origin}; OAuth grant ` +
+          "authorization_code) and this host has nobody to ask (an interactive sign-in for corral serve is not " +
+          "built yet): use \"grant\": \"client_credentials\" if the server allows it, or a token in `headers` " +
+          "(`{ \"Authorization\": { \"env\": \"VAR\", \"prefix\": \"Bearer \" } }`)"
+      )
+    }
+    const response = await fetch(authorizationUrl, {
+      redirect: "manual",
+      signal: AbortSignal.timeout(FOLLOW_TIMEOUT_MS)
+    })
+    await response.body?.cancel()
+    const location = response.headers.get("location")
+    if (response.status < 300 || response.status >= 400 || location === null) {
+      throw new NeedsPerson(
+        `its authorization server answered HTTP ${response.status} instead of redirecting back (a sign-in page?): ` +
+          "a person must authorize Corral there, which corral mcp inspect cannot do"
+      )
+    }
+    const back = new URL(location, authorizationUrl)
+    const expected = new URL(this.redirectUrl!)
+    if (back.origin !== expected.origin || back.pathname !== expected.pathname) {
+      throw new Error(`the authorization server redirected to ${back.origin}${back.pathname}, not to ${expected.href}`)
+    }
+    const error = back.searchParams.get("error")
+    if (error !== null) {
+      const description = back.searchParams.get("error_description")
+      throw new Error(`the authorization server refused: ${error}${description === null ? "" : ` (${description})`}`)
+    }
+    if (this.expectedState !== undefined && back.searchParams.get("state") !== this.expectedState) {
+      throw new Error("the authorization server's redirect carried another state: refused (a forged redirect?)")
+    }
+    const code = back.searchParams.get("code")
+    if (code === null) throw new Error("the authorization server's redirect carried no code")
+    this.pendingCode = code
+  }
+}
