@@ -87,7 +87,7 @@ const landed = (trajectory: Trajectory): Effect.Effect<void> => {
       ...usageAttributes(trajectory.usage)
     })),
     Effect.flatMap(
-      Spans.enabled,
+      Spans.recording,
       (on) =>
         on
           ? events(RailEvents.ofBurst(trajectory.decisions ?? [], trajectory.toolCalls, trajectory.startedAt))

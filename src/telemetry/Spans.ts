@@ -8,8 +8,9 @@
  * a logical model call with one `chat.attempt {model}` child per attempt, `execute_tool {tool}` for a tool call.
  */
 import type { Fiber } from "effect"
-import { Context, Effect, FiberRef, HashMap, Option, Tracer as EffectTracer } from "effect"
+import { Clock, Context, DefaultServices, Effect, FiberRef, HashMap, Option, Tracer as EffectTracer } from "effect"
 import type { Tracer } from "effect"
+import * as SpanTracer from "./SpanTracer.js"
 
 /** Attribute values a span accepts. */
 export type Attributes = Record<string, string | number | boolean | ReadonlyArray<string> | undefined>
@@ -34,8 +35,10 @@ export const enabled: Effect.Effect<boolean> = Effect.withFiberRuntime((fiber) =
 )
 
 /**
- * Runs `self` inside the span `name()` with `attributes()`, both evaluated only when the tracer is on; otherwise
- * runs `self` as it is. The span ends with `self`'s exit (a failure marks it as an error).
+ * Runs `self` inside the span `name()` with `attributes()`, both evaluated only when the tracer is on (and, on
+ * Corral's `SpanTracer`, only when the span is sampled); otherwise runs `self` as it is. The span ends with `self`'s
+ * exit (a failure marks it as an error). On a `SpanTracer` the attributes reach the SDK in one object and a span
+ * under an unsampled one costs a few fiber-ref reads; any other tracer gets Effect's `Tracer.span`.
  */
 export const span = (
   name: () => string,
@@ -43,24 +46,50 @@ export const span = (
   kind: Tracer.SpanKind = "internal"
 ) =>
 <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.withFiberRuntime<A, E, R>((fiber) =>
-    fiber.getFiberRef(FiberRef.currentTracerEnabled)
-      ? Effect.withSpan(self, name(), { attributes: clean(attributes()), kind, captureStackTrace: false })
-      : self
-  )
+  Effect.withFiberRuntime<A, E, R>((fiber) => {
+    if (!fiber.getFiberRef(FiberRef.currentTracerEnabled)) return self
+    const services = fiber.getFiberRef(DefaultServices.currentServices)
+    const tracer = Context.get(services, EffectTracer.Tracer)
+    const clock = Context.get(services, Clock.Clock)
+    const context = fiber.getFiberRef(FiberRef.currentContext)
+    const parent = Context.getOption(context, EffectTracer.ParentSpan)
+    let made: Tracer.Span
+    if (SpanTracer.isSpanTracer(tracer)) {
+      made = tracer.start(name, parent, kind, attributes, clock.unsafeCurrentTimeNanos())
+      // Under an unsampled span: that span again, nothing to end.
+      if (parent._tag === "Some" && made === parent.value) return self
+    } else {
+      made = tracer.span(name(), parent, Context.empty(), [], clock.unsafeCurrentTimeNanos(), kind)
+      const built = clean(attributes())
+      for (const key in built) made.attribute(key, built[key])
+    }
+    const opened = made
+    return Effect.onExit(
+      Effect.locally(self, FiberRef.currentContext, Context.add(context, EffectTracer.ParentSpan, opened)),
+      (exit) => Effect.sync(() => opened.end(clock.unsafeCurrentTimeNanos(), exit))
+    )
+  })
 
 const none = Option.none<Tracer.Span>()
 
-/** The span `fiber` is in, when spans are on and there is one (one fiber-ref read when they are off). */
+/**
+ * The span `fiber` is in, when spans are on and there is one that is sampled (one fiber-ref read when they are
+ * off): attributes and events for a span nobody records are not built.
+ */
 const spanOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Option.Option<Tracer.Span> => {
   if (!fiber.getFiberRef(FiberRef.currentTracerEnabled)) return none
   const parent = Context.getOption(fiber.getFiberRef(FiberRef.currentContext), EffectTracer.ParentSpan)
-  return Option.isSome(parent) && parent.value._tag === "Span" ? Option.some(parent.value) : none
+  return Option.isSome(parent) && parent.value._tag === "Span" && parent.value.sampled ? Option.some(parent.value) : none
 }
 
 /** The span this fiber is in, when spans are on and there is one. */
 export const current: Effect.Effect<Option.Option<Tracer.Span>> = Effect.withFiberRuntime((fiber) =>
   Effect.succeed(spanOf(fiber))
+)
+
+/** Whether this fiber is in a span that records (spans on, and the span sampled). */
+export const recording: Effect.Effect<boolean> = Effect.withFiberRuntime((fiber) =>
+  Effect.succeed(Option.isSome(spanOf(fiber)))
 )
 
 /** Sets attributes on the current span (built only when there is one). */
