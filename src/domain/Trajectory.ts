@@ -114,6 +114,11 @@ export const RailDecision = Schema.Union(
     /** Set when a Retry-After beyond the cap made the chain move on instead of waiting. */
     retryAfterMs: Schema.optional(Schema.Number)
   }),
+  /**
+   * An attempt waited in a provider's storm line (`StormGuard`) before it was sent: `at` is its release, `waitMs`
+   * how long it waited there. Other sessions' throttles put it there, so a replay does not reproduce it.
+   */
+  Schema.TaggedStruct("storm_wait", { at, provider: Schema.String, waitMs: Schema.Number }),
   Schema.TaggedStruct("prune", { at, pruned: Schema.Boolean }),
   Schema.TaggedStruct("nudge", { at, cause: Schema.Literal("empty", "length") }),
   Schema.TaggedStruct("truncate", {

@@ -13,7 +13,7 @@
  * Every attempt, failed or not, is reported through `onAttempt` with its usage: usage is charged whatever happened.
  */
 import type { Random } from "effect"
-import { Clock, Duration, Effect, Either, Option, Ref } from "effect"
+import { Clock, Duration, Effect, Either, identity, Option, Ref } from "effect"
 import { disposition } from "../domain/ErrorKind.js"
 import { ProviderError, ProviderExhausted } from "../domain/Errors.js"
 import type { ModelReply } from "../domain/Message.js"
@@ -24,6 +24,7 @@ import * as Retry from "../rails/Retry.js"
 import * as GenAi from "../telemetry/GenAi.js"
 import type { ModelProvider, ModelRequest } from "./ModelProvider.js"
 import { describe, withProvider } from "./ProviderError.js"
+import * as StormGuard from "./StormGuard.js"
 
 /** A session's failover position: the provider to start from, and whether the whole route is spent (sticky). */
 export interface ChainState {
@@ -97,7 +98,16 @@ const attemptOnce = (
 ): Effect.Effect<Either.Either<ModelReply, ProviderError>> =>
   Effect.gen(function*() {
     const startedAt = yield* Clock.currentTimeMillis
+    const heard = options.onDecision
     const outcome = yield* provider.complete(options.request).pipe(
+      // A wait in the provider's storm line (StormGuard) is a rail decision of this call.
+      heard === undefined ? identity : Effect.locally(StormGuard.waitListener, (wait: StormGuard.Wait) =>
+        heard({
+          _tag: "storm_wait",
+          at: wait.releasedAt,
+          provider: wait.provider,
+          waitMs: wait.releasedAt - wait.arrivedAt
+        })),
       Effect.timeoutFail({ duration: provider.timeoutMs, onTimeout: () => timedOut(provider) }),
       Effect.mapError((error) => withProvider(error, provider.name)),
       Effect.either

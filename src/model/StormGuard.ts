@@ -53,7 +53,7 @@
  * counts as a `timeout` failure: a provider that hangs must open the circuit like one that errors. Time comes from
  * `Clock` and jitter from `Random`, so a TestClock and a seeded `Random` replay a storm exactly.
  */
-import { Clock, Effect, Random } from "effect"
+import { Clock, Effect, FiberRef, Random } from "effect"
 import type { ErrorKind } from "../domain/ErrorKind.js"
 import { ProviderError } from "../domain/Errors.js"
 import type { ModelProvider, ModelRequest } from "./ModelProvider.js"
@@ -86,6 +86,20 @@ export interface Options {
    */
   readonly onRelease?: (release: { readonly arrivedAt: number; readonly releasedAt: number }) => void
 }
+
+/** An attempt's wait in a storm line: when it arrived at the guard and when it was released (`Clock` ms). */
+export interface Wait {
+  readonly provider: string
+  readonly arrivedAt: number
+  readonly releasedAt: number
+}
+
+/**
+ * Who hears of this fiber's waits in a storm line (the provider chain sets it around an attempt, to record a
+ * `storm_wait` rail decision): called once per attempt that waited, after its release. Unset: nobody.
+ */
+export const waitListener: FiberRef.FiberRef<((wait: Wait) => Effect.Effect<void>) | undefined> = FiberRef
+  .unsafeMake<((wait: Wait) => Effect.Effect<void>) | undefined>(undefined)
 
 /** The defaults of `Options`. */
 export const defaults = {
@@ -315,6 +329,10 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
           }
           lastRelease = now
           options.onRelease?.({ arrivedAt, releasedAt: now })
+          const listener = yield* FiberRef.get(waitListener)
+          if (listener !== undefined && now > arrivedAt) {
+            yield* listener({ provider: provider.name, arrivedAt, releasedAt: now })
+          }
         }),
       () =>
         Effect.sync(() => {

@@ -300,9 +300,13 @@ const drive = <A, E>(
     yield* Fiber.interrupt(fiber)
   })
 
-/** The decisions to compare: without the exit when the record ends at a crash the replay cannot reproduce. */
+/**
+ * The decisions to compare: never the storm-line waits (other sessions' throttles caused them: a replay, alone on
+ * its providers, cannot reproduce them), and without the exit when the record ends at a crash the replay cannot
+ * reproduce.
+ */
 const exits = (decisions: ReadonlyArray<RailDecision>, prefix: boolean) =>
-  prefix ? decisions.filter((d) => d._tag !== "exit") : decisions
+  decisions.filter((d) => d._tag !== "storm_wait" && !(prefix && d._tag === "exit"))
 
 /** Compares what the replay produced with the record; `prefix` for a burst whose record ends at a crash. */
 const compare = (
