@@ -17,6 +17,7 @@ import type { ModelProvider, ModelRequest } from "../model/ModelProvider.js"
 import * as Metrics from "./Metrics.js"
 import * as RailEvents from "./RailEvents.js"
 import * as Spans from "./Spans.js"
+import * as Tracing from "./Tracing.js"
 
 /** The vendor of a provider for `gen_ai.provider.name` (`_OTHER` when its adapter does not say). */
 export const vendorOf = (provider: ModelProvider | undefined): string => provider?.vendor ?? "_OTHER"
@@ -386,3 +387,33 @@ export const executeTool = (
       }))
     ))
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// approval: a refused decision (no burst)
+
+/**
+ * Runs the recording of a refused approval decision (`self`) inside a short `approval` span with the
+ * `corral.rail.approval_refused` event: a refusal starts no burst, so without this span the trace would not show
+ * it. The span carries the session, the decision asked for and the reason (`error.type` = `approval_refused`).
+ */
+export const approvalRefused = (
+  session: Session,
+  refusal: Parameters<typeof RailEvents.fromRefusal>[0]
+) =>
+<A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Tracing.scoped(
+    Effect.zipRight(
+      Effect.flatMap(Clock.currentTimeMillis, (now) => events([RailEvents.fromRefusal(refusal, now)])),
+      self
+    ).pipe(
+      Spans.span(() => "approval", () => ({
+        "gen_ai.conversation.id": session.id,
+        "corral.session.id": session.id,
+        "corral.org_id": session.principal.orgId,
+        "corral.approval.decision": refusal.decision,
+        "corral.approval.refused": refusal.reason,
+        "error.type": "approval_refused"
+      })),
+      Effect.annotateLogs("session_id", session.id)
+    )
+  )
