@@ -22,6 +22,9 @@ import * as Tracing from "./Tracing.js"
 /** The vendor of a provider for `gen_ai.provider.name` (`_OTHER` when its adapter does not say). */
 export const vendorOf = (provider: ModelProvider | undefined): string => provider?.vendor ?? "_OTHER"
 
+/** Tool calls are leaf spans (`Spans.span`): nothing of Corral's runs under them. */
+const leaf = { leaf: true } as const
+
 /** Exit reasons that are not a failure of the burst (no `error.type`). */
 const fine = new Set(["completed", "confirmation_pending"])
 
@@ -308,13 +311,17 @@ const failureType = (exit: Exit.Exit<unknown, unknown>): string => {
 
 /** The span of one attempt on one provider: `chat.attempt {model}`, a child of the logical call. */
 export const attempt = (provider: ModelProvider, attemptNumber: number) =>
-  Spans.span(() => `chat.attempt ${provider.model}`, () => ({
-    "gen_ai.operation.name": "chat",
-    "gen_ai.provider.name": vendorOf(provider),
-    "gen_ai.request.model": provider.model,
-    "corral.provider": provider.name,
-    "corral.attempt": attemptNumber
-  }), "client")
+  Spans.span(
+    () => `chat.attempt ${provider.model}`,
+    () => ({
+      "gen_ai.operation.name": "chat",
+      "gen_ai.provider.name": vendorOf(provider),
+      "gen_ai.request.model": provider.model,
+      "corral.provider": provider.name,
+      "corral.attempt": attemptNumber
+    }),
+    "client"
+  )
 
 // ---------------------------------------------------------------------------------------------------------------
 // execute_tool: one tool call
@@ -375,16 +382,21 @@ export const executeTool = (
             }))
         })
       ),
-      Spans.span(() => `execute_tool ${call.name}`, () => ({
-        "gen_ai.operation.name": "execute_tool",
-        "gen_ai.tool.name": call.name,
-        "gen_ai.tool.call.id": call.id,
-        "gen_ai.tool.type": server.startsWith("mcp") || def?.source.startsWith("mcp:") === true
-          ? "extension"
-          : "function",
-        "corral.tool.server": server,
-        "corral.tool.effect": def?.effect ?? "unknown"
-      }))
+      Spans.span(
+        () => `execute_tool ${call.name}`,
+        () => ({
+          "gen_ai.operation.name": "execute_tool",
+          "gen_ai.tool.name": call.name,
+          "gen_ai.tool.call.id": call.id,
+          "gen_ai.tool.type": server.startsWith("mcp") || def?.source.startsWith("mcp:") === true
+            ? "extension"
+            : "function",
+          "corral.tool.server": server,
+          "corral.tool.effect": def?.effect ?? "unknown"
+        }),
+        "internal",
+        leaf
+      )
     ))
 }
 

@@ -88,8 +88,7 @@ const exporting = (settings: TelemetrySettings, endpoint: string): Layer.Layer<n
       // Corral's own tracer over the SDK's (`SpanTracer`: a span is one SDK span, and the children of an unsampled
       // span cost nearly nothing), not @effect/opentelemetry's, which measured +36 % CPU per turn in the workload.
       const tracer = Layer.unwrapEffect(
-        Effect.map(OtelTracer.OtelTracerProvider, (p) =>
-          Layer.setTracer(SpanTracer.make(api, p.getTracer("corral"))))
+        Effect.map(OtelTracer.OtelTracerProvider, (p) => Layer.setTracer(SpanTracer.make(api, p.getTracer("corral"))))
       ).pipe(Layer.provide(provider))
       const reader = new metricSdk.PeriodicExportingMetricReader({
         exporter: metrics,
@@ -98,8 +97,7 @@ const exporting = (settings: TelemetrySettings, endpoint: string): Layer.Layer<n
       })
       const sdk: Layer.Layer<Resource> = Layer.mergeAll(
         tracer,
-        OtelMetrics.layer(() =>
-          reader, { shutdownTimeout })
+        OtelMetrics.layer(() => reader, { shutdownTimeout })
       ).pipe(Layer.provideMerge(resource))
       yield* Effect.logInfo(`telemetry: exporting traces and metrics to ${endpoint} (OTLP/HTTP, JSON)`)
       return Layer.mergeAll(
