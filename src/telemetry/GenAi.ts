@@ -69,12 +69,6 @@ const landed = (trajectory: Trajectory): Effect.Effect<void> => {
       Metrics.add(Metrics.tokens, attempt.usage.outputTokens, ...base, "gen_ai.token.type", "output")
     }
   }
-  if (reason === "confirmation_pending") {
-    const waiting = trajectory.toolCalls.filter((c) => c.status === "pending_confirmation").length
-    Metrics.add(Metrics.approvalsPending, waiting)
-  }
-  const decided = trajectory.toolCalls.filter((c) => c.origin === "handler").length
-  if (decided > 0) Metrics.add(Metrics.approvalsPending, -decided)
   const exit = trajectory.decisions?.find((d) => d._tag === "exit")
   const last = trajectory.budgets[trajectory.budgets.length - 1]
   return Effect.zipRight(

@@ -75,12 +75,15 @@ describe("rail events and tool spans", () => {
       expect(forged._tag).toBe("InvalidSessionState")
       const refusals = tracing.exporter.getFinishedSpans().filter((s) => s.name === "approval")
       expect(refusals.map((s) => [s.attributes, s.status.code])).toEqual([
-        [expect.objectContaining({
-          "corral.session.id": v.id,
-          "corral.approval.decision": "approve",
-          "corral.approval.refused": "already_decided",
-          "error.type": "approval_refused"
-        }), 2],
+        [
+          expect.objectContaining({
+            "corral.session.id": v.id,
+            "corral.approval.decision": "approve",
+            "corral.approval.refused": "already_decided",
+            "error.type": "approval_refused"
+          }),
+          2
+        ],
         [expect.objectContaining({ "corral.approval.decision": "reject", "corral.approval.refused": "unknown" }), 2]
       ])
       const rail = (span: (typeof refusals)[number]) =>
