@@ -241,11 +241,14 @@ void Harness.main<SessionView, string>(async (options) => {
   const layer = Layer.merge(
     otlp === undefined
       ? corralLayer
-      : Layer.provideMerge(corralLayer, Telemetry.layer({
-        ...TelemetryConfig.defaults,
-        endpoint: otlp,
-        ...(sampler === undefined ? {} : { sampler })
-      })),
+      : Layer.provideMerge(
+        corralLayer,
+        Telemetry.layer({
+          ...TelemetryConfig.defaults,
+          endpoint: otlp,
+          ...(sampler === undefined ? {} : { sampler })
+        })
+      ),
     tracer === "off" ? Layer.setTracerEnabled(false) : Layer.empty
   ).pipe(Layer.provide(countFibers ? EffectSupervisor.addSupervisor(counting) : Layer.empty))
   const runtime = ManagedRuntime.make(layer)

@@ -10,8 +10,8 @@ import * as api from "@opentelemetry/api"
 import type { ReadableSpan, Sampler } from "@opentelemetry/sdk-trace-base"
 import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import { Context, Effect, Layer } from "effect"
-import * as SpanTracer from "../../src/telemetry/SpanTracer.js"
 import * as Spans from "../../src/telemetry/Spans.js"
+import * as SpanTracer from "../../src/telemetry/SpanTracer.js"
 import * as Tracing from "../../src/telemetry/Tracing.js"
 
 /** A fresh exporter and the layer that sends Corral's spans to it. */
