@@ -234,12 +234,21 @@ void Harness.main<SessionView, string>(async (options) => {
   })()
   // `--otlp URL`: telemetry on, exporting spans and metrics to an OTLP/HTTP receiver at URL (scripts/bench/otlp-sink.ts).
   const otlp = options.flags.get("otlp")
+  // `--sampler NAME` (with `--otlp`): the trace sampler, as OTEL_TRACES_SAMPLER names it (default parentbased_always_on).
+  const sampler = options.flags.get("sampler") as TelemetryConfig.TelemetrySettings["sampler"] | undefined
   // Provided UNDER Corral: the actors are forked while Corral's layers are built, and take its tracer (and the
   // fiber counter) from there.
   const layer = Layer.merge(
     otlp === undefined
       ? corralLayer
-      : Layer.provideMerge(corralLayer, Telemetry.layer({ ...TelemetryConfig.defaults, endpoint: otlp })),
+      : Layer.provideMerge(
+        corralLayer,
+        Telemetry.layer({
+          ...TelemetryConfig.defaults,
+          endpoint: otlp,
+          ...(sampler === undefined ? {} : { sampler })
+        })
+      ),
     tracer === "off" ? Layer.setTracerEnabled(false) : Layer.empty
   ).pipe(Layer.provide(countFibers ? EffectSupervisor.addSupervisor(counting) : Layer.empty))
   const runtime = ManagedRuntime.make(layer)
@@ -273,7 +282,8 @@ void Harness.main<SessionView, string>(async (options) => {
     "ManagedRuntime built once; one Corral.run per session through runtime.runPromise; B: Effect.forEach " +
     "with concurrency \"unbounded\"; tool calls of a turn run with concurrency \"unbounded\" (Corral's default)",
     otlp !== undefined
-      ? `telemetry on: Telemetry.layer exporting spans (batched) and metrics over OTLP/HTTP JSON to ${otlp}`
+      ? `telemetry on: Telemetry.layer exporting spans (batched) and metrics over OTLP/HTTP JSON to ${otlp}` +
+        (sampler === undefined ? "" : `, sampler ${sampler}`)
       : tracer === "off"
       ? "tracer disabled (Layer.setTracerEnabled(false)): no span objects at all"
       : "no telemetry layer: Corral's spans are off (telemetry/Tracing: Effect's tracer is disabled around its " +

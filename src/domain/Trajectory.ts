@@ -115,11 +115,10 @@ export const RailDecision = Schema.Union(
     retryAfterMs: Schema.optional(Schema.Number)
   }),
   /**
-   * An attempt waited at its provider's storm gate (`model/StormGuard`: the provider was shedding load and the herd
-   * is released at a pace) for `waitMs` before it was sent; `at` is when it arrived at the gate. The wait is part of
-   * the attempt's own duration. Not re-run by a replay (the gate is shared by the whole process).
+   * An attempt waited in a provider's storm line (`StormGuard`) before it was sent: `at` is its release, `waitMs`
+   * how long it waited there. Other sessions' throttles put it there, so a replay does not reproduce it.
    */
-  Schema.TaggedStruct("gate", { at, provider: Schema.String, waitMs: Schema.Number }),
+  Schema.TaggedStruct("storm_wait", { at, provider: Schema.String, waitMs: Schema.Number }),
   Schema.TaggedStruct("prune", { at, pruned: Schema.Boolean }),
   Schema.TaggedStruct("nudge", { at, cause: Schema.Literal("empty", "length") }),
   Schema.TaggedStruct("truncate", {

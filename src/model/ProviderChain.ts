@@ -11,11 +11,11 @@
  * the state becomes `exhausted` and stays so: every later call fails `ProviderExhausted` without a request.
  *
  * Every attempt, failed or not, is reported through `onAttempt` with its usage: usage is charged whatever happened.
- * Retries, failovers and an attempt's wait at its provider's storm gate (`StormGuard.GateListener`) are reported
+ * Retries, failovers and an attempt's wait at its provider's storm gate (`StormGuard.waitListener`) are reported
  * through `onDecision`.
  */
 import type { Random } from "effect"
-import { Clock, Duration, Effect, Either, Option, Ref } from "effect"
+import { Clock, Duration, Effect, Either, identity, Option, Ref } from "effect"
 import { disposition } from "../domain/ErrorKind.js"
 import { ProviderError, ProviderExhausted } from "../domain/Errors.js"
 import type { ModelReply } from "../domain/Message.js"
@@ -101,17 +101,18 @@ const attemptOnce = (
 ): Effect.Effect<Either.Either<ModelReply, ProviderError>> =>
   Effect.gen(function*() {
     const startedAt = yield* Clock.currentTimeMillis
+    const heard = options.onDecision
     // Sync-first: a provider that answers without suspending costs no fork and no timer; one that suspends is
     // joined under its timeout as before.
     const outcome = yield* SyncFirst.within(
       provider.complete(options.request).pipe(
-        // A wait at the provider's storm gate is part of this attempt: recorded as a `gate` decision of the burst.
-        Effect.provideService(StormGuard.GateListener, (wait) =>
-          (options.onDecision ?? (() => Effect.void))({
-            _tag: "gate",
-            at: wait.arrivedAt,
-            provider: provider.name,
-            waitMs: wait.waitMs
+        // A wait in the provider's storm line (StormGuard) is a rail decision of this call.
+        heard === undefined ? identity : Effect.locally(StormGuard.waitListener, (wait: StormGuard.Wait) =>
+          heard({
+            _tag: "storm_wait",
+            at: wait.releasedAt,
+            provider: wait.provider,
+            waitMs: wait.releasedAt - wait.arrivedAt
           }))
       ),
       provider.timeoutMs,

@@ -49,14 +49,15 @@
  * closes it. `rate_limit` does not count: it is pacing, handled above. Five because one or two failures are noise
  * in a fleet of sessions and a few more are already a pattern.
  *
- * An attempt that waited is reported, with its wait, to the `GateListener` of the caller's context: the provider
- * chain records it in the burst's trajectory as a `gate` decision, so a waterfall shows where the time went.
+ * An attempt that waited is reported, with its wait, to the caller's `waitListener`: the provider chain records it
+ * in the burst's trajectory as a `storm_wait` decision, so the trace and the viewer's waterfall show where the time
+ * went.
  *
  * An attempt interrupted from outside (the chain's timeout, which cannot be told apart from a cancelled session)
  * counts as a `timeout` failure: a provider that hangs must open the circuit like one that errors. Time comes from
  * `Clock` and jitter from `Random`, so a TestClock and a seeded `Random` replay a storm exactly.
  */
-import { Clock, Context, Effect, Random } from "effect"
+import { Clock, Effect, FiberRef, Random } from "effect"
 import type { ErrorKind } from "../domain/ErrorKind.js"
 import { ProviderError } from "../domain/Errors.js"
 import type { ModelProvider, ModelRequest } from "./ModelProvider.js"
@@ -89,6 +90,20 @@ export interface Options {
    */
   readonly onRelease?: (release: { readonly arrivedAt: number; readonly releasedAt: number }) => void
 }
+
+/** An attempt's wait in a storm line: when it arrived at the guard and when it was released (`Clock` ms). */
+export interface Wait {
+  readonly provider: string
+  readonly arrivedAt: number
+  readonly releasedAt: number
+}
+
+/**
+ * Who hears of this fiber's waits in a storm line (the provider chain sets it around an attempt, to record a
+ * `storm_wait` rail decision): called once per attempt that waited, after its release. Unset: nobody.
+ */
+export const waitListener: FiberRef.FiberRef<((wait: Wait) => Effect.Effect<void>) | undefined> = FiberRef
+  .unsafeMake<((wait: Wait) => Effect.Effect<void>) | undefined>(undefined)
 
 /** The defaults of `Options`. */
 export const defaults = {
@@ -126,20 +141,6 @@ export interface Status {
   /** How many attempts failed fast on the open circuit. */
   readonly rejected: number
 }
-
-/** One wait at the gate: when the attempt arrived, and how long it waited before it was released (ms). */
-export interface GateWait {
-  readonly arrivedAt: number
-  readonly waitMs: number
-}
-
-/**
- * Told of every attempt that waited at a gate, in the caller's fiber, right before the attempt is sent: how the
- * provider chain records the wait in the burst's trajectory (a `gate` decision). Absent: nobody is told.
- */
-export class GateListener extends Context.Reference<GateListener>()("corral/model/StormGuard/GateListener", {
-  defaultValue: (): (wait: GateWait) => Effect.Effect<void> => () => Effect.void
-}) {}
 
 /** The guard's state of `provider` when it is a guarded provider (`wrap`), `undefined` otherwise. */
 export const statusOf = (provider: ModelProvider): Status | undefined => {
@@ -338,7 +339,10 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
           }
           lastRelease = now
           options.onRelease?.({ arrivedAt, releasedAt: now })
-          if (now > arrivedAt) yield* (yield* GateListener)({ arrivedAt, waitMs: now - arrivedAt })
+          const listener = yield* FiberRef.get(waitListener)
+          if (listener !== undefined && now > arrivedAt) {
+            yield* listener({ provider: provider.name, arrivedAt, releasedAt: now })
+          }
         }),
       () =>
         Effect.sync(() => {

@@ -301,11 +301,12 @@ const drive = <A, E>(
   })
 
 /**
- * The decisions to compare: without the exit when the record ends at a crash the replay cannot reproduce, and never
- * the storm-gate waits (the gate is shared by every session of the process; a replay runs without it).
+ * The decisions to compare: never the storm-line waits (other sessions' throttles caused them: a replay, alone on
+ * its providers, cannot reproduce them), and without the exit when the record ends at a crash the replay cannot
+ * reproduce.
  */
 const exits = (decisions: ReadonlyArray<RailDecision>, prefix: boolean) =>
-  decisions.filter((d) => d._tag !== "gate" && (!prefix || d._tag !== "exit"))
+  decisions.filter((d) => d._tag !== "storm_wait" && !(prefix && d._tag === "exit"))
 
 /** Compares what the replay produced with the record; `prefix` for a burst whose record ends at a crash. */
 const compare = (

@@ -28,6 +28,7 @@ import * as Budget from "../rails/Budget.js"
 import * as Limits from "../rails/Limits.js"
 import * as Truncate from "../rails/Truncate.js"
 import { SessionStore } from "../store/SessionStore.js"
+import * as GenAi from "../telemetry/GenAi.js"
 import * as Approvals from "../tools/Approvals.js"
 import { ToolExecutor } from "../tools/ToolExecutor.js"
 import { Ids } from "./Ids.js"
@@ -267,7 +268,11 @@ export const make = (options: {
 
   // A refused decision is recorded in the transcript (the person and the model see it), then answered with the
   // reason; the session keeps waiting for a valid decision (or, when its write was decided, as it stands).
-  const recordRefusal = <E>(text: string, error: E) =>
+  const recordRefusal = <E>(
+    text: string,
+    error: E,
+    refusal: { readonly reason: string; readonly decision: "approve" | "reject"; readonly callId?: string }
+  ) =>
     Effect.gen(function*() {
       const limits = yield* agentLimits
       const entry: TurnEntry = { kind: "notice", rail: "Approvals", text: `A decision was refused: ${text}.` }
@@ -275,11 +280,15 @@ export const make = (options: {
       yield* Transcript.append(ports, session.id, entry, yield* Clock.currentTimeMillis, limits.persistTimeoutMs)
       conversation = [...conversation, entry]
       return yield* Effect.fail(error)
-    })
+    }).pipe(GenAi.approvalRefused(session, { ...refusal, notice: text }))
 
-  const refuse = (refusal: Approvals.Refusal) => {
+  const refuse = (refusal: Approvals.Refusal, decision: "approve" | "reject") => {
     const text = Approvals.refusalText(refusal)
-    return recordRefusal(text, new InvalidSessionState({ sessionId: session.id, message: text, reason: refusal }))
+    return recordRefusal(
+      text,
+      new InvalidSessionState({ sessionId: session.id, message: text, reason: refusal }),
+      { reason: refusal, decision }
+    )
   }
 
   const approve = (by: Principal, token: string, decision: "approve" | "reject") =>
@@ -301,11 +310,12 @@ export const make = (options: {
             reason: "already_decided",
             decision: verdict.decision,
             callId: verdict.target.callId
-          })
+          }),
+          { reason: "already_decided", decision, callId: verdict.target.callId }
         )
       }
-      if (verdict._tag === "Refused") return yield* refuse(verdict.refusal)
-      if (!(yield* store.spendApproval(tokenHash, now))) return yield* refuse("spent")
+      if (verdict._tag === "Refused") return yield* refuse(verdict.refusal, decision)
+      if (!(yield* store.spendApproval(tokenHash, now))) return yield* refuse("spent", decision)
       const resolution = yield* resolve(verdict.target, decision, by)
       const pending = session.state.pending.map((p) =>
         p.callId === verdict.target.callId && p.turnSeq === verdict.target.turnSeq

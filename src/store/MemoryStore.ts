@@ -259,6 +259,16 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
         return true
       }),
 
+    countPendingApprovals: (at, cap) =>
+      Effect.sync(() => {
+        let n = 0
+        for (const record of approvals.values()) {
+          if (n >= cap) break
+          if (record.usedAt === undefined && record.expiresAt > at) n++
+        }
+        return n
+      }),
+
     saveTrajectory: (trajectory) =>
       Effect.suspend(() => {
         const record = sessions.get(trajectory.sessionId)

@@ -168,6 +168,12 @@ export class SessionStore extends Context.Tag("corral/store/SessionStore")<Sessi
    * `at`. Atomic, so two concurrent decisions with one token cannot both win.
    */
   readonly spendApproval: (tokenHash: string, at: number) => Effect.Effect<boolean, PersistenceFailed>
+  /**
+   * How many approval tokens are live at `at` (unspent, not expired): the writes waiting for a person, across the
+   * store, counted up to `cap` (the count stops there, so the query stays bounded however many there are). For the
+   * `corral.approvals.pending` gauge. Optional: a store without it reports no gauge.
+   */
+  readonly countPendingApprovals?: (at: number, cap: number) => Effect.Effect<number, PersistenceFailed>
 
   /** Saves a burst's trajectory. */
   readonly saveTrajectory: (trajectory: Trajectory) => Effect.Effect<void, PersistenceFailed>

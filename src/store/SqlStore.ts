@@ -31,6 +31,7 @@ import { Scope } from "../domain/Scope.js"
 import { SessionState } from "../domain/Session.js"
 import type { Session } from "../domain/Session.js"
 import { Trajectory } from "../domain/Trajectory.js"
+import * as Metrics from "../telemetry/Metrics.js"
 import * as Database from "./Database.js"
 import * as Embedded from "./Embedded.js"
 import * as AppendBatch from "./internal/appendBatch.js"
@@ -169,7 +170,10 @@ export const make = (
       })
 
     const writeBatch = (batch: Arr.NonEmptyReadonlyArray<Append>) =>
-      insertBatch(batch).pipe(
+      Effect.suspend(() => {
+        Metrics.storeAppendBatch.unsafeUpdate(batch.length, [])
+        return insertBatch(batch)
+      }).pipe(
         // One bad row must not fail its neighbours: on a data error, write the batch's rows one by one, in order.
         Effect.catchAll((error) =>
           batch.length > 1 && isRowError(error)

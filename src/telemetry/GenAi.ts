@@ -17,9 +17,13 @@ import type { ModelProvider, ModelRequest } from "../model/ModelProvider.js"
 import * as Metrics from "./Metrics.js"
 import * as RailEvents from "./RailEvents.js"
 import * as Spans from "./Spans.js"
+import * as Tracing from "./Tracing.js"
 
 /** The vendor of a provider for `gen_ai.provider.name` (`_OTHER` when its adapter does not say). */
 export const vendorOf = (provider: ModelProvider | undefined): string => provider?.vendor ?? "_OTHER"
+
+/** Tool calls are leaf spans (`Spans.span`): nothing of Corral's runs under them. */
+const leaf = { leaf: true } as const
 
 /** Exit reasons that are not a failure of the burst (no `error.type`). */
 const fine = new Set(["completed", "confirmation_pending"])
@@ -65,12 +69,6 @@ const landed = (trajectory: Trajectory): Effect.Effect<void> => {
       Metrics.add(Metrics.tokens, attempt.usage.outputTokens, ...base, "gen_ai.token.type", "output")
     }
   }
-  if (reason === "confirmation_pending") {
-    const waiting = trajectory.toolCalls.filter((c) => c.status === "pending_confirmation").length
-    Metrics.add(Metrics.approvalsPending, waiting)
-  }
-  const decided = trajectory.toolCalls.filter((c) => c.origin === "handler").length
-  if (decided > 0) Metrics.add(Metrics.approvalsPending, -decided)
   const exit = trajectory.decisions?.find((d) => d._tag === "exit")
   const last = trajectory.budgets[trajectory.budgets.length - 1]
   return Effect.zipRight(
@@ -87,7 +85,7 @@ const landed = (trajectory: Trajectory): Effect.Effect<void> => {
       ...usageAttributes(trajectory.usage)
     })),
     Effect.flatMap(
-      Spans.enabled,
+      Spans.recording,
       (on) =>
         on
           ? events(RailEvents.ofBurst(trajectory.decisions ?? [], trajectory.toolCalls, trajectory.startedAt))
@@ -307,13 +305,17 @@ const failureType = (exit: Exit.Exit<unknown, unknown>): string => {
 
 /** The span of one attempt on one provider: `chat.attempt {model}`, a child of the logical call. */
 export const attempt = (provider: ModelProvider, attemptNumber: number) =>
-  Spans.span(() => `chat.attempt ${provider.model}`, () => ({
-    "gen_ai.operation.name": "chat",
-    "gen_ai.provider.name": vendorOf(provider),
-    "gen_ai.request.model": provider.model,
-    "corral.provider": provider.name,
-    "corral.attempt": attemptNumber
-  }), "client")
+  Spans.span(
+    () => `chat.attempt ${provider.model}`,
+    () => ({
+      "gen_ai.operation.name": "chat",
+      "gen_ai.provider.name": vendorOf(provider),
+      "gen_ai.request.model": provider.model,
+      "corral.provider": provider.name,
+      "corral.attempt": attemptNumber
+    }),
+    "client"
+  )
 
 // ---------------------------------------------------------------------------------------------------------------
 // execute_tool: one tool call
@@ -374,15 +376,50 @@ export const executeTool = (
             }))
         })
       ),
-      Spans.span(() => `execute_tool ${call.name}`, () => ({
-        "gen_ai.operation.name": "execute_tool",
-        "gen_ai.tool.name": call.name,
-        "gen_ai.tool.call.id": call.id,
-        "gen_ai.tool.type": server.startsWith("mcp") || def?.source.startsWith("mcp:") === true
-          ? "extension"
-          : "function",
-        "corral.tool.server": server,
-        "corral.tool.effect": def?.effect ?? "unknown"
-      }))
+      Spans.span(
+        () => `execute_tool ${call.name}`,
+        () => ({
+          "gen_ai.operation.name": "execute_tool",
+          "gen_ai.tool.name": call.name,
+          "gen_ai.tool.call.id": call.id,
+          "gen_ai.tool.type": server.startsWith("mcp") || def?.source.startsWith("mcp:") === true
+            ? "extension"
+            : "function",
+          "corral.tool.server": server,
+          "corral.tool.effect": def?.effect ?? "unknown"
+        }),
+        "internal",
+        leaf
+      )
     ))
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// approval: a refused decision (no burst)
+
+/**
+ * Runs the recording of a refused approval decision (`self`) inside a short `approval` span with the
+ * `corral.rail.approval_refused` event: a refusal starts no burst, so without this span the trace would not show
+ * it. The span carries the session, the decision asked for and the reason (`error.type` = `approval_refused`).
+ */
+export const approvalRefused = (
+  session: Session,
+  refusal: Parameters<typeof RailEvents.fromRefusal>[0]
+) =>
+<A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Tracing.scoped(
+    Effect.zipRight(
+      Effect.flatMap(Clock.currentTimeMillis, (now) => events([RailEvents.fromRefusal(refusal, now)])),
+      self
+    ).pipe(
+      Spans.span(() => "approval", () => ({
+        "gen_ai.conversation.id": session.id,
+        "corral.session.id": session.id,
+        "corral.org_id": session.principal.orgId,
+        "corral.approval.decision": refusal.decision,
+        "corral.approval.refused": refusal.reason,
+        "error.type": "approval_refused"
+      })),
+      Effect.annotateLogs("session_id", session.id)
+    )
+  )

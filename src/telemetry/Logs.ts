@@ -7,20 +7,9 @@
  * leads to its trace. Nothing here reads a secret: what is logged is what callers log, and configuration keeps
  * keys `Redacted` (a test greps a whole run's output for the provider key).
  */
-import {
-  Cause,
-  Context,
-  FiberRef,
-  FiberRefs,
-  HashMap,
-  HashSet,
-  Inspectable,
-  Layer,
-  Logger,
-  Option,
-  Tracer
-} from "effect"
+import { Cause, FiberRef, HashMap, HashSet, Inspectable, Layer, Logger, Option } from "effect"
 import type { LogFormat } from "../config/Telemetry.js"
+import * as Spans from "./Spans.js"
 
 const text = (message: unknown): string => {
   if (Array.isArray(message)) return message.map(text).join(" ")
@@ -36,8 +25,9 @@ export const jsonLogger: Logger.Logger<unknown, string> = Logger.make(
       message: text(message)
     }
     for (const [key, value] of HashMap.toEntries(annotations)) record[key] = value
-    const span = Context.getOption(FiberRefs.getOrDefault(context, FiberRef.currentContext), Tracer.ParentSpan)
-    if (Option.isSome(span) && span.value._tag === "Span") {
+    // The fiber's leaf span (a tool call) when it is in one, else the span of its context.
+    const span = Spans.currentOf(context)
+    if (Option.isSome(span)) {
       record.trace_id = span.value.traceId
       record.span_id = span.value.spanId
     }

@@ -87,10 +87,19 @@ export const storeAppend = Metric.histogram(
   seconds,
   "Latency of one transcript append to the store, in seconds"
 )
-/** Writes waiting for a person's approval, as this process saw them land. */
-export const approvalsPending = Metric.counter("corral.approvals.pending", {
-  description: "Writes waiting for a person's approval (landed by this process, not yet decided)",
-  incremental: false
+/** Turns written by one statement of the SQL store's group commit (appends of any sessions batched together). */
+export const storeAppendBatch = Metric.histogram(
+  "corral.store.append.batch_size",
+  MetricBoundaries.exponential({ start: 1, factor: 2, count: 11 }),
+  "Turns the SQL store wrote in one batched append statement"
+)
+/**
+ * Writes waiting for a person's approval: the live approval tokens of the store (unspent, not expired), read from
+ * the store at each `/metrics` scrape and every 5 s (server/MetricsRoute), so a restart or another process's
+ * sessions do not skew it and expired tokens drop out.
+ */
+export const approvalsPending = Metric.gauge("corral.approvals.pending", {
+  description: "Writes waiting for a person's approval (live approval tokens in the store)"
 })
 
 /** The unit of each metric, for the Prometheus suffix (`_seconds`); absent: a count. */

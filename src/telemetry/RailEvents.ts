@@ -43,6 +43,26 @@ export const fromApproval = (record: ToolCallRecord, at: number): RailEvent => (
   }
 })
 
+/**
+ * The span event of a decision the session refused (a forged, spent, expired or another user's token, or a second
+ * decision of a decided write): the same refusal the transcript's `Approvals` notice states, at `at`.
+ */
+export const fromRefusal = (refusal: {
+  readonly reason: string
+  readonly decision: "approve" | "reject"
+  readonly callId?: string | undefined
+  readonly notice: string
+}, at: number): RailEvent => ({
+  name: "corral.rail.approval_refused",
+  at,
+  attributes: {
+    "corral.rail.reason": refusal.reason,
+    "corral.rail.decision": refusal.decision,
+    "corral.rail.call_id": refusal.callId,
+    "corral.rail.notice": refusal.notice
+  }
+})
+
 /** Every event of a burst, in order: the approvals it opened with, then its decisions. */
 export const ofBurst = (
   decisions: ReadonlyArray<RailDecision>,

@@ -7,9 +7,20 @@
  * Names follow the OpenTelemetry GenAI semantic conventions: `invoke_agent {agent}` for a burst, `chat {model}` for
  * a logical model call with one `chat.attempt {model}` child per attempt, `execute_tool {tool}` for a tool call.
  */
-import type { Fiber } from "effect"
-import { Context, Effect, FiberRef, HashMap, Option, Tracer as EffectTracer } from "effect"
+import type { Exit, Fiber } from "effect"
+import {
+  Clock,
+  Context,
+  DefaultServices,
+  Effect,
+  FiberRef,
+  FiberRefs,
+  HashMap,
+  Option,
+  Tracer as EffectTracer
+} from "effect"
 import type { Tracer } from "effect"
+import * as SpanTracer from "./SpanTracer.js"
 
 /** Attribute values a span accepts. */
 export type Attributes = Record<string, string | number | boolean | ReadonlyArray<string> | undefined>
@@ -34,33 +45,98 @@ export const enabled: Effect.Effect<boolean> = Effect.withFiberRuntime((fiber) =
 )
 
 /**
- * Runs `self` inside the span `name()` with `attributes()`, both evaluated only when the tracer is on; otherwise
- * runs `self` as it is. The span ends with `self`'s exit (a failure marks it as an error).
+ * The open leaf span of a fiber (see `span`): the current span for Corral's own annotations, events, child spans and
+ * log lines, inherited by the fibers it forks, without going into Effect's context.
+ */
+const currentLeaf: FiberRef.FiberRef<Tracer.Span | undefined> = FiberRef.unsafeMake<Tracer.Span | undefined>(
+  undefined
+)
+
+/** The span a new span of `fiber` goes under. */
+const parentOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>, context: Context.Context<never>) => {
+  const leaf = fiber.getFiberRef(currentLeaf)
+  return leaf === undefined ? Context.getOption(context, EffectTracer.ParentSpan) : Option.some(leaf)
+}
+
+/**
+ * Runs `self` inside the span `name()` with `attributes()`, both evaluated only when the tracer is on (and, on
+ * Corral's `SpanTracer`, only when the span is sampled); otherwise runs `self` as it is. The span ends with `self`'s
+ * exit (a failure marks it as an error). On a `SpanTracer` the attributes reach the SDK in one object and a span
+ * under an unsampled one costs a few fiber-ref reads; any other tracer gets Effect's `Tracer.span`.
+ *
+ * A `leaf` span (a tool call: nothing of Corral's runs under it but annotations and log lines) is the current span
+ * of `self` and the fibers it forks for Corral — `annotate`, `event`, nested `span`s and the JSON log lines see it —
+ * but is not put into Effect's context: that propagation (a context copy and compare, and a context diff when a
+ * forked fiber joins) was most of what a span cost (docs/benchmarks.md, "Telemetry cost"). Spans made by other
+ * libraries under it (Effect's `withSpan`, an HTTP client's request span) go under the leaf's parent instead.
  */
 export const span = (
   name: () => string,
   attributes: () => Attributes,
-  kind: Tracer.SpanKind = "internal"
+  kind: Tracer.SpanKind = "internal",
+  options: { readonly leaf?: boolean } = {}
 ) =>
 <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.withFiberRuntime<A, E, R>((fiber) =>
-    fiber.getFiberRef(FiberRef.currentTracerEnabled)
-      ? Effect.withSpan(self, name(), { attributes: clean(attributes()), kind, captureStackTrace: false })
-      : self
-  )
+  Effect.withFiberRuntime<A, E, R>((fiber) => {
+    if (!fiber.getFiberRef(FiberRef.currentTracerEnabled)) return self
+    const services = fiber.getFiberRef(DefaultServices.currentServices)
+    const tracer = Context.get(services, EffectTracer.Tracer)
+    const clock = Context.get(services, Clock.Clock)
+    const context = fiber.getFiberRef(FiberRef.currentContext)
+    const parent = parentOf(fiber, context)
+    let made: Tracer.Span
+    if (SpanTracer.isSpanTracer(tracer)) {
+      made = tracer.start(name, parent, kind, attributes, clock.unsafeCurrentTimeNanos())
+      // Under an unsampled span: that span again, nothing to end.
+      if (parent._tag === "Some" && made === parent.value) return self
+    } else {
+      made = tracer.span(name(), parent, Context.empty(), [], clock.unsafeCurrentTimeNanos(), kind)
+      const built = clean(attributes())
+      for (const key in built) made.attribute(key, built[key])
+    }
+    const opened = made
+    const end = (exit: Exit.Exit<A, E>) => opened.end(clock.unsafeCurrentTimeNanos(), exit)
+    if (options.leaf !== true) {
+      return Effect.onExit(
+        Effect.locally(self, FiberRef.currentContext, Context.add(context, EffectTracer.ParentSpan, opened)),
+        (exit) => Effect.sync(() => end(exit))
+      )
+    }
+    return Effect.onExit(Effect.locally(self, currentLeaf, opened), (exit) => Effect.sync(() => end(exit)))
+  })
 
 const none = Option.none<Tracer.Span>()
 
-/** The span `fiber` is in, when spans are on and there is one (one fiber-ref read when they are off). */
+/** The span a fiber with `refs` is in, whether sampled or not (its leaf, else its context's). */
+export const currentOf = (refs: FiberRefs.FiberRefs): Option.Option<Tracer.Span> => {
+  const leaf = FiberRefs.getOrDefault(refs, currentLeaf)
+  if (leaf !== undefined) return Option.some(leaf)
+  const parent = Context.getOption(FiberRefs.getOrDefault(refs, FiberRef.currentContext), EffectTracer.ParentSpan)
+  return Option.isSome(parent) && parent.value._tag === "Span" ? Option.some(parent.value) : none
+}
+
+/**
+ * The span `fiber` is in, when spans are on and there is one that is sampled (one fiber-ref read when they are
+ * off): attributes and events for a span nobody records are not built.
+ */
 const spanOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Option.Option<Tracer.Span> => {
   if (!fiber.getFiberRef(FiberRef.currentTracerEnabled)) return none
+  const leaf = fiber.getFiberRef(currentLeaf)
+  if (leaf !== undefined) return leaf.sampled ? Option.some(leaf) : none
   const parent = Context.getOption(fiber.getFiberRef(FiberRef.currentContext), EffectTracer.ParentSpan)
-  return Option.isSome(parent) && parent.value._tag === "Span" ? Option.some(parent.value) : none
+  return Option.isSome(parent) && parent.value._tag === "Span" && parent.value.sampled
+    ? Option.some(parent.value)
+    : none
 }
 
 /** The span this fiber is in, when spans are on and there is one. */
 export const current: Effect.Effect<Option.Option<Tracer.Span>> = Effect.withFiberRuntime((fiber) =>
   Effect.succeed(spanOf(fiber))
+)
+
+/** Whether this fiber is in a span that records (spans on, and the span sampled). */
+export const recording: Effect.Effect<boolean> = Effect.withFiberRuntime((fiber) =>
+  Effect.succeed(Option.isSome(spanOf(fiber)))
 )
 
 /** Sets attributes on the current span (built only when there is one). */

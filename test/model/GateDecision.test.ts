@@ -1,6 +1,7 @@
 /**
  * A wait at a provider's storm gate is part of the attempt that waited, and the burst's record says so: the chain
- * records it as a `gate` decision (when the attempt arrived, how long it waited), which the viewer's waterfall draws.
+ * records it as a `storm_wait` decision (stamped at its release, with how long it waited), which the viewer's waterfall
+ * draws.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Fiber, Ref, TestClock } from "effect"
@@ -41,7 +42,7 @@ const call = (guard: ModelProvider, decisions: Array<RailDecision>) =>
     }))
 
 describe("ProviderChain: storm-gate waits", () => {
-  it.effect("an attempt that waited at the gate is recorded as a gate decision with its arrival and its wait", () =>
+  it.effect("an attempt that waited at the gate is recorded as a storm_wait decision with its release and wait", () =>
     Effect.gen(function*() {
       const guard = StormGuard.wrap(throttledOnce(1_500), { jitterMs: 0 })
       // Another session's throttle closes the gate for 1.5 s.
@@ -51,10 +52,10 @@ describe("ProviderChain: storm-gate waits", () => {
       const fiber = yield* Effect.fork(call(guard, decisions))
       yield* TestClock.adjust(1_000)
       yield* Fiber.join(fiber)
-      expect(decisions).toEqual([{ _tag: "gate", at: 500, provider: "alpha", waitMs: 1_000 }])
+      expect(decisions).toEqual([{ _tag: "storm_wait", at: 1_500, provider: "alpha", waitMs: 1_000 }])
     }))
 
-  it.effect("an attempt the gate releases at once records no gate decision, only the retry", () =>
+  it.effect("an attempt the gate releases at once records no storm_wait decision, only the retry", () =>
     Effect.gen(function*() {
       const guard = StormGuard.wrap(throttledOnce(0), { jitterMs: 0 })
       const decisions: Array<RailDecision> = []

@@ -5,6 +5,7 @@ import * as Storm from "../../scripts/bench/storm.js"
 import type { ErrorKind } from "../../src/domain/ErrorKind.js"
 import { ProviderError } from "../../src/domain/Errors.js"
 import type { ModelReply } from "../../src/domain/Message.js"
+import type { RailDecision } from "../../src/domain/Trajectory.js"
 import { Usage } from "../../src/domain/Usage.js"
 import type { ModelProvider, ModelRequest } from "../../src/model/ModelProvider.js"
 import * as ProviderChain from "../../src/model/ProviderChain.js"
@@ -286,6 +287,39 @@ describe("StormGuard: the pacer", () => {
       // In arrival order.
       expect(seen.slice(1).map((s) => s.tag)).toEqual(["b", "c", "d", "e"])
       expect(guard.status().rate).toBeLessThan(maxRate)
+    }))
+
+  it.effect("a wait in the storm line is a storm_wait rail decision of the call, with its release time and wait", () =>
+    Effect.gen(function*() {
+      const { provider } = timed((n) => n === 1 ? Either.left(failure("rate_limit", 1_000)) : Either.right(ok), 0)
+      const guard = StormGuard.wrap(provider, { jitterMs: 0 })
+      // Session a's throttle opens the storm: the gate stays shut until 1 000.
+      yield* Effect.either(guard.complete(requestFor("a")))
+      yield* TestClock.adjust(200)
+      const decisions: Array<RailDecision> = []
+      const state = yield* Ref.make(ProviderChain.initialState)
+      const [result] = yield* runAll([
+        ProviderChain.callModel({
+          providers: [guard],
+          state,
+          request: requestFor("b"),
+          onAttempt: () => Effect.void,
+          onDecision: (decision) => Effect.sync(() => decisions.push(decision))
+        })
+      ], 100)
+      expect(result !== undefined && Either.isRight(result)).toBe(true)
+      expect(decisions).toEqual([{ _tag: "storm_wait", at: 1_000, provider: "inner", waitMs: 800 }])
+      // Calm again: an attempt that does not wait records nothing.
+      const calm: Array<RailDecision> = []
+      yield* TestClock.adjust(10_000)
+      yield* ProviderChain.callModel({
+        providers: [guard],
+        state: yield* Ref.make(ProviderChain.initialState),
+        request: requestFor("c"),
+        onAttempt: () => Effect.void,
+        onDecision: (decision) => Effect.sync(() => calm.push(decision))
+      })
+      expect(calm).toEqual([])
     }))
 
   it.effect("the same seed replays the same release schedule", () =>

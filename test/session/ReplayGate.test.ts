@@ -1,5 +1,5 @@
 /**
- * A wait at a provider's storm gate is in the burst's record (a `gate` decision, for the viewer's waterfall), but it
+ * A wait at a provider's storm gate is in the burst's record (a `storm_wait` decision, for the viewer's waterfall), but it
  * belongs to the process, not to the session's rails: a replay, which runs without the gate, still verifies.
  */
 import { describe, expect, it } from "@effect/vitest"
@@ -28,9 +28,9 @@ describe("Replay and the storm gate", () => {
       )
       expect(landed.reason).toBe("completed")
       // The first call waits out the gate; the next one leaves at the paced rate after it (1 / 20 s).
-      expect(landed.trajectory.decisions?.filter((d) => d._tag === "gate")).toEqual([
-        { _tag: "gate", at: 0, provider: "a", waitMs: 2_000 },
-        { _tag: "gate", at: 2_000, provider: "a", waitMs: 50 }
+      expect(landed.trajectory.decisions?.filter((d) => d._tag === "storm_wait")).toEqual([
+        { _tag: "storm_wait", at: 2_000, provider: "a", waitMs: 2_000 },
+        { _tag: "storm_wait", at: 2_050, provider: "a", waitMs: 50 }
       ])
       const result = yield* Replay.verifyBurst({
         spec: agent,

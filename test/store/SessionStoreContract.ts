@@ -299,6 +299,40 @@ export const sessionStoreContract = (name: string, storeLayer: Layer.Layer<Sessi
         expect(Option.isSome(yield* store.findApproval(session.principal.orgId, session.id, first))).toBe(true)
       }))
 
+    it.effect("counts the live approval tokens (unspent, not expired) at a time, up to a cap", () =>
+      Effect.gen(function*() {
+        const store = yield* SessionStore
+        if (store.countPendingApprovals === undefined) return
+        const session = newSession(newOrg())
+        yield* store.createSession(session)
+        // Far-future times, so tokens other tests left in a shared database have all expired by them.
+        const base = 9_000_000_000_000
+        const record = (tokenHash: string, callId: string, expiresAt: number): ApprovalRecord => ({
+          tokenHash,
+          orgId: session.principal.orgId,
+          userId: session.principal.userId,
+          sessionId: session.id,
+          callId,
+          turnSeq: 2,
+          tool: "restart_pod",
+          argsHash: "a".repeat(64),
+          createdAt: base,
+          expiresAt
+        })
+        const [a, b, c] = [`${uid()}a`, `${uid()}b`, `${uid()}c`]
+        yield* store.issueApprovals(session.id, [
+          record(a, "c1", base + 10_000),
+          record(b, "c2", base + 10_000),
+          record(c, "c3", base + 1_000)
+        ])
+        expect(yield* store.countPendingApprovals(base + 500, 100)).toBe(3)
+        // c has expired by base + 5 000; a spent token is no longer pending.
+        expect(yield* store.spendApproval(a, base + 600)).toBe(true)
+        expect(yield* store.countPendingApprovals(base + 5_000, 100)).toBe(1)
+        // The count stops at the cap.
+        expect(yield* store.countPendingApprovals(base + 500, 1)).toBe(1)
+      }))
+
     it.effect("lists the running sessions of every org, and only those", () =>
       Effect.gen(function*() {
         const store = yield* SessionStore

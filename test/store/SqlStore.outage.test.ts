@@ -57,6 +57,7 @@ const everyMethod = (store: Store, session: Session, ghost: Session, label: stri
     issueApprovals: store.issueApprovals(session.id, [approval]),
     findApproval: store.findApproval(org, session.id, approval.tokenHash),
     spendApproval: store.spendApproval(approval.tokenHash, 2_000),
+    countPendingApprovals: store.countPendingApprovals?.(5_000, 100) ?? Effect.dieMessage("no countPendingApprovals"),
     saveTrajectory: store.saveTrajectory(trajectory(session, 1)),
     trajectories: store.trajectories(org, session.id),
     accept: store.accept({

@@ -1,25 +1,31 @@
 /**
- * Spans captured in memory: an OpenTelemetry SDK tracer (through @effect/opentelemetry) exporting to a fresh
- * `InMemorySpanExporter`, with Corral's spans turned on (`Tracing.layer(true)`), and a text rendering of the
- * captured tree (what docs/observability.md shows).
+ * Spans captured in memory: Corral's tracer (`SpanTracer`, as `Telemetry.layer` installs it) over an OpenTelemetry
+ * SDK tracer provider exporting to a fresh `InMemorySpanExporter`, with Corral's spans turned on
+ * (`Tracing.layer(true)`), and a text rendering of the captured tree (what docs/observability.md shows).
  */
 import * as NodeSdk from "@effect/opentelemetry/NodeSdk"
-import type { ReadableSpan } from "@opentelemetry/sdk-trace-base"
+import * as OtelResource from "@effect/opentelemetry/Resource"
+import * as OtelTracer from "@effect/opentelemetry/Tracer"
+import * as api from "@opentelemetry/api"
+import type { ReadableSpan, Sampler } from "@opentelemetry/sdk-trace-base"
 import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
-import { Context, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 import * as Spans from "../../src/telemetry/Spans.js"
+import * as SpanTracer from "../../src/telemetry/SpanTracer.js"
 import * as Tracing from "../../src/telemetry/Tracing.js"
 
 /** A fresh exporter and the layer that sends Corral's spans to it. */
-export const make = (options: { readonly captureContent?: boolean } = {}) => {
+export const make = (options: { readonly captureContent?: boolean; readonly sampler?: Sampler } = {}) => {
   const exporter = new InMemorySpanExporter()
-  /** The SDK tracer alone (Corral's spans stay off). */
-  const sdk = Layer.map(
-    NodeSdk.layer(() => ({
-      resource: { serviceName: "corral-test" },
-      spanProcessor: new SimpleSpanProcessor(exporter)
-    })),
-    () => Context.empty()
+  /** The tracer alone (Corral's spans stay off). */
+  const sdk = Layer.unwrapEffect(
+    Effect.map(OtelTracer.OtelTracerProvider, (p) => Layer.setTracer(SpanTracer.make(api, p.getTracer("corral"))))
+  ).pipe(
+    Layer.provide(NodeSdk.layerTracerProvider(
+      new SimpleSpanProcessor(exporter),
+      options.sampler === undefined ? {} : { sampler: options.sampler }
+    )),
+    Layer.provide(OtelResource.layer({ serviceName: "corral-test" }))
   )
   const layer = Layer.mergeAll(
     sdk,

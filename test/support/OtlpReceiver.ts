@@ -1,6 +1,7 @@
 /**
  * A test-owned OTLP/HTTP receiver: a real HTTP server on 127.0.0.1 (random port) that accepts the JSON protocol on
- * `/v1/traces` and `/v1/metrics` (answering `{}` like a collector) and keeps what it got, so a test can check what
+ * `/v1/traces` and `/v1/metrics` (answering `{}` like a collector) and keeps what it got (protobuf requests are
+ * accepted and kept raw in `requests`), so a test can check what
  * a `corral` process exported. Spans are flattened with their attributes and events decoded from OTLP's
  * `{ key, value: { stringValue | intValue | … } }` form.
  */
@@ -36,9 +37,14 @@ export interface Receiver {
   readonly endpoint: string
   readonly spans: () => ReadonlyArray<Span>
   readonly metrics: () => ReadonlyArray<MetricPoint>
-  /** Every request: path, content type and headers. */
+  /** Every request: path, content type, headers and body. */
   readonly requests: () => ReadonlyArray<
-    { readonly path: string; readonly contentType: string; readonly headers: http.IncomingHttpHeaders }
+    {
+      readonly path: string
+      readonly contentType: string
+      readonly headers: http.IncomingHttpHeaders
+      readonly body: Buffer
+    }
   >
 }
 
@@ -100,14 +106,20 @@ export const make: Effect.Effect<Receiver, never, Scope.Scope> = Effect.acquireR
   Effect.promise(() => {
     const spans: Array<Span> = []
     const metrics: Array<MetricPoint> = []
-    const requests: Array<{ path: string; contentType: string; headers: http.IncomingHttpHeaders }> = []
+    const requests: Array<{ path: string; contentType: string; headers: http.IncomingHttpHeaders; body: Buffer }> = []
     const server = http.createServer((request, response) => {
       const chunks: Array<Buffer> = []
       request.on("data", (chunk: Buffer) => chunks.push(chunk))
       request.on("end", () => {
         const path = request.url ?? ""
         const contentType = request.headers["content-type"] ?? ""
-        requests.push({ path, contentType, headers: request.headers })
+        const body = Buffer.concat(chunks)
+        requests.push({ path, contentType, headers: request.headers, body })
+        // The protobuf protocol is kept raw (see `requests`), answered with an empty ExportServiceResponse.
+        if (request.method === "POST" && contentType.startsWith("application/x-protobuf")) {
+          response.writeHead(200, { "content-type": "application/x-protobuf" }).end()
+          return
+        }
         if (request.method !== "POST" || !contentType.startsWith("application/json")) {
           response.writeHead(415, { "content-type": "application/json" }).end("{}")
           return

@@ -3,8 +3,14 @@
  * text (what `/metrics` serves), moving when a session runs, with telemetry export off (metrics do not need it).
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Metric } from "effect"
+import { Effect, Layer, Metric } from "effect"
+import { AgentId, SessionId } from "../../src/domain/Ids.js"
+import { Scope } from "../../src/domain/Scope.js"
+import { initialState } from "../../src/domain/Session.js"
 import * as Scripted from "../../src/model/Scripted.js"
+import * as Embedded from "../../src/store/Embedded.js"
+import { SessionStore } from "../../src/store/SessionStore.js"
+import * as SqlStore from "../../src/store/SqlStore.js"
 import * as Metrics from "../../src/telemetry/Metrics.js"
 import * as Prometheus from "../../src/telemetry/Prometheus.js"
 import * as Harness from "../../src/testing/Harness.js"
@@ -149,4 +155,39 @@ describe("metrics", () => {
     expect(rendered).toContain("test_escape_total{path=\"a\\\"b\\\\c\\nd\"} 2")
     expect(() => parsePrometheus(rendered)).not.toThrow()
   })
+
+  it.live(
+    "the SQL store's group commit reports how many turns each append statement wrote",
+    () =>
+      Effect.gen(function*() {
+        const store = yield* SessionStore
+        const before = yield* Metric.value(Metrics.storeAppendBatch)
+        const sessions = Array.from({ length: 20 }, (_, i) => ({
+          id: SessionId.make(`ses_batch_${i}`),
+          principal: Harness.principal,
+          scope: Scope.make("incident:batch"),
+          agentId: AgentId.make("triage"),
+          agentVersion: 1,
+          createdAt: 1,
+          updatedAt: 1,
+          state: initialState
+        }))
+        yield* Effect.forEach(sessions, (session) => store.createSession(session), { discard: true })
+        // 20 sessions append at once: the group commit writes them in fewer statements than turns.
+        yield* Effect.forEach(
+          sessions,
+          (session) => store.appendTurn(session.id, { kind: "user", text: "hello" }, 2),
+          { concurrency: "unbounded", discard: true }
+        )
+        const after = yield* Metric.value(Metrics.storeAppendBatch)
+        expect(after.sum - before.sum).toBe(20)
+        expect(after.count - before.count).toBeGreaterThan(0)
+        expect(after.count - before.count).toBeLessThan(20)
+        expect(after.max).toBeGreaterThan(1)
+        // And on /metrics, as a histogram in turns.
+        const samples = parsePrometheus(Prometheus.render())
+        expect(samples.get("corral_store_append_batch_size_sum")).toBe(after.sum)
+      }).pipe(Effect.provide(SqlStore.layer({ lanes: 1 }).pipe(Layer.provideMerge(Embedded.layerEmbedded())))),
+    120_000
+  )
 })

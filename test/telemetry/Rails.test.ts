@@ -67,6 +67,41 @@ describe("rail events and tool spans", () => {
         }],
         ["corral.rail.exit", expect.objectContaining({ "corral.rail.reason": "completed" })]
       ])
+
+      // Refused decisions start no burst; each gets a short `approval` span telling why.
+      const second = yield* Effect.flip(c.approve(alice, v.id, v.pending[0]?.token ?? ""))
+      expect(second._tag).toBe("AlreadyDecided")
+      const forged = yield* Effect.flip(c.approve(alice, v.id, "forged-token", "reject"))
+      expect(forged._tag).toBe("InvalidSessionState")
+      const refusals = tracing.exporter.getFinishedSpans().filter((s) => s.name === "approval")
+      expect(refusals.map((s) => [s.attributes, s.status.code])).toEqual([
+        [
+          expect.objectContaining({
+            "corral.session.id": v.id,
+            "corral.approval.decision": "approve",
+            "corral.approval.refused": "already_decided",
+            "error.type": "approval_refused"
+          }),
+          2
+        ],
+        [expect.objectContaining({ "corral.approval.decision": "reject", "corral.approval.refused": "unknown" }), 2]
+      ])
+      const rail = (span: (typeof refusals)[number]) =>
+        span.events.filter((e) => e.name.startsWith("corral.rail.")).map((e) => [e.name, e.attributes])
+      expect(refusals.map(rail)).toEqual([
+        [["corral.rail.approval_refused", {
+          "corral.rail.reason": "already_decided",
+          "corral.rail.decision": "approve",
+          "corral.rail.call_id": callId,
+          "corral.rail.notice": expect.stringContaining("already")
+        }]],
+        [["corral.rail.approval_refused", {
+          "corral.rail.reason": "unknown",
+          "corral.rail.decision": "reject",
+          "corral.rail.notice": expect.stringContaining("forged")
+        }]]
+      ])
+      expect(tracing.exporter.getFinishedSpans().filter((s) => s.name === "invoke_agent Triage")).toHaveLength(2)
     }).pipe(Effect.provide(runtime), Effect.provide(tracing.layer))
   })
 

@@ -4,7 +4,8 @@
  * numbers, and the counts on the failure path too. Captured in memory (a fresh exporter per test).
  */
 import { describe, expect, it } from "@effect/vitest"
-import type { ReadableSpan } from "@opentelemetry/sdk-trace-base"
+import type { ReadableSpan, Sampler } from "@opentelemetry/sdk-trace-base"
+import { SamplingDecision } from "@opentelemetry/sdk-trace-base"
 import { Effect } from "effect"
 import * as Scripted from "../../src/model/Scripted.js"
 import * as Harness from "../../src/testing/Harness.js"
@@ -16,12 +17,22 @@ const named = (spans: ReadonlyArray<ReadableSpan>, prefix: string) => spans.filt
 /** Runs `body` with a fresh in-memory exporter, asserting inside the exporter's scope (closing it clears it). */
 const traced = <A, E>(
   body: (tracing: ReturnType<typeof InMemoryTracing.make>) => Effect.Effect<A, E>,
-  options: { readonly captureContent?: boolean; readonly spansOn?: boolean } = {}
+  options: { readonly captureContent?: boolean; readonly spansOn?: boolean; readonly sampler?: Sampler } = {}
 ) => {
   const tracing = InMemoryTracing.make(options)
   return options.spansOn === false
     ? Effect.provide(body(tracing), tracing.sdk)
     : Effect.provide(body(tracing), tracing.layer)
+}
+
+/** A sampler that drops everything and keeps the names it was asked about. */
+const asked: Array<string> = []
+const counting: Sampler = {
+  shouldSample: (_context, _traceId, name) => {
+    asked.push(name)
+    return { decision: SamplingDecision.NOT_RECORD }
+  },
+  toString: () => "counting always_off"
 }
 
 const status = Scripted.toolCalls([{ name: "status", arguments: { q: "db" } }])
@@ -208,4 +219,17 @@ describe("burst spans", () => {
         )
         expect(tracing.exporter.getFinishedSpans()).toEqual([])
       }), { spansOn: false }))
+
+  it.effect("a burst the sampler drops records nothing, and its model and tool calls make no SDK span", () =>
+    traced((tracing) =>
+      Effect.gen(function*() {
+        const model = Scripted.make({ script: [status, Scripted.text("done")] })
+        const landed = yield* Harness.drive(Harness.runBurst({ spec: Harness.agent({ tools: ["status"] }) })).pipe(
+          Effect.provide(Harness.layer({ providers: [model], tools: Tools.all }))
+        )
+        expect(landed.reason).toBe("completed")
+        expect(tracing.exporter.getFinishedSpans()).toEqual([])
+        // The sampler was asked once: for the burst; its children are the dropped burst span itself.
+        expect(asked).toEqual(["invoke_agent Test agent"])
+      }), { sampler: counting }))
 })

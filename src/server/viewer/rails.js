@@ -178,7 +178,7 @@
     for (const a of t.modelCalls) end = Math.max(end, a.startedAt + a.durationMs)
     for (const c of t.toolCalls) if (c.startedAt !== undefined) end = Math.max(end, c.startedAt + c.durationMs)
     for (const d of decisions) {
-      end = Math.max(end, d.at + (d._tag === "retry" ? d.delayMs : d._tag === "gate" ? d.waitMs : 0))
+      end = Math.max(end, d.at + (d._tag === "retry" ? d.delayMs : 0))
     }
     const span = Math.max(1, end - start)
 
@@ -287,16 +287,17 @@
             `wait ${ms(d.delayMs)}`
           )
         )
-      } else if (d._tag === "gate" && modelLanes.includes(d.provider)) {
+      } else if (d._tag === "storm_wait" && modelLanes.includes(d.provider)) {
+        // Stamped at its release: the wait ran from `at - waitMs` to `at`.
         root.append(svg(
           "rect",
           {
-            x: x(d.at),
+            x: x(d.at - d.waitMs),
             y: modelY(d.provider) + 5,
             width: w(d.waitMs),
             height: laneH - 10,
             class: "wait gate",
-            "data-wait": "gate",
+            "data-wait": "storm_wait",
             "data-provider": d.provider
           },
           title(`${d.provider}: waited ${ms(d.waitMs)} at the storm gate before the attempt was sent`)

@@ -12,7 +12,9 @@ import type { ApprovalRecord } from "../../domain/Approval.js"
 import type { SessionStore } from "../SessionStore.js"
 import { persist } from "./failure.js"
 
-type Methods = Pick<Context.Tag.Service<SessionStore>, "issueApprovals" | "findApproval" | "spendApproval">
+type Methods = Required<
+  Pick<Context.Tag.Service<SessionStore>, "issueApprovals" | "findApproval" | "spendApproval" | "countPendingApprovals">
+>
 
 const Row = Schema.Struct({
   token_hash: Schema.String,
@@ -28,6 +30,7 @@ const Row = Schema.Struct({
   used_at: Schema.NullOr(Schema.Number)
 })
 const decodeRows = Schema.decodeUnknown(Schema.Array(Row))
+const decodeCount = Schema.decodeUnknown(Schema.Array(Schema.Struct({ n: Schema.NumberFromString })))
 const decodeHashes = Schema.decodeUnknown(Schema.Array(Schema.Struct({ token_hash: Schema.String })))
 
 const toRecord = (row: typeof Row.Type): ApprovalRecord => ({
@@ -73,5 +76,14 @@ export const make = (sql: SqlClient.SqlClient): Methods => ({
       Effect.flatMap(decodeHashes),
       Effect.map((rows) => rows.length > 0),
       persist("spendApproval")
+    ),
+
+  // Bounded by the LIMIT: the count stops at `cap` rows however many tokens are live.
+  countPendingApprovals: (at, cap) =>
+    sql`SELECT count(*)::text AS n FROM (SELECT 1 FROM approvals WHERE used_at IS NULL AND expires_at > ${at}
+      LIMIT ${cap}) AS live`.pipe(
+      Effect.flatMap(decodeCount),
+      Effect.map((rows) => rows[0]?.n ?? 0),
+      persist("countPendingApprovals")
     )
 })
