@@ -85,6 +85,9 @@ export const ServerSection = Schema.Struct({
   bodyLimitBytes: Schema.optional(Positive),
   shutdownTimeoutMs: Schema.optional(Positive),
   keepAliveMs: Schema.optional(Positive),
+  maxRunningBursts: Schema.optional(
+    Schema.Int.pipe(Schema.nonNegative({ message: (issue) => `a non-negative integer (0 = no cap), ${got(issue)}` }))
+  ),
   mcp: Schema.optional(McpEndpointSection)
 })
 
@@ -143,6 +146,8 @@ export interface ServerSettings {
   readonly bodyLimitBytes: number
   readonly shutdownTimeoutMs: number
   readonly keepAliveMs: number
+  /** Bursts running at once in the process; the surplus waits with its message stored (`session/Admission`; 0 = no cap). */
+  readonly maxRunningBursts: number
   /** Bounds of Corral's own MCP endpoint; each absent key is the endpoint's default. */
   readonly mcp: McpEndpointSettings
 }
@@ -182,6 +187,7 @@ export const defaults: Settings = {
     bodyLimitBytes: 1_048_576,
     shutdownTimeoutMs: 10_000,
     keepAliveMs: 15_000,
+    maxRunningBursts: 256,
     mcp: {}
   },
   limits: undefined,
@@ -391,6 +397,7 @@ export const load: Effect.Effect<Settings, ConfigInvalid> = Effect.gen(function*
       bodyLimitBytes: env.bodyLimitBytes,
       shutdownTimeoutMs: env.shutdownTimeoutMs,
       keepAliveMs: env.keepAliveMs,
+      maxRunningBursts: env.maxRunningBursts,
       mcp: {
         ...shape.server?.mcp,
         ...Option.match(env.mcpIdleMs, { onNone: () => ({}), onSome: (idleMs) => ({ idleMs }) }),
@@ -462,6 +469,13 @@ const environment = (file: FileShape) =>
       file.server?.shutdownTimeoutMs ?? defaults.server.shutdownTimeoutMs
     ),
     keepAliveMs: positive("CORRAL_KEEPALIVE_MS", file.server?.keepAliveMs ?? defaults.server.keepAliveMs),
+    maxRunningBursts: described(
+      "CORRAL_MAX_RUNNING_BURSTS",
+      EffectConfig.integer("CORRAL_MAX_RUNNING_BURSTS").pipe(
+        EffectConfig.validate({ message: "Expected a non-negative integer (0 = no cap)", validation: (n) => n >= 0 }),
+        EffectConfig.withDefault(file.server?.maxRunningBursts ?? defaults.server.maxRunningBursts)
+      )
+    ),
     mcpIdleMs: optionalPositive("CORRAL_MCP_IDLE_MS"),
     mcpMaxSessions: optionalPositive("CORRAL_MCP_MAX_SESSIONS"),
     mcpAllowedHosts: EffectConfig.option(described(

@@ -106,6 +106,12 @@ export const all: ReadonlyArray<EnvVar> = [
     default: "15000"
   },
   {
+    name: "CORRAL_MAX_RUNNING_BURSTS",
+    key: "server.maxRunningBursts",
+    description: "Bursts running at once in the process; the surplus waits, its message stored (0 = no cap)",
+    default: "256"
+  },
+  {
     name: "CORRAL_MCP_IDLE_MS",
     key: "server.mcp.idleMs",
     description: "/mcp: close a session with no request in flight for this long",

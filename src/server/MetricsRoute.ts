@@ -43,7 +43,10 @@ export const layer: Layer.Layer<never, never, Supervisor | SessionStore> = Layer
           )
         ))
     const refresh = Effect.zipRight(
-      Effect.sync(() => Metrics.actorsActive.unsafeUpdate(supervisor.live(), [])),
+      Effect.sync(() => {
+        Metrics.actorsActive.unsafeUpdate(supervisor.live(), [])
+        Metrics.burstsWaiting.unsafeUpdate(supervisor.admission().waiting, [])
+      }),
       pending
     )
     yield* Effect.forkScoped(Effect.repeat(refresh, Schedule.spaced("5 seconds")))

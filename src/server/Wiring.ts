@@ -343,7 +343,7 @@ export const layer = (
     Layer.provideMerge(store(settings))
   )
   const corral = announcing.pipe(
-    Layer.provideMerge(Corral.layer()),
+    Layer.provideMerge(Corral.layer({ maxRunningBursts: settings.server.maxRunningBursts })),
     Layer.provideMerge(Layer.provideMerge(readiness, ports)),
     Layer.provideMerge(AgentFeed.layer)
   )

@@ -336,17 +336,21 @@ const run = (
       // The open trajectory is saved from the start (debounced, internal/trajectoryLog): a burst that dies in a first
       // model call longer than the debounce still leaves a record.
       yield* b.touch
-      const loop = Loop.runBurst(ctx, b, request.opening)
-      const cancellable = request.cancel === undefined ? loop : Effect.raceFirst(
-        loop,
-        Effect.zipRight(
-          Deferred.await(request.cancel),
-          Effect.map(Clock.currentTimeMillis, (at): ExitPolicy.Decision => {
-            b.cancelledAt = at
-            return { check: "cancel", reason: "cancelled", notice: "the burst was cancelled" }
-          })
+      const cancelled = Effect.map(Clock.currentTimeMillis, (at): ExitPolicy.Decision => {
+        b.cancelledAt = at
+        return { check: "cancel", reason: "cancelled", notice: "the burst was cancelled" }
+      })
+      // Cancelled before it began (while it waited for a place, session/Admission): the opening is recorded and
+      // nothing else runs — no model call.
+      const early = request.cancel !== undefined && (yield* Deferred.isDone(request.cancel))
+      const cancellable = early
+        ? Effect.zipRight(request.opening === undefined ? Effect.void : Loop.record(ctx, b, request.opening), cancelled)
+        : request.cancel === undefined
+        ? Loop.runBurst(ctx, b, request.opening)
+        : Effect.raceFirst(
+          Loop.runBurst(ctx, b, request.opening),
+          Effect.zipRight(Deferred.await(request.cancel), cancelled)
         )
-      )
       return yield* cancellable.pipe(
         Effect.catchAllDefect((defect) =>
           Effect.sync((): ExitPolicy.Decision => {

@@ -31,6 +31,7 @@ import { SessionStore } from "../store/SessionStore.js"
 import * as GenAi from "../telemetry/GenAi.js"
 import * as Approvals from "../tools/Approvals.js"
 import { ToolExecutor } from "../tools/ToolExecutor.js"
+import type * as Admission from "./Admission.js"
 import { Ids } from "./Ids.js"
 import * as Run from "./Run.js"
 import * as Transcript from "./Transcript.js"
@@ -196,6 +197,8 @@ export const make = (options: {
   readonly onClose: () => void
   /** Takes the landing of a burst the store stopped, to save once the store answers (see `Run.Request.later`). */
   readonly later?: (settle: Effect.Effect<void, PersistenceFailed>) => void
+  /** The process's cap on bursts running at once (`Admission`); absent = every burst runs at once. */
+  readonly admission?: Admission.Gate
 }): Actor => {
   let session = options.session
   let conversation: ReadonlyArray<TurnEntry> = options.history
@@ -234,7 +237,7 @@ export const make = (options: {
       const before = session
       // Readers (`get`) see the burst in flight, as the store does.
       session = { ...session, state: { ...session.state, status: "running" } }
-      const landed = yield* Run.burst({
+      const run = Run.burst({
         session: before,
         spec: options.spec,
         history: conversation,
@@ -243,9 +246,10 @@ export const make = (options: {
         ...extra,
         ...(options.later === undefined ? {} : { later: options.later })
       })
-        .pipe(
-          Effect.ensuring(Effect.sync(() => (running = undefined)))
-        )
+      // While it waits for a place the session reads `running` (its message is accepted) and can be cancelled.
+      const landed = yield* (options.admission === undefined ? run : options.admission.admit(run, cancel)).pipe(
+        Effect.ensuring(Effect.sync(() => (running = undefined)))
+      )
       session = { ...session, state: landed.state, updatedAt: landed.trajectory.endedAt }
       conversation = landed.messages
       return reply(landed.tokens)

@@ -23,6 +23,7 @@ import { Usage } from "../domain/Usage.js"
 import { SessionEvents } from "../events/SessionEvents.js"
 import * as Limits from "../rails/Limits.js"
 import { SessionStore } from "../store/SessionStore.js"
+import * as Admission from "./Admission.js"
 import * as SessionActor from "./SessionActor.js"
 import * as Transcript from "./Transcript.js"
 
@@ -50,6 +51,8 @@ export interface Service {
   readonly peek: (orgId: string, sessionId: string) => Option.Option<Session>
   /** How many actors are live. */
   readonly live: () => number
+  /** Bursts holding a place under the process's cap, and bursts waiting for one (`Admission`). */
+  readonly admission: () => { readonly running: number; readonly waiting: number }
   /** The sessions whose live actor is running a burst, as the actors hold them (no store read). */
   readonly running: () => ReadonlyArray<Session>
 }
@@ -90,7 +93,23 @@ const groupBySession = (messages: ReadonlyArray<InboxMessage>): Map<string, Arra
 export interface Options {
   /** Passivate an actor after this long without messages. Default 5 minutes. */
   readonly idleTimeout?: Duration.DurationInput
+  /**
+   * Bursts running at once in this process (`Admission`); the surplus waits, in order, with its message stored.
+   * Default 256; 0 = no cap.
+   */
+  readonly maxRunningBursts?: number
 }
+
+/**
+ * How an accepted message that the store kept from its burst is delivered again: soon (0.5 s doubling to 5 s, so it
+ * runs within seconds of the store's return), for at most 10 minutes — then it stays in the inbox for the session's
+ * next message or the next start, and the log says so. A session whose deliveries keep failing after the store answered
+ * (it reads but does not write) is given up after `maxRedeliveries` rounds in a row, also logged.
+ */
+const maxRedeliveries = 10
+const redelivery = Schedule.union(Schedule.exponential("500 millis"), Schedule.spaced("5 seconds")).pipe(
+  Schedule.upTo("10 minutes")
+)
 
 /** Builds a supervisor in the current scope; marks interrupted bursts of a previous process first. */
 export const make = (
@@ -117,6 +136,11 @@ export const make = (
     /** Landings of bursts the store stopped, not yet saved: run before the session's actor is rebuilt. */
     const unsettled = new Map<string, Effect.Effect<void, PersistenceFailed>>()
     const starting = new Map<string, Deferred.Deferred<SessionActor.Actor, SessionNotFound | PersistenceFailed>>()
+    const admission = Admission.make(options.maxRunningBursts ?? Admission.defaultMaxRunning)
+    /** Sessions whose accepted messages are being delivered again (`redeliver`). */
+    const redelivering = new Set<string>()
+    /** Deliveries again in a row per session that did not end in a processed message (a store that reads but never writes). */
+    const redeliveries = new Map<string, number>()
 
     /**
      * Closes the trajectories a process left open (it died mid-burst) as `crashed`, and bills what they recorded:
@@ -224,7 +248,8 @@ export const make = (
               actors.delete(session.id)
             }
           },
-          later: later(session.id, session.principal.orgId)
+          later: later(session.id, session.principal.orgId),
+          admission
         })
         actors.set(session.id, actor)
         return actor
@@ -307,9 +332,19 @@ export const make = (
           if (Option.isSome(reply)) {
             runDrain(
               Deferred.await(reply.value).pipe(
+                Effect.tap(() =>
+                  Effect.sync(() =>
+                    redeliveries.delete(actor.sessionId)
+                  )
+                ),
                 Effect.catchAll((error) =>
-                  Effect.logWarning(
-                    `session ${actor.sessionId}: accepted message ${message.id} failed: ${error.message}`
+                  Effect.zipRight(
+                    Effect.logWarning(
+                      `session ${actor.sessionId}: accepted message ${message.id} failed: ${error.message}`
+                    ),
+                    Effect.sync(() =>
+                      error._tag === "PersistenceFailed" && redeliver(actor.orgId, actor.sessionId, error)
+                    )
                   )
                 )
               ),
@@ -335,14 +370,51 @@ export const make = (
           Effect.exit,
           Effect.flatMap((exit) =>
             Effect.zipRight(
-              Effect.sync(() =>
-                starting.delete(sessionId)
-              ),
+              Effect.sync(() => starting.delete(sessionId)),
               Effect.zipRight(Deferred.done(started, exit), exit)
             )
           )
         )
       })
+
+    /**
+     * An accepted message is stored, so it must run even when the store kept it from its burst (the actor could not
+     * be loaded, or the burst stopped before taking it up): the session's inbox is delivered again in the background
+     * until the store answers (`redelivery`). A message its burst took up is only settled then (never run twice).
+     */
+    const redeliver = (orgId: string, sessionId: string, error: PersistenceFailed) => {
+      if (stopping || redelivering.has(sessionId)) return
+      const rounds = (redeliveries.get(sessionId) ?? 0) + 1
+      if (rounds > maxRedeliveries) {
+        redeliveries.delete(sessionId)
+        runDrain(Effect.logError(
+          `session ${sessionId}: accepted messages failed ${maxRedeliveries} deliveries in a row (the store failed in ` +
+            `${error.operation}: ${error.message}); they stay in the inbox for the session's next message or the next start`
+        ))
+        return
+      }
+      redeliveries.set(sessionId, rounds)
+      redelivering.add(sessionId)
+      runDrain(
+        Effect.logWarning(
+          `session ${sessionId}: an accepted message waits in the inbox: the store failed in ${error.operation} ` +
+            `(${error.message}); it is delivered again once the store answers`
+        ).pipe(
+          Effect.zipRight(
+            Effect.retry(Effect.suspend(() => stopping ? Effect.void : pendingInbox(orgId, sessionId)), redelivery)
+          ),
+          Effect.zipRight(Effect.logInfo(`session ${sessionId}: the accepted messages are delivered`)),
+          Effect.catchAll((last) =>
+            Effect.logError(
+              `session ${sessionId}: accepted messages not delivered within 10 minutes (${last.message}); they run ` +
+                "with the session's next message or at the next start"
+            )
+          ),
+          Effect.ensuring(Effect.sync(() => void redelivering.delete(sessionId)))
+        ),
+        { immediate: false }
+      )
+    }
 
     const send: Service["send"] = (orgId, sessionId, message) => {
       const inboxId = SessionActor.inboxOf(message)
@@ -351,6 +423,12 @@ export const make = (
         Effect.sync(() => claimed.add(inboxId)),
         () => deliver(orgId, sessionId, message),
         () => Effect.sync(() => claimed.delete(inboxId))
+      ).pipe(
+        Effect.tapBoth({
+          onFailure: (error) =>
+            Effect.sync(() => error._tag === "PersistenceFailed" && redeliver(orgId, sessionId, error)),
+          onSuccess: () => Effect.sync(() => redeliveries.size > 0 && redeliveries.delete(sessionId))
+        })
       )
     }
 
@@ -408,6 +486,7 @@ export const make = (
         return live === undefined || live.orgId !== orgId || live.closed() ? Option.none() : Option.some(live.session())
       },
       live: () => actors.size,
+      admission: () => ({ running: admission.running(), waiting: admission.waiting() }),
       running: () =>
         [...actors.values()].flatMap((actor) =>
           !actor.closed() && actor.session().state.status === "running" ? [actor.session()] : []

@@ -60,6 +60,15 @@ const connectTimeoutMs = 5_000
  * now rather than when TCP notices.
  */
 class DiscardOnTimeout extends Pg.Client {
+  // The pool's `connectionTimeoutMillis` bounds waiting for a pooled connection (overload: the persistence timeout);
+  // opening one keeps its own, shorter bound (an unreachable server is an outage, noticed within 5 s).
+  constructor(config: Pg.PoolConfig) {
+    super({
+      ...config,
+      connectionTimeoutMillis: Math.min(connectTimeoutMs, config.connectionTimeoutMillis ?? Infinity)
+    })
+  }
+
   override query(...args: Array<unknown>): unknown {
     const last = args.length - 1
     const callback = args[last]
@@ -83,7 +92,8 @@ const failed = (cause: unknown, message: string) => new SqlError({ cause, messag
  * A pooled `PgClient` (also provided as `SqlClient`) on the server at `url`. A dead server fails the layer at once
  * (it runs `SELECT 1` when built) with `PersistenceFailed`. Every wait is bounded, so an outage or a partition fails
  * statements instead of hanging them: opening a connection gives up after 5 s, waiting for a pooled one after the
- * persistence timeout (at most 5 s), and a statement after the persistence timeout, on the client (the socket may
+ * persistence timeout (a spike of work is overload, not an outage: it may wait as long as a statement may take),
+ * and a statement after the persistence timeout, on the client (the socket may
  * be silent) and on the server (`statement_timeout`: it stops working for a caller that left). A connection whose
  * statement timed out is discarded, never reused; broken connections are replaced by the pool on next use.
  */
@@ -98,7 +108,7 @@ export const layerPostgres = (
         const pool = new Pg.Pool({
           connectionString: Redacted.value(url),
           max: options.maxConnections ?? 10,
-          connectionTimeoutMillis: Math.min(connectTimeoutMs, timeoutMs),
+          connectionTimeoutMillis: timeoutMs,
           idleTimeoutMillis: 30_000,
           query_timeout: timeoutMs,
           statement_timeout: timeoutMs,

@@ -37,6 +37,10 @@ export const burstsActive = Metric.counter("corral.bursts.active", {
 export const actorsActive = Metric.gauge("corral.actors.active", {
   description: "Session actors alive now (one per live session)"
 })
+/** Bursts waiting for a place under the process's cap on running bursts (`session/Admission`), in this process. */
+export const burstsWaiting = Metric.gauge("corral.bursts.waiting", {
+  description: "Bursts waiting for a place under the cap on bursts running at once (their messages are stored)"
+})
 /** Bursts ended, by exit reason. */
 export const bursts = Metric.counter("corral.bursts", {
   description: "Bursts ended, by exit reason",
