@@ -101,13 +101,14 @@ export interface Options {
 }
 
 /**
- * How an accepted message that the store kept from its burst is delivered again: soon (0.5 s doubling to 5 s, so it
+ * How an accepted message that the store kept from its burst is delivered again: soon (after 0.5 s, doubling to 5 s, so it
  * runs within seconds of the store's return), for at most 10 minutes — then it stays in the inbox for the session's
  * next message or the next start, and the log says so. A session whose deliveries keep failing after the store answered
  * (it reads but does not write) is given up after `maxRedeliveries` rounds in a row, also logged.
  */
 const maxRedeliveries = 10
-const redelivery = Schedule.union(Schedule.exponential("500 millis"), Schedule.spaced("5 seconds")).pipe(
+const firstRedelivery = "500 millis"
+const redelivery = Schedule.union(Schedule.exponential(firstRedelivery), Schedule.spaced("5 seconds")).pipe(
   Schedule.upTo("10 minutes")
 )
 
@@ -400,6 +401,8 @@ export const make = (
           `session ${sessionId}: an accepted message waits in the inbox: the store failed in ${error.operation} ` +
             `(${error.message}); it is delivered again once the store answers`
         ).pipe(
+          // The store has just failed: the first attempt waits the schedule's first step too.
+          Effect.zipRight(Effect.sleep(firstRedelivery)),
           Effect.zipRight(
             Effect.retry(Effect.suspend(() => stopping ? Effect.void : pendingInbox(orgId, sessionId)), redelivery)
           ),
