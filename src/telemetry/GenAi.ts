@@ -22,7 +22,11 @@ import * as Tracing from "./Tracing.js"
 /** The vendor of a provider for `gen_ai.provider.name` (`_OTHER` when its adapter does not say). */
 export const vendorOf = (provider: ModelProvider | undefined): string => provider?.vendor ?? "_OTHER"
 
-/** Tool calls are leaf spans (`Spans.span`): nothing of Corral's runs under them. */
+/**
+ * Model calls, their attempts and tool calls are leaf spans (`Spans.span`): not put into Effect's context, which is
+ * what most of a span's cost was; the adapters' HTTP request spans still nest under the attempt
+ * (`Spans.asParentOfOthers`).
+ */
 const leaf = { leaf: true } as const
 
 /** Exit reasons that are not a failure of the burst (no `error.type`). */
@@ -281,11 +285,16 @@ export const chat = <
             })))
         })
       ),
-      Spans.span(() => `chat ${first?.model ?? "unknown"}`, () => ({
-        "gen_ai.operation.name": "chat",
-        "gen_ai.provider.name": vendorOf(first),
-        "gen_ai.request.model": first?.model
-      }), "client")
+      Spans.span(
+        () => `chat ${first?.model ?? "unknown"}`,
+        () => ({
+          "gen_ai.operation.name": "chat",
+          "gen_ai.provider.name": vendorOf(first),
+          "gen_ai.request.model": first?.model
+        }),
+        "client",
+        leaf
+      )
     )
   })
 
@@ -314,7 +323,8 @@ export const attempt = (provider: ModelProvider, attemptNumber: number) =>
       "corral.provider": provider.name,
       "corral.attempt": attemptNumber
     }),
-    "client"
+    "client",
+    leaf
   )
 
 // ---------------------------------------------------------------------------------------------------------------

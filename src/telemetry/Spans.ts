@@ -7,12 +7,13 @@
  * Names follow the OpenTelemetry GenAI semantic conventions: `invoke_agent {agent}` for a burst, `chat {model}` for
  * a logical model call with one `chat.attempt {model}` child per attempt, `execute_tool {tool}` for a tool call.
  */
-import type { Exit, Fiber } from "effect"
+import type { Fiber } from "effect"
 import {
   Clock,
   Context,
   DefaultServices,
   Effect,
+  Exit,
   FiberRef,
   FiberRefs,
   HashMap,
@@ -64,11 +65,13 @@ const parentOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>, context: Context.
  * exit (a failure marks it as an error). On a `SpanTracer` the attributes reach the SDK in one object and a span
  * under an unsampled one costs a few fiber-ref reads; any other tracer gets Effect's `Tracer.span`.
  *
- * A `leaf` span (a tool call: nothing of Corral's runs under it but annotations and log lines) is the current span
- * of `self` and the fibers it forks for Corral — `annotate`, `event`, nested `span`s and the JSON log lines see it —
- * but is not put into Effect's context: that propagation (a context copy and compare, and a context diff when a
- * forked fiber joins) was most of what a span cost (docs/benchmarks.md, "Telemetry cost"). Spans made by other
- * libraries under it (Effect's `withSpan`, an HTTP client's request span) go under the leaf's parent instead.
+ * A `leaf` span (a model call, an attempt, a tool call) is the current span of `self` and the fibers it forks for
+ * Corral — `annotate`, `event`, nested `span`s (an attempt under its call) and the JSON log lines see it — but is not
+ * put into Effect's context: that propagation (a copy of the fiber's whole service map, compared key by key when it
+ * is set and again when it is restored, and a context diff when a forked fiber joins) was most of what a span cost
+ * (docs/benchmarks.md, "Telemetry cost"). Spans made by other libraries under it (Effect's `withSpan`) go under the
+ * nearest span in Effect's context (the burst's), except where the call site hands the leaf to them with
+ * `asParentOfOthers` (the provider adapters' HTTP requests).
  */
 export const span = (
   name: () => string,
@@ -85,8 +88,9 @@ export const span = (
     const context = fiber.getFiberRef(FiberRef.currentContext)
     const parent = parentOf(fiber, context)
     let made: Tracer.Span
-    if (SpanTracer.isSpanTracer(tracer)) {
-      made = tracer.start(name, parent, kind, attributes, clock.unsafeCurrentTimeNanos())
+    const start = SpanTracer.startOf(tracer)
+    if (start !== undefined) {
+      made = start(name, parent, kind, attributes, clock.unsafeCurrentTimeNanos())
       // Under an unsampled span: that span again, nothing to end.
       if (parent._tag === "Some" && made === parent.value) return self
     } else {
@@ -102,7 +106,51 @@ export const span = (
         (exit) => Effect.sync(() => end(exit))
       )
     }
-    return Effect.onExit(Effect.locally(self, currentLeaf, opened), (exit) => Effect.sync(() => end(exit)))
+    return inLeaf(self, opened, end)
+  })
+
+/**
+ * Runs `self` with `span` as the fiber's leaf, then restores the one before and calls `end` with `self`'s exit —
+ * `Effect.locally` plus `Effect.onExit` in one uninterruptible region with fewer than half their operations: this
+ * runs for every model call, attempt and tool call.
+ */
+const inLeaf = <A, E, R>(
+  self: Effect.Effect<A, E, R>,
+  span: Tracer.Span,
+  end: (exit: Exit.Exit<A, E>) => void
+): Effect.Effect<A, E, R> =>
+  Effect.uninterruptibleMask((restore) =>
+    Effect.withFiberRuntime<A, E, R>((fiber) => {
+      const previous = fiber.getFiberRef(currentLeaf)
+      const back = FiberRef.set(currentLeaf, previous)
+      return Effect.zipRight(
+        FiberRef.set(currentLeaf, span),
+        Effect.matchCauseEffect(restore(self), {
+          onFailure: (cause) => {
+            end(Exit.failCause(cause))
+            return Effect.zipRight(back, Effect.failCause(cause))
+          },
+          onSuccess: (value) => {
+            end(Exit.succeed(value))
+            return Effect.as(back, value)
+          }
+        })
+      )
+    })
+  )
+
+/**
+ * Runs `self` with the fiber's leaf span (see `span`) as the parent of the spans other libraries make inside it —
+ * an HTTP client's request span under the model attempt that sends it. A leaf is not in Effect's context, so the
+ * call site that hands work to such a library puts it there for that call alone: the context copy is paid once per
+ * HTTP request, not once per span on every call (a scripted or cached model makes no request and pays nothing).
+ */
+export const asParentOfOthers = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.withFiberRuntime<A, E, R>((fiber) => {
+    const leaf = fiber.getFiberRef(currentLeaf)
+    if (leaf === undefined || !fiber.getFiberRef(FiberRef.currentTracerEnabled)) return self
+    const context = fiber.getFiberRef(FiberRef.currentContext)
+    return Effect.locally(self, FiberRef.currentContext, Context.add(context, EffectTracer.ParentSpan, leaf))
   })
 
 const none = Option.none<Tracer.Span>()

@@ -322,6 +322,25 @@ describe("StormGuard: the pacer", () => {
       expect(calm).toEqual([])
     }))
 
+  it.effect("a throttle whose gate is already open again (Retry-After 0) records only the retry, no storm_wait", () =>
+    Effect.gen(function*() {
+      const { provider } = timed((n) => n === 1 ? Either.left(failure("rate_limit", 0)) : Either.right(ok), 0)
+      const guard = StormGuard.wrap(provider, { jitterMs: 0 })
+      yield* TestClock.adjust(10)
+      const decisions: Array<RailDecision> = []
+      const [result] = yield* runAll([
+        ProviderChain.callModel({
+          providers: [guard],
+          state: yield* Ref.make(ProviderChain.initialState),
+          request: requestFor("a"),
+          onAttempt: () => Effect.void,
+          onDecision: (decision) => Effect.sync(() => decisions.push(decision))
+        })
+      ], 1_000)
+      expect(result !== undefined && Either.isRight(result)).toBe(true)
+      expect(decisions.map((d) => d._tag)).toEqual(["retry"])
+    }))
+
   it.effect("the same seed replays the same release schedule", () =>
     Effect.gen(function*() {
       const schedule = (seed: number) =>

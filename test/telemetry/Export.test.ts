@@ -134,6 +134,12 @@ it.scopedLive(
         ["chat.attempt gpt-e2e", "openai", "server"],
         ["chat.attempt claude-e2e", "anthropic", undefined]
       ])
+      // The HTTP client's own request span nests under the attempt that sent it.
+      for (const attempt of attempts) {
+        expect(inBurst.filter((s) => s.parentSpanId === attempt.spanId).map((s) => s.name)).toEqual([
+          "http.client POST"
+        ])
+      }
       expect(inBurst.some((s) => s.name === "execute_tool demo_status" && s.parentSpanId === burst!.spanId)).toBe(true)
       expect(burst!.events.map((e) => e.name)).toEqual([
         "corral.rail.retry",

@@ -12,6 +12,7 @@ import { Chunk, Clock, Effect, Either, ParseResult, Schema, Stream } from "effec
 import type { Redacted } from "effect"
 import type { ErrorKind } from "../../domain/ErrorKind.js"
 import type { Usage } from "../../domain/Usage.js"
+import * as Spans from "../../telemetry/Spans.js"
 import { classifyStatus, parseRetryAfter, ProviderError } from "../ProviderError.js"
 import * as WireUsage from "./usage.js"
 
@@ -250,7 +251,8 @@ export const post = (
       HttpClientRequest.setHeaders(headers),
       HttpClientRequest.bodyUnsafeJson(payload)
     )
-    const response = yield* transport.client.execute(request).pipe(
+    // The HTTP client's request span goes under the model attempt that sends it (a leaf span: see Spans).
+    const response = yield* Spans.asParentOfOthers(transport.client.execute(request)).pipe(
       Effect.retry({ times: staleConnectionRetries, while: staleConnection }),
       Effect.mapError((error) => requestFailed(transport, error)),
       Effect.timeoutFail({

@@ -19,16 +19,8 @@
 ;(() => {
   const SVG = "http://www.w3.org/2000/svg"
 
-  const el = (tag, props, ...children) => {
-    const node = document.createElement(tag)
-    for (const [name, value] of Object.entries(props || {})) {
-      if (name === "class") node.className = value
-      else if (name.startsWith("data-")) node.setAttribute(name, value)
-      else node[name] = value
-    }
-    for (const child of children) if (child !== undefined && child !== null) node.append(child)
-    return node
-  }
+  // viewer.js's DOM helper (it loads after this file; nothing here draws before it has).
+  const el = (...args) => window.CorralViewer.el(...args)
 
   const svg = (tag, attributes, ...children) => {
     const node = document.createElementNS(SVG, tag)
