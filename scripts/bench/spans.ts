@@ -11,8 +11,14 @@
 import * as OtelResource from "@effect/opentelemetry/Resource"
 import * as OtelTracer from "@effect/opentelemetry/Tracer"
 import * as api from "@opentelemetry/api"
+import { resourceFromAttributes } from "@opentelemetry/resources"
 import type { ReadableSpan, SpanExporter } from "@opentelemetry/sdk-trace-base"
-import { AlwaysOffSampler, BasicTracerProvider, BatchSpanProcessor } from "@opentelemetry/sdk-trace-base"
+import {
+  AlwaysOffSampler,
+  AlwaysOnSampler,
+  BasicTracerProvider,
+  BatchSpanProcessor
+} from "@opentelemetry/sdk-trace-base"
 import { Effect, Layer, ManagedRuntime, Tracer as EffectTracer } from "effect"
 import * as Spans from "../../src/telemetry/Spans.js"
 import * as SpanTracer from "../../src/telemetry/SpanTracer.js"
@@ -33,8 +39,8 @@ const drop: SpanExporter = {
   shutdown: () => Promise.resolve()
 }
 const processor = () => new BatchSpanProcessor(drop, { maxQueueSize: 100_000, maxExportBatchSize: 2048 })
+const resource = resourceFromAttributes({ "service.name": "bench" })
 const sampled = new BasicTracerProvider({ spanProcessors: [processor()] })
-const unsampled = new BasicTracerProvider({ spanProcessors: [processor()], sampler: new AlwaysOffSampler() })
 
 const turn = Effect.gen(function*() {
   yield* Effect.void.pipe(
@@ -111,8 +117,12 @@ const variants: Record<string, Layer.Layer<never>> = {
     }),
     context: (f) => f()
   })),
-  SpanTracer: Layer.setTracer(SpanTracer.make(api, sampled.getTracer("bench"))),
-  "SpanTracer, always_off": Layer.setTracer(SpanTracer.make(api, unsampled.getTracer("bench")))
+  SpanTracer: Layer.setTracer(
+    SpanTracer.make({ api, processor: processor(), resource, sampler: new AlwaysOnSampler() })
+  ),
+  "SpanTracer, always_off": Layer.setTracer(
+    SpanTracer.make({ api, processor: processor(), resource, sampler: new AlwaysOffSampler() })
+  )
 }
 
 const main = async () => {

@@ -1,31 +1,48 @@
 /**
- * SpanTracer — Corral's Effect `Tracer` over an OpenTelemetry SDK tracer: each Effect span is one SDK span, made
- * directly, with nothing in between.
+ * SpanTracer — Corral's Effect `Tracer`: each Effect span records itself and, when it ends, goes to the OpenTelemetry
+ * SDK's span processor (batching, export) as a finished `ReadableSpan`, with nothing in between.
  *
  * Prevents telemetry from costing more than the work it watches. @effect/opentelemetry's tracer (measured in
  * docs/benchmarks.md, "Telemetry cost") wraps every SDK span in a second object that keeps a copy of every
  * attribute, converts each attribute on its own, builds a fresh OpenTelemetry context for every parent lookup, and
- * makes an SDK span even for the children of a span the sampler dropped. Here:
+ * makes an SDK span even for the children of a span the sampler dropped; the SDK's own tracer then looks the parent
+ * up in that context, sanitises the attributes twice, reads two clocks, counts itself in metrics and checks limits
+ * on every attribute. Here:
  *
- * - a span's attributes go to the SDK in one object when it starts (`start`, used by `Spans.span`), so a sampler
- *   sees them and the SDK sanitises them once;
- * - the OpenTelemetry context that carries a span (its children's parent) is built once per span, on first use;
- * - **a child of a span that is not sampled is that same span**: no SDK call, no ids, no allocation. Every standard
- *   sampler (`always_*`, `traceidratio` — the trace id is the trace's — and every `parentbased_*`) drops the
- *   children of a dropped local span, so nothing is lost, and with `always_off` or a ratio a dropped burst costs one
- *   SDK call for the burst and nearly nothing for its model and tool calls;
- * - attributes and events on an unsampled span are not even converted.
+ * - a span's attributes arrive in one object when it starts (`start`, used by `Spans.span`), converted once;
+ * - the sampler is asked for a root span (and one under a remote parent) only: **a child of a local span has that
+ *   span's decision**. Every standard sampler (`always_*`, `traceidratio` — the trace id is the trace's — and every
+ *   `parentbased_*`) decides so, so nothing changes but the cost;
+ * - **a child of a span that is not sampled is that same span**: no ids, no allocation, and attributes and events
+ *   on an unsampled span are not even converted — with `always_off` or a ratio a dropped burst costs one sampler
+ *   call for the burst and nearly nothing for its model and tool calls;
+ * - ids come from a pool of random bytes refilled 512 spans at a time; times are the Effect clock's.
  *
+ * The span limits are the SDK's defaults (128 attributes, 128 events — the oldest dropped and counted — per span).
  * An embedder's own tracer keeps working: `Spans.span` falls back to `Tracer.span` for any other tracer.
  */
 import type * as OtelApi from "@opentelemetry/api"
+import type { Resource } from "@opentelemetry/resources"
+import type { ReadableSpan, Sampler, SpanProcessor, TimedEvent } from "@opentelemetry/sdk-trace-base"
 import type { Exit, Option } from "effect"
 import { Cause, Context, DefaultServices, Tracer as EffectTracer } from "effect"
+import { randomFillSync } from "node:crypto"
 
 /** The parts of @opentelemetry/api the tracer uses (passed in: the API is loaded only when telemetry is on). */
 export interface Api {
-  readonly trace: Pick<typeof OtelApi.trace, "setSpan" | "setSpanContext">
+  readonly trace: Pick<typeof OtelApi.trace, "setSpanContext">
   readonly ROOT_CONTEXT: OtelApi.Context
+}
+
+/** Where finished spans go and how roots are sampled. */
+export interface Pipeline {
+  readonly api: Api
+  /** Receives every finished sampled span (`onEnd`): the SDK's batch or simple processor. */
+  readonly processor: Pick<SpanProcessor, "onEnd">
+  /** The resource every span carries (service name and attributes). */
+  readonly resource: Resource
+  /** Decides for root spans and spans under a remote parent. */
+  readonly sampler: Sampler
 }
 
 /** OpenTelemetry's `SpanKind` values (a numeric enum of the API). */
@@ -38,12 +55,39 @@ const kinds: Readonly<Record<EffectTracer.SpanKind, number>> = {
 }
 const OK = 1
 const ERROR = 2
-const billion = 1_000_000_000n
+const RECORD_AND_SAMPLED = 2
 const noAttributes: ReadonlyMap<string, unknown> = new Map()
 const emptyContext: Context.Context<never> = Context.empty()
 const noLinks: ReadonlyArray<EffectTracer.SpanLink> = []
+const maxAttributes = 128
+const maxEvents = 128
+const scope = { name: "corral" }
 
-const hrTime = (nanos: bigint): OtelApi.HrTime => [Number(nanos / billion), Number(nanos % billion)]
+/**
+ * Epoch nanoseconds as OpenTelemetry's `[seconds, nanoseconds]`, in floating point (exact to 256 ns at today's
+ * epoch, finer than the clocks that stamp spans): BigInt division allocates, and this runs three times per span.
+ */
+const hrTime = (nanos: bigint): OtelApi.HrTime => {
+  const n = Number(nanos)
+  const seconds = Math.floor(n / 1e9)
+  return [seconds, Math.max(0, Math.min(999_999_999, Math.round(n - seconds * 1e9)))]
+}
+
+// Random ids from a pool refilled 4 KiB at a time (512 span ids) instead of a random source per id.
+const pool = Buffer.allocUnsafe(4096)
+let poolAt = pool.length
+const randomHex = (bytes: number): string => {
+  for (;;) {
+    if (poolAt + bytes > pool.length) {
+      randomFillSync(pool)
+      poolAt = 0
+    }
+    const id = pool.toString("hex", poolAt, poolAt + bytes)
+    poolAt += bytes
+    // An all-zero id is invalid in W3C trace context (odds 2⁻⁶⁴): draw again.
+    if (!/^0+$/.test(id)) return id
+  }
+}
 
 /** An Effect attribute value as an OpenTelemetry one (arrays of primitives as they are, anything else as text). */
 const attributeValue = (value: unknown): OtelApi.AttributeValue => {
@@ -67,7 +111,7 @@ const attributeValue = (value: unknown): OtelApi.AttributeValue => {
   }
 }
 
-/** Attributes for the SDK: `undefined` values left out, the rest converted. */
+/** Attributes for OpenTelemetry: `undefined` values left out, the rest converted. */
 export const attributesOf = (attributes: Readonly<Record<string, unknown>>): OtelApi.Attributes => {
   const out: OtelApi.Attributes = {}
   for (const key in attributes) {
@@ -77,76 +121,160 @@ export const attributesOf = (attributes: Readonly<Record<string, unknown>>): Ote
   return out
 }
 
-/** One span: an SDK span (a non-recording one when the sampler dropped it) behind Effect's `Span` interface. */
-class SdkSpan implements EffectTracer.Span {
+/** One span behind Effect's `Span` interface; a sampled one goes to the processor as a `ReadableSpan` when it ends. */
+class RecordedSpan implements EffectTracer.Span {
   readonly _tag = "Span"
   readonly spanId: string
   readonly traceId: string
   readonly sampled: boolean
-  /** Not kept (the SDK span has them); Effect reads this map only for its own console tracer. */
+  /** Not kept here (see `otelAttributes`); Effect reads this map only for its own console tracer. */
   readonly attributes = noAttributes
+  readonly links: Array<EffectTracer.SpanLink>
   status: EffectTracer.SpanStatus
-  private carrying: OtelApi.Context | undefined
+  private readonly otelKind: OtelApi.SpanKind
+  private readonly startHr: OtelApi.HrTime
+  private readonly otelAttributes: OtelApi.Attributes
+  private readonly otelLinks: Array<OtelApi.Link>
+  private readonly events: Array<TimedEvent> = []
+  private attributeCount: number
+  private droppedAttributes = 0
+  private droppedEvents = 0
 
   constructor(
-    private readonly api: Api,
-    readonly otel: OtelApi.Span,
+    private readonly pipeline: Pipeline,
     readonly name: string,
     readonly parent: Option.Option<EffectTracer.AnySpan>,
     readonly context: Context.Context<never>,
-    readonly links: Array<EffectTracer.SpanLink>,
+    links: ReadonlyArray<EffectTracer.SpanLink>,
     startTime: bigint,
-    readonly kind: EffectTracer.SpanKind
+    readonly kind: EffectTracer.SpanKind,
+    private readonly ids: OtelApi.SpanContext,
+    private readonly parentIds: OtelApi.SpanContext | undefined,
+    attributes: OtelApi.Attributes
   ) {
-    const ids = otel.spanContext()
     this.spanId = ids.spanId
     this.traceId = ids.traceId
     this.sampled = (ids.traceFlags & 1) === 1
+    this.links = links.slice()
+    this.otelLinks = links.map((l) => ({ context: contextOf(l.span), attributes: attributesOf(l.attributes) }))
+    this.otelKind = kinds[kind]
+    this.startHr = hrTime(startTime)
     this.status = { _tag: "Started", startTime }
+    this.otelAttributes = attributes
+    this.attributeCount = Object.keys(attributes).length
   }
 
-  /** The OpenTelemetry context whose active span is this one (built once). */
-  carrier(): OtelApi.Context {
-    if (this.carrying === undefined) this.carrying = this.api.trace.setSpan(this.api.ROOT_CONTEXT, this.otel)
-    return this.carrying
+  /** Its ids, as OpenTelemetry writes them (a child's trace id, flags and state come from here). */
+  spanContext(): OtelApi.SpanContext {
+    return this.ids
   }
 
   attribute(key: string, value: unknown): void {
-    if (this.sampled) this.otel.setAttribute(key, attributeValue(value))
+    if (!this.sampled || this.status._tag === "Ended") return
+    if (!(key in this.otelAttributes)) {
+      if (this.attributeCount >= maxAttributes) {
+        this.droppedAttributes++
+        return
+      }
+      this.attributeCount++
+    }
+    this.otelAttributes[key] = attributeValue(value)
   }
 
   event(name: string, startTime: bigint, attributes?: Record<string, unknown>): void {
-    if (this.sampled) {
-      this.otel.addEvent(name, attributes === undefined ? undefined : attributesOf(attributes), hrTime(startTime))
+    if (!this.sampled || this.status._tag === "Ended") return
+    this.record(name, hrTime(startTime), attributes === undefined ? {} : attributesOf(attributes))
+  }
+
+  private record(name: string, time: OtelApi.HrTime, attributes: OtelApi.Attributes): void {
+    if (this.events.length >= maxEvents) {
+      this.events.shift()
+      this.droppedEvents++
     }
+    this.events.push({ name, time, attributes, droppedAttributesCount: 0 })
   }
 
   addLinks(links: ReadonlyArray<EffectTracer.SpanLink>): void {
     this.links.push(...links)
     if (this.sampled) {
-      this.otel.addLinks(links.map((l) => ({ context: contextOf(l.span), attributes: attributesOf(l.attributes) })))
+      for (const l of links) this.otelLinks.push({ context: contextOf(l.span), attributes: attributesOf(l.attributes) })
     }
   }
 
   end(endTime: bigint, exit: Exit.Exit<unknown, unknown>): void {
     if (this.status._tag === "Ended") return
-    this.status = { _tag: "Ended", startTime: this.status.startTime, endTime, exit }
-    if (!this.sampled) return
+    const startTime = this.status.startTime
+    if (!this.sampled) {
+      this.status = { _tag: "Ended", startTime, endTime, exit }
+      return
+    }
     const at = hrTime(endTime)
-    if (exit._tag === "Success") this.otel.setStatus({ code: OK })
-    else if (Cause.isInterruptedOnly(exit.cause)) {
-      this.otel.setStatus({ code: OK })
-      this.otel.setAttribute("status.interrupted", true)
-    } else {
-      const first = Cause.prettyErrors(exit.cause)[0]
-      if (first === undefined) this.otel.setStatus({ code: OK })
+    let status: OtelApi.SpanStatus = { code: OK }
+    if (exit._tag === "Failure") {
+      if (Cause.isInterruptedOnly(exit.cause)) this.attribute("status.interrupted", true)
       else {
-        this.otel.recordException(first, at)
-        this.otel.setStatus({ code: ERROR, message: first.message })
+        const first = Cause.prettyErrors(exit.cause)[0]
+        if (first !== undefined) {
+          this.record("exception", at, exceptionAttributes(first))
+          status = { code: ERROR, message: first.message }
+        }
       }
     }
-    this.otel.end(at)
+    this.status = { _tag: "Ended", startTime, endTime, exit }
+    const span = new Finished(
+      this.name,
+      this.otelKind,
+      this.ids,
+      this.parentIds,
+      this.startHr,
+      at,
+      status,
+      this.otelAttributes,
+      this.otelLinks,
+      this.events,
+      hrTime(endTime > startTime ? endTime - startTime : 0n),
+      this.pipeline.resource,
+      this.droppedAttributes,
+      this.droppedEvents
+    )
+    this.pipeline.processor.onEnd(span)
   }
+}
+
+/** A finished span as the SDK's processors and exporters read it (one shape for every span). */
+class Finished implements ReadableSpan {
+  readonly ended = true
+  readonly instrumentationScope = scope
+  readonly droppedLinksCount = 0
+  readonly parentSpanContext?: OtelApi.SpanContext
+  constructor(
+    readonly name: string,
+    readonly kind: OtelApi.SpanKind,
+    private readonly ids: OtelApi.SpanContext,
+    parent: OtelApi.SpanContext | undefined,
+    readonly startTime: OtelApi.HrTime,
+    readonly endTime: OtelApi.HrTime,
+    readonly status: OtelApi.SpanStatus,
+    readonly attributes: OtelApi.Attributes,
+    readonly links: Array<OtelApi.Link>,
+    readonly events: Array<TimedEvent>,
+    readonly duration: OtelApi.HrTime,
+    readonly resource: Resource,
+    readonly droppedAttributesCount: number,
+    readonly droppedEventsCount: number
+  ) {
+    if (parent !== undefined) this.parentSpanContext = parent
+  }
+  spanContext(): OtelApi.SpanContext {
+    return this.ids
+  }
+}
+
+/** The `exception` event's attributes, as the SDK's `recordException` writes them. */
+const exceptionAttributes = (error: Error): OtelApi.Attributes => {
+  const out: OtelApi.Attributes = { "exception.type": error.name, "exception.message": error.message }
+  if (error.stack !== undefined) out["exception.stacktrace"] = error.stack
+  return out
 }
 
 const contextOf = (span: EffectTracer.AnySpan): OtelApi.SpanContext => ({
@@ -171,8 +299,7 @@ export type Start = (
 /**
  * The `start` of each tracer `make` built, kept beside the tracer rather than on it: Effect's fiber calls
  * `tracer.context` around EVERY operation it runs, and a tracer of another shape than Effect's own (an extra
- * property, another `context` function) makes that call site polymorphic for the whole process — measured at
- * ~50 µs CPU per model turn in the workload, more than the spans themselves.
+ * property, another `context` function) would make that call site polymorphic for the whole process.
  */
 const starts = new WeakMap<EffectTracer.Tracer, Start>()
 
@@ -182,13 +309,8 @@ export const startOf = (tracer: EffectTracer.Tracer): Start | undefined => start
 /** Effect's own `context` (it runs `f`): shared so the per-operation call stays monomorphic (see `starts`). */
 const nativeContext = Context.get(DefaultServices.liveServices, EffectTracer.Tracer).context
 
-/** The tracer over `tracer` (an SDK tracer), with `api` for its contexts; its `start` is `startOf(it)`. */
-export const make = (api: Api, tracer: OtelApi.Tracer): EffectTracer.Tracer => {
-  const parentContext = (parent: Option.Option<EffectTracer.AnySpan>): OtelApi.Context => {
-    if (parent._tag === "None") return api.ROOT_CONTEXT
-    const span = parent.value
-    return span instanceof SdkSpan ? span.carrier() : api.trace.setSpanContext(api.ROOT_CONTEXT, contextOf(span))
-  }
+/** The tracer over `pipeline`; its `start` is `startOf(it)`. */
+export const make = (pipeline: Pipeline): EffectTracer.Tracer => {
   const open = (
     name: string,
     parent: Option.Option<EffectTracer.AnySpan>,
@@ -196,23 +318,41 @@ export const make = (api: Api, tracer: OtelApi.Tracer): EffectTracer.Tracer => {
     links: ReadonlyArray<EffectTracer.SpanLink>,
     startTime: bigint,
     kind: EffectTracer.SpanKind,
-    attributes: OtelApi.Attributes | undefined
-  ): SdkSpan => {
-    const options: OtelApi.SpanOptions = { kind: kinds[kind], startTime: hrTime(startTime) }
-    if (attributes !== undefined) options.attributes = attributes
-    if (links.length > 0) {
-      options.links = links.map((l) => ({ context: contextOf(l.span), attributes: attributesOf(l.attributes) }))
+    attributes: OtelApi.Attributes
+  ): RecordedSpan => {
+    const spanId = randomHex(8)
+    const local = parent._tag === "Some" && parent.value instanceof RecordedSpan ? parent.value : undefined
+    if (local !== undefined) {
+      // A local parent's decision is its children's (see the module header).
+      const of = local.spanContext()
+      const ids: OtelApi.SpanContext = of.traceState === undefined
+        ? { traceId: of.traceId, spanId, traceFlags: of.traceFlags }
+        : { traceId: of.traceId, spanId, traceFlags: of.traceFlags, traceState: of.traceState }
+      return new RecordedSpan(pipeline, name, parent, context, links, startTime, kind, ids, of, attributes)
     }
-    const otel = tracer.startSpan(name, options, parentContext(parent))
-    return new SdkSpan(api, otel, name, parent, context, links.slice(), startTime, kind)
+    const remote = parent._tag === "Some" ? contextOf(parent.value) : undefined
+    const traceId = remote?.traceId ?? randomHex(16)
+    const parentContext = remote === undefined
+      ? pipeline.api.ROOT_CONTEXT
+      : pipeline.api.trace.setSpanContext(pipeline.api.ROOT_CONTEXT, remote)
+    const otelLinks = links.map((l) => ({ context: contextOf(l.span), attributes: attributesOf(l.attributes) }))
+    const decision = pipeline.sampler.shouldSample(parentContext, traceId, name, kinds[kind], attributes, otelLinks)
+    const sampled = decision.decision === RECORD_AND_SAMPLED
+    const traceState = decision.traceState ?? remote?.traceState
+    const ids: OtelApi.SpanContext = traceState === undefined
+      ? { traceId, spanId, traceFlags: sampled ? 1 : 0 }
+      : { traceId, spanId, traceFlags: sampled ? 1 : 0, traceState }
+    const initial = sampled && decision.attributes !== undefined
+      ? { ...attributes, ...attributesOf(decision.attributes) }
+      : attributes
+    return new RecordedSpan(pipeline, name, parent, context, links, startTime, kind, ids, remote, initial)
   }
   const made = EffectTracer.make({
-    span: (name, parent, context, links, startTime, kind) =>
-      open(name, parent, context, links, startTime, kind, undefined),
+    span: (name, parent, context, links, startTime, kind) => open(name, parent, context, links, startTime, kind, {}),
     context: nativeContext
   })
   starts.set(made, (name, parent, kind, attributes, startTime) => {
-    if (parent._tag === "Some" && parent.value instanceof SdkSpan && !parent.value.sampled) return parent.value
+    if (parent._tag === "Some" && parent.value instanceof RecordedSpan && !parent.value.sampled) return parent.value
     return open(name(), parent, emptyContext, noLinks, startTime, kind, attributesOf(attributes()))
   })
   return made

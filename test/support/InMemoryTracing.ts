@@ -1,15 +1,18 @@
 /**
- * Spans captured in memory: Corral's tracer (`SpanTracer`, as `Telemetry.layer` installs it) over an OpenTelemetry
- * SDK tracer provider exporting to a fresh `InMemorySpanExporter`, with Corral's spans turned on
+ * Spans captured in memory: Corral's tracer (`SpanTracer`, as `Telemetry.layer` installs it) handing finished spans
+ * to an OpenTelemetry SDK processor exporting to a fresh `InMemorySpanExporter`, with Corral's spans turned on
  * (`Tracing.layer(true)`), and a text rendering of the captured tree (what docs/observability.md shows).
  */
-import * as NodeSdk from "@effect/opentelemetry/NodeSdk"
-import * as OtelResource from "@effect/opentelemetry/Resource"
-import * as OtelTracer from "@effect/opentelemetry/Tracer"
 import * as api from "@opentelemetry/api"
+import { resourceFromAttributes } from "@opentelemetry/resources"
 import type { ReadableSpan, Sampler } from "@opentelemetry/sdk-trace-base"
-import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
-import { Context, Effect, Layer } from "effect"
+import {
+  AlwaysOnSampler,
+  InMemorySpanExporter,
+  ParentBasedSampler,
+  SimpleSpanProcessor
+} from "@opentelemetry/sdk-trace-base"
+import { Context, Layer } from "effect"
 import * as Spans from "../../src/telemetry/Spans.js"
 import * as SpanTracer from "../../src/telemetry/SpanTracer.js"
 import * as Tracing from "../../src/telemetry/Tracing.js"
@@ -18,15 +21,12 @@ import * as Tracing from "../../src/telemetry/Tracing.js"
 export const make = (options: { readonly captureContent?: boolean; readonly sampler?: Sampler } = {}) => {
   const exporter = new InMemorySpanExporter()
   /** The tracer alone (Corral's spans stay off). */
-  const sdk = Layer.unwrapEffect(
-    Effect.map(OtelTracer.OtelTracerProvider, (p) => Layer.setTracer(SpanTracer.make(api, p.getTracer("corral"))))
-  ).pipe(
-    Layer.provide(NodeSdk.layerTracerProvider(
-      new SimpleSpanProcessor(exporter),
-      options.sampler === undefined ? {} : { sampler: options.sampler }
-    )),
-    Layer.provide(OtelResource.layer({ serviceName: "corral-test" }))
-  )
+  const sdk = Layer.setTracer(SpanTracer.make({
+    api,
+    processor: new SimpleSpanProcessor(exporter),
+    resource: resourceFromAttributes({ "service.name": "corral-test" }),
+    sampler: options.sampler ?? new ParentBasedSampler({ root: new AlwaysOnSampler() })
+  }))
   const layer = Layer.mergeAll(
     sdk,
     Tracing.layer(true),

@@ -1,0 +1,120 @@
+/**
+ * Corral's tracer records spans itself and hands finished ones to the SDK's processor: what an exporter receives
+ * must be what the SDK's own spans would have carried — ids and parents, the sampler's decision for roots (and its
+ * attributes), the exception of a failure, the event limit — since the SDK's tracer is no longer in between.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as api from "@opentelemetry/api"
+import { resourceFromAttributes } from "@opentelemetry/resources"
+import type { Sampler } from "@opentelemetry/sdk-trace-base"
+import { InMemorySpanExporter, SamplingDecision, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
+import { Effect, Layer } from "effect"
+import * as Spans from "../../src/telemetry/Spans.js"
+import * as SpanTracer from "../../src/telemetry/SpanTracer.js"
+
+/** A sampler keeping the traces whose burst is named in `keep`, adding an attribute, and counting its calls. */
+const choosing = (keep: ReadonlySet<string>) => {
+  const asked: Array<string> = []
+  const sampler: Sampler = {
+    shouldSample: (_context, _traceId, name) => {
+      asked.push(name)
+      return keep.has(name)
+        ? { decision: SamplingDecision.RECORD_AND_SAMPLED, attributes: { "sampler.rule": "kept" } }
+        : { decision: SamplingDecision.NOT_RECORD }
+    },
+    toString: () => "choosing"
+  }
+  return { asked, sampler }
+}
+
+const traced = (sampler: Sampler) => {
+  const exporter = new InMemorySpanExporter()
+  const layer = Layer.setTracer(SpanTracer.make({
+    api,
+    processor: new SimpleSpanProcessor(exporter),
+    resource: resourceFromAttributes({ "service.name": "span-tracer-test" }),
+    sampler
+  }))
+  return { exporter, layer }
+}
+
+const leaf = { leaf: true } as const
+
+describe("SpanTracer", () => {
+  it.effect("a kept root asks the sampler once; its children share its trace, name their parent, carry the resource", () => {
+    const { asked, sampler } = choosing(new Set(["burst"]))
+    const { exporter, layer } = traced(sampler)
+    return Effect.gen(function*() {
+      yield* Effect.void.pipe(
+        Spans.span(() => "attempt", () => ({ "corral.attempt": 1 }), "client", leaf),
+        Spans.span(() => "call", () => ({ "gen_ai.request.model": "m" }), "client", leaf),
+        Spans.span(() => "burst", () => ({ "gen_ai.operation.name": "invoke_agent" }))
+      )
+      const spans = exporter.getFinishedSpans()
+      expect(asked).toEqual(["burst"])
+      const byName = new Map(spans.map((s) => [s.name, s]))
+      const burst = byName.get("burst")!
+      const call = byName.get("call")!
+      const attempt = byName.get("attempt")!
+      expect(burst.attributes).toEqual({ "gen_ai.operation.name": "invoke_agent", "sampler.rule": "kept" })
+      expect(burst.parentSpanContext).toBeUndefined()
+      expect(call.parentSpanContext?.spanId).toBe(burst.spanContext().spanId)
+      expect(attempt.parentSpanContext?.spanId).toBe(call.spanContext().spanId)
+      expect(new Set(spans.map((s) => s.spanContext().traceId)).size).toBe(1)
+      expect(burst.spanContext().traceId).toMatch(/^[0-9a-f]{32}$/)
+      expect(new Set(spans.map((s) => s.spanContext().spanId)).size).toBe(3)
+      for (const s of spans) {
+        expect(s.spanContext().spanId).toMatch(/^[0-9a-f]{16}$/)
+        expect(s.resource.attributes["service.name"]).toBe("span-tracer-test")
+        expect(s.ended).toBe(true)
+        expect(s.status.code).toBe(api.SpanStatusCode.OK)
+      }
+      expect(call.kind).toBe(api.SpanKind.CLIENT)
+      expect(burst.kind).toBe(api.SpanKind.INTERNAL)
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("a dropped root exports nothing and its children never reach the sampler", () => {
+    const { asked, sampler } = choosing(new Set())
+    const { exporter, layer } = traced(sampler)
+    return Effect.gen(function*() {
+      yield* Effect.void.pipe(
+        Spans.span(() => "call", () => ({}), "client", leaf),
+        Spans.span(() => "burst", () => ({}))
+      )
+      expect(asked).toEqual(["burst"])
+      expect(exporter.getFinishedSpans()).toEqual([])
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("a failure marks the span ERROR with the message and records the exception event", () => {
+    const { sampler } = choosing(new Set(["burst"]))
+    const { exporter, layer } = traced(sampler)
+    return Effect.gen(function*() {
+      yield* Effect.fail(new Error("provider refused")).pipe(
+        Spans.span(() => "burst", () => ({})),
+        Effect.either
+      )
+      const [span] = exporter.getFinishedSpans()
+      expect(span!.status).toEqual({ code: api.SpanStatusCode.ERROR, message: "provider refused" })
+      expect(span!.events.map((e) => [e.name, e.attributes?.["exception.message"]])).toEqual([
+        ["exception", "provider refused"]
+      ])
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("events past 128 drop the oldest and are counted, as the SDK's limit does", () => {
+    const { sampler } = choosing(new Set(["burst"]))
+    const { exporter, layer } = traced(sampler)
+    return Effect.gen(function*() {
+      yield* Effect.forEach(Array.from({ length: 130 }, (_, i) => i), (i) => Spans.event(`e${i}`, 1_000 + i, {}), {
+        discard: true
+      }).pipe(Spans.span(() => "burst", () => ({})))
+      const [span] = exporter.getFinishedSpans()
+      expect(span!.events).toHaveLength(128)
+      expect(span!.events[0]!.name).toBe("e2")
+      expect(span!.events[0]!.time).toEqual([1, 2_000_000])
+      expect(span!.droppedEventsCount).toBe(2)
+    }).pipe(Effect.provide(layer))
+  })
+})
