@@ -24,8 +24,8 @@ const extra = {
 /**
  * The auth scenarios: a server behind OAuth 2.1 with a tool `test-tool`. Corral authenticates as configured for such
  * a server (`auth` in mcpServers), here given on inspect's command line: the grant, and the pre-registered client
- * the scenario hands over in MCP_CONFORMANCE_CONTEXT (its secret passed through an environment variable, as
- * `clientSecretEnv` names it in a config). Inspect follows the authorization redirect itself (the suite's
+ * the scenario hands over in MCP_CONFORMANCE_CONTEXT (its secret or private key passed through an environment
+ * variable, as `clientSecretEnv` / `privateKeyEnv` name them in a config). Inspect follows the authorization redirect itself (the suite's
  * authorization server approves without a person).
  */
 const context = JSON.parse(process.env.MCP_CONFORMANCE_CONTEXT ?? "{}")
@@ -37,6 +37,12 @@ if (scenario.startsWith("auth/")) {
   if (context.client_secret !== undefined) {
     env.CONFORMANCE_CLIENT_SECRET = context.client_secret
     auth.push("--client-secret-env", "CONFORMANCE_CLIENT_SECRET")
+  }
+  // private_key_jwt (SEP-1046): the key registered for the client, and its algorithm.
+  if (context.private_key_pem !== undefined) {
+    env.CONFORMANCE_CLIENT_KEY = context.private_key_pem
+    auth.push("--private-key-env", "CONFORMANCE_CLIENT_KEY")
+    if (context.signing_algorithm !== undefined) auth.push("--signing-algorithm", context.signing_algorithm)
   }
   // SEP-991: where the authorization server accepts URL client ids, the suite expects this one.
   if (scenario === "auth/basic-cimd") {

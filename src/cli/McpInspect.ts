@@ -47,6 +47,8 @@ export const help = [
   "                        person; tokens are kept in memory only). With --server, the server's `auth` is used",
   "  --client-id ID        a client id registered in advance (default: dynamic client registration)",
   "  --client-secret-env NAME  the environment variable holding the client secret",
+  "  --private-key-env NAME    the environment variable holding a PEM private key (private_key_jwt, with --client-id)",
+  "  --signing-algorithm ALG   that key's algorithm: RS256 (default), RS384, RS512, PS256…PS512, ES256…ES512",
   "  --client-metadata-url URL  Corral's client metadata document (an https URL used as client id)",
   "  --scopes \"A B\"        scopes to ask for when the server does not say",
   "  --timeout MS          bound on connecting and on each listing (default 30000)",
@@ -68,6 +70,8 @@ const spec: Args.Spec = {
   oauth: "string",
   "client-id": "string",
   "client-secret-env": "string",
+  "private-key-env": "string",
+  "signing-algorithm": "string",
   "client-metadata-url": "string",
   scopes: "string",
   json: "boolean"
@@ -144,9 +148,14 @@ const target = (
 /** The `auth` of an inspected URL, from `--oauth` and its companions (validated with the server's config). */
 const oauthOf = (parsed: Args.Parsed): Effect.Effect<Record<string, unknown> | undefined, string> => {
   const grant = parsed.strings.get("oauth")
-  const companions = ["client-id", "client-secret-env", "client-metadata-url", "scopes"].filter((o) =>
-    parsed.strings.has(o)
-  )
+  const companions = [
+    "client-id",
+    "client-secret-env",
+    "private-key-env",
+    "signing-algorithm",
+    "client-metadata-url",
+    "scopes"
+  ].filter((o) => parsed.strings.has(o))
   if (grant === undefined) {
     return companions.length === 0
       ? Effect.succeed(undefined)
@@ -159,6 +168,8 @@ const oauthOf = (parsed: Args.Parsed): Effect.Effect<Record<string, unknown> | u
     grant,
     ...(get("client-id") === undefined ? {} : { clientId: get("client-id") }),
     ...(get("client-secret-env") === undefined ? {} : { clientSecretEnv: get("client-secret-env") }),
+    ...(get("private-key-env") === undefined ? {} : { privateKeyEnv: get("private-key-env") }),
+    ...(get("signing-algorithm") === undefined ? {} : { signingAlgorithm: get("signing-algorithm") }),
     ...(get("client-metadata-url") === undefined ? {} : { clientMetadataUrl: get("client-metadata-url") }),
     ...(scopes === undefined ? {} : { scopes })
   })

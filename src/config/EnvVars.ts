@@ -41,7 +41,7 @@ export const all: ReadonlyArray<EnvVar> = [
     description:
       "MCP tool servers, JSON: name → { command, args?, env? } or { url, headers? } (+ effects?, tools?, exclude?, timeoutMs?, prefix?, roots?, sampling?); " +
       "a header value may be { env: VAR, prefix? } to read a token from the environment; an HTTP server may take " +
-      "auth: { type: \"oauth\", grant, clientId?, clientSecretEnv?, scopes? }"
+      "auth: { type: \"oauth\", grant, clientId?, clientSecretEnv? | privateKeyEnv? (+ signingAlgorithm?), scopes? }"
   },
   {
     name: "CORRAL_SECRET_KEY",

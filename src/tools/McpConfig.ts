@@ -93,6 +93,20 @@ export type HeaderFromEnv = typeof HeaderFromEnv.Type
 export const OAuthGrant = Schema.Literal("client_credentials", "authorization_code")
 export type OAuthGrant = typeof OAuthGrant.Type
 
+/** The algorithms Corral signs a `private_key_jwt` client assertion with (RFC 7523; JOSE names). */
+export const SigningAlgorithm = Schema.Literal(
+  "RS256",
+  "RS384",
+  "RS512",
+  "PS256",
+  "PS384",
+  "PS512",
+  "ES256",
+  "ES384",
+  "ES512"
+)
+export type SigningAlgorithm = typeof SigningAlgorithm.Type
+
 /**
  * OAuth 2.1 for a Streamable HTTP server (MCP authorization, revision 2025-11-25), through the SDK's auth provider:
  * the authorization server is discovered (RFC 9728 protected resource metadata, then RFC 8414 / OpenID metadata),
@@ -113,6 +127,13 @@ export const OAuth = Schema.Struct({
   clientId: optional(Schema.NonEmptyTrimmedString),
   /** The environment variable holding the client secret of `clientId` (absent = a public client). */
   clientSecretEnv: optional(Schema.NonEmptyTrimmedString),
+  /**
+   * The environment variable holding a PEM (PKCS#8) private key registered for `clientId`: Corral then
+   * authenticates at the token endpoint with a JWT it signs (`private_key_jwt`, RFC 7523) instead of a secret.
+   */
+  privateKeyEnv: optional(Schema.NonEmptyTrimmedString),
+  /** The algorithm of the `privateKeyEnv` key (default RS256). */
+  signingAlgorithm: optional(SigningAlgorithm),
   /** An https URL of Corral's client metadata document, used as the client id where the server supports it. */
   clientMetadataUrl: optional(HttpUrl),
   /** Scopes to ask for when neither the server's 401 nor its metadata say which (they win, per the spec). */
@@ -176,21 +197,34 @@ export const headersOf = (server: McpServer): Effect.Effect<Readonly<Record<stri
   )
 }
 
+/** How Corral proves who it is at a server's token endpoint: a client secret, or a key that signs a JWT. */
+export type OAuthCredential =
+  | { readonly kind: "secret"; readonly secret: string }
+  | { readonly kind: "private_key"; readonly pem: string; readonly algorithm: SigningAlgorithm }
+
 /**
- * The client secret of `server`'s OAuth config, read through `Config` from `clientSecretEnv` at each connect
- * (`undefined` when it names none). Fails with a message naming the variable when it is unset or empty — never
- * with the value.
+ * The client credential of `server`'s OAuth config, read through `Config` at each connect from `clientSecretEnv` or
+ * `privateKeyEnv` (`undefined` when it names neither). Fails with a message naming the variable when it is unset or
+ * empty — never with the value.
  */
-export const oauthSecretOf = (server: McpServer): Effect.Effect<string | undefined, string> => {
-  const env = isStdio(server) ? undefined : server.auth?.clientSecretEnv
-  if (env === undefined) return Effect.succeed(undefined)
-  return Config.redacted(env).pipe(
-    Effect.filterOrFail((secret) => Redacted.value(secret).length > 0, () => "empty"),
-    Effect.mapBoth({
-      onFailure: () => `auth.clientSecretEnv: environment variable ${env} is not set`,
-      onSuccess: Redacted.value
-    })
-  )
+export const oauthCredentialOf = (server: McpServer): Effect.Effect<OAuthCredential | undefined, string> => {
+  const auth = isStdio(server) ? undefined : server.auth
+  const read = (field: "clientSecretEnv" | "privateKeyEnv", env: string) =>
+    Config.redacted(env).pipe(
+      Effect.filterOrFail((value) => Redacted.value(value).length > 0, () => "empty"),
+      Effect.mapBoth({
+        onFailure: () => `auth.${field}: environment variable ${env} is not set`,
+        onSuccess: Redacted.value
+      })
+    )
+  if (auth?.privateKeyEnv !== undefined) {
+    const algorithm = auth.signingAlgorithm ?? "RS256"
+    return Effect.map(read("privateKeyEnv", auth.privateKeyEnv), (pem) => ({ kind: "private_key", pem, algorithm }))
+  }
+  if (auth?.clientSecretEnv !== undefined) {
+    return Effect.map(read("clientSecretEnv", auth.clientSecretEnv), (secret) => ({ kind: "secret", secret }))
+  }
+  return Effect.succeed(undefined)
 }
 
 /** The `mcpServers` section is invalid; every problem is listed with its path. */
@@ -292,30 +326,42 @@ export const decode = (input: unknown, prefix = "mcpServers"): Either.Either<Mcp
   return Arr.isNonEmptyArray(issues) ? Either.left(new McpConfigInvalid({ issues })) : Either.right(servers)
 }
 
-/** `client_credentials` authenticates Corral itself: it needs a registered client id and its secret. */
+/**
+ * `client_credentials` authenticates Corral itself: it needs a registered client id and its credential (a secret
+ * or a signing key). A signing key belongs to a registered client, never to a dynamically registered one, and a
+ * client proves itself one way: a secret or a key, not both.
+ */
 const authIssues = (servers: Readonly<Record<string, McpServer>>, at: string): Array<FieldIssue> =>
   Object.entries(servers).flatMap(([name, server]) => {
     const auth = isStdio(server) ? undefined : server.auth
-    if (auth === undefined || auth.grant !== "client_credentials") return []
-    return [
-      ...(auth.clientId === undefined
-        ? [
-          new FieldIssue({
-            path: `${at}.${name}.auth.clientId`,
-            message: "the client_credentials grant needs `clientId`"
-          })
-        ]
-        : []),
-      ...(auth.clientSecretEnv === undefined
-        ? [
-          new FieldIssue({
-            path: `${at}.${name}.auth.clientSecretEnv`,
-            message:
-              "the client_credentials grant needs `clientSecretEnv` (the environment variable holding the secret)"
-          })
-        ]
-        : [])
-    ]
+    if (auth === undefined) return []
+    const issue = (field: string, message: string) => new FieldIssue({ path: `${at}.${name}.auth.${field}`, message })
+    const issues: Array<FieldIssue> = []
+    const machine = auth.grant === "client_credentials"
+    if (auth.clientId === undefined && (machine || auth.privateKeyEnv !== undefined)) {
+      issues.push(
+        issue(
+          "clientId",
+          machine ? "the client_credentials grant needs `clientId`" : "`privateKeyEnv` needs `clientId`"
+        )
+      )
+    }
+    if (auth.privateKeyEnv !== undefined && auth.clientSecretEnv !== undefined) {
+      issues.push(issue("privateKeyEnv", "give `clientSecretEnv` or `privateKeyEnv`, not both"))
+    }
+    if (auth.signingAlgorithm !== undefined && auth.privateKeyEnv === undefined) {
+      issues.push(issue("signingAlgorithm", "`signingAlgorithm` is the algorithm of `privateKeyEnv`'s key: set it too"))
+    }
+    if (machine && auth.clientSecretEnv === undefined && auth.privateKeyEnv === undefined) {
+      issues.push(
+        issue(
+          "clientSecretEnv",
+          "the client_credentials grant needs `clientSecretEnv` (the environment variable holding the secret) or " +
+            "`privateKeyEnv` (holding a private key for private_key_jwt)"
+        )
+      )
+    }
+    return issues
   })
 
 /** What makes two entries the same server: its command line (and directory), or its URL. */

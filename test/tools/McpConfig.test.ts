@@ -59,6 +59,47 @@ describe("McpConfig", () => {
     ])
   })
 
+  it("names what an OAuth client credential is missing or has twice", () => {
+    let n = 0
+    const oauth = (auth: Record<string, unknown>) => ({
+      url: `https://mcp${++n}.example.com/mcp`,
+      auth: { type: "oauth", ...auth }
+    })
+    expect(issues({
+      m2m: oauth({ grant: "client_credentials" }),
+      keyed: oauth({ grant: "authorization_code", privateKeyEnv: "KEY" }),
+      both: oauth({ grant: "client_credentials", clientId: "c", clientSecretEnv: "S", privateKeyEnv: "KEY" }),
+      alg: oauth({ grant: "client_credentials", clientId: "c", clientSecretEnv: "S", signingAlgorithm: "ES256" }),
+      weak: oauth({ grant: "client_credentials", clientId: "c", privateKeyEnv: "KEY", signingAlgorithm: "HS256" }),
+      fine: oauth({ grant: "client_credentials", clientId: "c", privateKeyEnv: "KEY", signingAlgorithm: "ES256" })
+    })).toEqual([
+      "mcpServers.weak.auth.signingAlgorithm: Expected \"RS256\" | \"RS384\" | \"RS512\" | \"PS256\" | \"PS384\" | " +
+      "\"PS512\" | \"ES256\" | \"ES384\" | \"ES512\", actual \"HS256\"",
+      "mcpServers.m2m.auth.clientId: the client_credentials grant needs `clientId`",
+      "mcpServers.m2m.auth.clientSecretEnv: the client_credentials grant needs `clientSecretEnv` (the environment " +
+      "variable holding the secret) or `privateKeyEnv` (holding a private key for private_key_jwt)",
+      "mcpServers.keyed.auth.clientId: `privateKeyEnv` needs `clientId`",
+      "mcpServers.both.auth.privateKeyEnv: give `clientSecretEnv` or `privateKeyEnv`, not both",
+      "mcpServers.alg.auth.signingAlgorithm: `signingAlgorithm` is the algorithm of `privateKeyEnv`'s key: set it too"
+    ])
+  })
+
+  it.effect("reads the client's key from privateKeyEnv at connect, and names the variable when it is unset", () =>
+    Effect.gen(function*() {
+      const server = Either.getOrThrow(McpConfig.decode({
+        remote: {
+          url: "https://mcp.example.com/mcp",
+          auth: { type: "oauth", grant: "client_credentials", clientId: "c", privateKeyEnv: "REMOTE_KEY" }
+        }
+      }))["remote"]!
+      const pem = "-----BEGIN PRIVATE KEY-----\nMIG...\n-----END PRIVATE KEY-----"
+      const read = McpConfig.oauthCredentialOf(server)
+      expect(yield* read.pipe(Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["REMOTE_KEY", pem]])))))
+        .toEqual({ kind: "private_key", pem, algorithm: "RS256" })
+      expect(yield* Effect.flip(read.pipe(Effect.withConfigProvider(ConfigProvider.fromMap(new Map())))))
+        .toBe("auth.privateKeyEnv: environment variable REMOTE_KEY is not set")
+    }))
+
   it("accepts the same server twice under distinct prefixes, and names its tools after them", () => {
     const servers = Either.getOrThrow(McpConfig.decode({
       one: { url: "https://mcp.example.com/mcp", prefix: "one" },

@@ -337,9 +337,9 @@ const open = (
   authorizations = 0
 ): Effect.Effect<{ conn: Conn; tools: ReadonlyArray<Tool> }, string> =>
   Effect.flatMap(
-    Effect.zip(McpConfig.headersOf(handle.config), McpConfig.oauthSecretOf(handle.config)),
-    ([headers, secret]) => {
-      handle.oauth?.setSecret(secret)
+    Effect.zip(McpConfig.headersOf(handle.config), McpConfig.oauthCredentialOf(handle.config)),
+    ([headers, credential]) => {
+      handle.oauth?.setCredential(credential)
       const timeoutMs = options.connectTimeoutMs
       const client = new Client(CLIENT_INFO, { capabilities: ClientRequests.capabilitiesOf(handle.config) })
       const conn: Conn = {

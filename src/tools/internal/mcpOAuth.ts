@@ -15,7 +15,12 @@
  * Every network wait of the follow is bounded (`FOLLOW_TIMEOUT_MS`); the SDK's own requests are bounded by the
  * connect timeout around them. The PKCE verifier and the code never leave memory; the state parameter is checked.
  */
-import type { OAuthClientProvider, OAuthDiscoveryState } from "@modelcontextprotocol/sdk/client/auth.js"
+import { createPrivateKeyJwtAuth } from "@modelcontextprotocol/sdk/client/auth-extensions.js"
+import type {
+  AddClientAuthentication,
+  OAuthClientProvider,
+  OAuthDiscoveryState
+} from "@modelcontextprotocol/sdk/client/auth.js"
 import type {
   OAuthClientInformationMixed,
   OAuthClientMetadata,
@@ -48,13 +53,19 @@ export class NeedsPerson extends Error {
   override readonly name = "NeedsPerson"
 }
 
-/** One server's OAuth client. `secret` is read from `clientSecretEnv` before each connect (`setSecret`). */
+/**
+ * One server's OAuth client. Its credential is read from `clientSecretEnv` or `privateKeyEnv` before each connect
+ * (`setCredential`): a secret goes in the client information (the SDK picks basic or post authentication from the
+ * server's metadata), a key signs a `private_key_jwt` assertion for every token request.
+ */
 export class Session implements OAuthClientProvider {
   private saved: Promise<Saved> | undefined
   private verifier: string | undefined
   private pendingCode: string | undefined
   private expectedState: string | undefined
   private secret: string | undefined
+  /** Set while the credential is a signing key: the SDK then authenticates token requests with it alone. */
+  addClientAuthentication?: AddClientAuthentication
 
   constructor(
     readonly server: string,
@@ -65,9 +76,20 @@ export class Session implements OAuthClientProvider {
     if (config.clientMetadataUrl !== undefined) this.clientMetadataUrl = config.clientMetadataUrl
   }
 
-  /** The client secret for this connect (from `clientSecretEnv`), or none. */
-  setSecret(secret: string | undefined): void {
-    this.secret = secret
+  /** The client credential for this connect (from `clientSecretEnv` or `privateKeyEnv`), or none. */
+  setCredential(credential: McpConfig.OAuthCredential | undefined): void {
+    this.secret = credential?.kind === "secret" ? credential.secret : undefined
+    if (credential?.kind !== "private_key" || this.config.clientId === undefined) {
+      delete this.addClientAuthentication
+      return
+    }
+    // RFC 7523 §3: the client is both issuer and subject; the audience is the authorization server's issuer.
+    this.addClientAuthentication = createPrivateKeyJwtAuth({
+      issuer: this.config.clientId,
+      subject: this.config.clientId,
+      privateKey: credential.pem,
+      alg: credential.algorithm
+    })
   }
 
   /** The code the last followed redirect brought back, once (the caller then finishes the authorization with it). */
@@ -100,6 +122,7 @@ export class Session implements OAuthClientProvider {
   get clientMetadata(): OAuthClientMetadata {
     const scope = this.config.scopes?.join(" ")
     const confidential = this.config.clientId !== undefined && this.config.clientSecretEnv !== undefined
+    const signed = this.config.clientId !== undefined && this.config.privateKeyEnv !== undefined
     return {
       client_name: "Corral",
       redirect_uris: this.redirectUrl === undefined ? [] : [this.redirectUrl],
@@ -107,7 +130,7 @@ export class Session implements OAuthClientProvider {
         ? ["client_credentials"]
         : ["authorization_code", "refresh_token"],
       response_types: this.config.grant === "client_credentials" ? [] : ["code"],
-      token_endpoint_auth_method: confidential ? "client_secret_basic" : "none",
+      token_endpoint_auth_method: signed ? "private_key_jwt" : confidential ? "client_secret_basic" : "none",
       ...(scope === undefined || scope === "" ? {} : { scope })
     }
   }
