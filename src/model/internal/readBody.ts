@@ -36,16 +36,21 @@ export const read = <E>(response: HttpClientResponse.HttpClientResponse, reader:
   return node === undefined ? readStream(response, reader) : readNode(node, reader)
 }
 
-interface NodeBody {
+/** A body readable from its Node stream, and how to abort its request. */
+export interface NodeBody {
   readonly readable: Readable
   /** Aborts the request the body belongs to (the client's own controller), if it has one. */
   readonly abort: () => void
 }
 
-// @effect/platform wraps each response of a client built with `HttpClient.make` (its `InterruptibleResponse`, not
-// exported) around the driver's: `original.source` is undici's `ResponseData` (its `body` a Readable) or node:http's
-// `IncomingMessage`. Anything else falls back to the `Stream`.
-const nodeBody = (response: HttpClientResponse.HttpClientResponse): NodeBody | undefined => {
+/**
+ * The Node stream behind a response of @effect/platform-node's clients, or `undefined` for any other client.
+ * @effect/platform wraps each response of a client built with `HttpClient.make` (its `InterruptibleResponse`, not
+ * exported) around the driver's: `original.source` is undici's `ResponseData` (its `body` a Readable) or node:http's
+ * `IncomingMessage`. Exported for the test that notices when an upgrade moves them (reads would fall back to the
+ * slower `Stream`).
+ */
+export const nodeBody = (response: HttpClientResponse.HttpClientResponse): NodeBody | undefined => {
   const outer = response as unknown as { readonly original?: unknown; readonly controller?: unknown }
   const inner = (outer.original ?? response) as { readonly source?: unknown }
   const source = inner.source as { readonly body?: unknown } | undefined
