@@ -1,14 +1,14 @@
 /**
- * `tsx --conditions=corral-source scripts/bench/adapter.ts [--before <checkout>] [--calls 200] [--rounds 6]`:
+ * `tsx --conditions=corral-source scripts/bench/adapter.ts [--before <checkout>] [--calls 200] [--rounds 6]
+ * [--stream-path]`:
  * CPU per provider call through the adapters against `scripts/fake-provider.ts` (a child process, so only the
  * client's CPU is counted), over real HTTP, one call at a time. Variants run interleaved in one process — this
  * machine drifts, only same-run ratios count: undici directly (the floor), this checkout's adapters and, with
  * `--before`, another checkout's (a `git worktree` of the build to compare; it shares `node_modules`).
  */
-import type { HttpClient } from "@effect/platform"
+import { HttpClient } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
-import type { Effect } from "effect"
-import { ManagedRuntime } from "effect"
+import { Effect, ManagedRuntime } from "effect"
 import { spawn } from "node:child_process"
 import os from "node:os"
 import path from "node:path"
@@ -75,19 +75,36 @@ const main = async () => {
       }
     })
   }
+  // `--stream-path`: this checkout's adapters made to read bodies as a `Stream` (the path other clients take), by
+  // hiding the Node body behind a proxy of each response: what the Node reader buys on its own.
+  const streamPath = process.argv.includes("--stream-path")
+  const hideNodeBody = HttpClient.transformResponse(Effect.map((response) =>
+    new Proxy(response, {
+      get: (target, key) => key === "original" || key === "source" ? undefined : Reflect.get(target, key)
+    })
+  ))
+  const configs: Array<[string, Maker, boolean]> = []
   for (const [build, makers] of builds) {
     for (const wire of ["openai", "anthropic"] as const) {
-      const provider = await runtime.runPromise(makers[wire]({
-        name: wire,
-        model: "fake-model",
-        baseUrl: wire === "openai" ? `${fake.url}/v1` : fake.url
-      }))
-      for (const stream of [false, true]) {
-        variants.push({
-          name: `${build} ${wire} ${stream ? "stream" : "whole"}`,
-          call: () => runtime.runPromise(provider.complete(stream ? { ...request, onDelta: () => undefined } : request))
-        })
-      }
+      configs.push([`${build} ${wire}`, makers[wire], false])
+      if (build === "after" && streamPath) configs.push([`after-stream-path ${wire}`, makers[wire], true])
+    }
+  }
+  for (const [name, maker, hidden] of configs) {
+    const wire = name.endsWith("openai") ? "openai" : "anthropic"
+    const provider = await runtime.runPromise(
+      maker({ name: wire, model: "fake-model", baseUrl: wire === "openai" ? `${fake.url}/v1` : fake.url }).pipe(
+        Effect.provideServiceEffect(
+          HttpClient.HttpClient,
+          Effect.map(HttpClient.HttpClient, (client) => hidden ? hideNodeBody(client) : client)
+        )
+      )
+    )
+    for (const stream of [false, true]) {
+      variants.push({
+        name: `${name} ${stream ? "stream" : "whole"}`,
+        call: () => runtime.runPromise(provider.complete(stream ? { ...request, onDelta: () => undefined } : request))
+      })
     }
   }
 
@@ -129,6 +146,10 @@ const main = async () => {
         const b = samples.get(`before ${wire} ${mode}`)!
         const ratios = a.map((x, i) => x / b[i]!)
         console.log(`after/before ${wire} ${mode}: per-round ratios ${ratios.map((r) => r.toFixed(2)).join(" ")}`)
+        const s = samples.get(`after-stream-path ${wire} ${mode}`)
+        if (s !== undefined) {
+          console.log(`  stream-path/before: ${s.map((x, i) => (x / b[i]!).toFixed(2)).join(" ")}`)
+        }
       }
     }
   }
