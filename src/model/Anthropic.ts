@@ -17,13 +17,13 @@
  */
 import type { HttpClientResponse } from "@effect/platform"
 import { HttpClient } from "@effect/platform"
-import { Effect, Either, Redacted as R, Stream } from "effect"
+import { Effect, Either, Redacted as R } from "effect"
 import type { Layer } from "effect"
 import type { FinishReason, ModelReply, ToolCall } from "../domain/Message.js"
 import type { Usage } from "../domain/Usage.js"
 import { Event, Message, type WireBlock } from "./internal/anthropicWire.js"
 import * as Http from "./internal/http.js"
-import * as Sse from "./internal/sse.js"
+import type * as Sse from "./internal/sse.js"
 import * as WireUsage from "./internal/usage.js"
 import type { ModelProvider, ModelRequest } from "./ModelProvider.js"
 import { defaultAttempt, defaultTier, Providers } from "./ModelProvider.js"
@@ -317,60 +317,62 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
           done: false
         }
         const usage = () => WireUsage.fromAnthropic(state.usage)
-        const handle = (event: Sse.SseEvent): Effect.Effect<boolean, ProviderError> =>
-          Effect.gen(function*() {
-            if (event.data.trim() === "") return true
-            const data = yield* Http.decodeJson(transport, Event, event.data, response.status)
-            switch (data.type) {
-              case "message_start":
-                state.id = data.message?.id ?? undefined
-                state.model = data.message?.model ?? undefined
-                state.usage = { ...state.usage, ...definedCounts(data.message?.usage ?? {}) }
-                return true
-              case "content_block_start": {
-                const block = data.content_block
-                if (block === null || block === undefined) return true
-                const initial = block.type === "text" ? block.text ?? "" : ""
-                blocks.set(data.index ?? blocks.size, {
-                  type: block.type,
-                  id: block.id ?? "",
-                  name: block.name ?? "",
-                  text: initial === "" ? [] : [initial],
-                  input: block.type === "tool_use" && block.input !== undefined ? JSON.stringify(block.input) : "{}"
-                })
-                if (initial !== "") onDelta(initial)
-                return true
-              }
-              case "content_block_delta": {
-                const block = blocks.get(data.index ?? blocks.size - 1)
-                const delta = data.delta
-                if (block === undefined || delta === null || delta === undefined) return true
-                if (delta.type === "text_delta" && block.type === "text") {
-                  const piece = delta.text ?? ""
-                  if (piece !== "") {
-                    block.text.push(piece)
-                    onDelta(piece)
-                  }
-                } else if (delta.type === "input_json_delta" && block.type === "tool_use") {
-                  block.text.push(delta.partial_json ?? "")
-                }
-                return true
-              }
-              case "message_delta":
-                state.stop = data.delta?.stop_reason ?? state.stop
-                state.usage = { ...state.usage, ...definedCounts(data.usage ?? {}) }
-                return true
-              case "message_stop":
-                state.done = true
-                return false
-              case "error":
-                return yield* Effect.fail(embeddedError(transport, data.error, usage(), response.status))
-              default:
-                // ping, content_block_stop, and event types added after this adapter was written.
-                return true
+        // Synchronous: it runs as each chunk arrives, with no effect per event.
+        const handle = (event: Sse.SseEvent): boolean | ProviderError => {
+          if (event.data.trim() === "") return true
+          const decoded = Http.decodeJsonEither(transport, Event, event.data, response.status)
+          if (Either.isLeft(decoded)) return decoded.left
+          const data = decoded.right
+          switch (data.type) {
+            case "message_start":
+              state.id = data.message?.id ?? undefined
+              state.model = data.message?.model ?? undefined
+              state.usage = { ...state.usage, ...definedCounts(data.message?.usage ?? {}) }
+              return true
+            case "content_block_start": {
+              const block = data.content_block
+              if (block === null || block === undefined) return true
+              const initial = block.type === "text" ? block.text ?? "" : ""
+              blocks.set(data.index ?? blocks.size, {
+                type: block.type,
+                id: block.id ?? "",
+                name: block.name ?? "",
+                text: initial === "" ? [] : [initial],
+                input: block.type === "tool_use" && block.input !== undefined ? JSON.stringify(block.input) : "{}"
+              })
+              if (initial !== "") onDelta(initial)
+              return true
             }
-          })
-        yield* Sse.events(Http.boundedBody(transport, response)).pipe(Stream.runForEachWhile(handle))
+            case "content_block_delta": {
+              const block = blocks.get(data.index ?? blocks.size - 1)
+              const delta = data.delta
+              if (block === undefined || delta === null || delta === undefined) return true
+              if (delta.type === "text_delta" && block.type === "text") {
+                const piece = delta.text ?? ""
+                if (piece !== "") {
+                  block.text.push(piece)
+                  onDelta(piece)
+                }
+              } else if (delta.type === "input_json_delta" && block.type === "tool_use") {
+                block.text.push(delta.partial_json ?? "")
+              }
+              return true
+            }
+            case "message_delta":
+              state.stop = data.delta?.stop_reason ?? state.stop
+              state.usage = { ...state.usage, ...definedCounts(data.usage ?? {}) }
+              return true
+            case "message_stop":
+              state.done = true
+              return false
+            case "error":
+              return embeddedError(transport, data.error, usage(), response.status)
+            default:
+              // ping, content_block_stop, and event types added after this adapter was written.
+              return true
+          }
+        }
+        yield* Http.events(transport, response, handle)
         if (!state.done) {
           return yield* Effect.fail(
             Http.fail(transport, "server", "the stream ended before message_stop", {

@@ -19,14 +19,14 @@
  */
 import type { HttpClientResponse } from "@effect/platform"
 import { HttpClient } from "@effect/platform"
-import { Effect, Either, Redacted as R, Stream } from "effect"
+import { Effect, Either, Redacted as R } from "effect"
 import type { Layer } from "effect"
 import type { ErrorKind } from "../domain/ErrorKind.js"
 import type { FinishReason, ModelReply, ToolCall, ToolResult, TurnEntry } from "../domain/Message.js"
 import type { Usage } from "../domain/Usage.js"
 import * as Http from "./internal/http.js"
 import { Chunk, Completion, type ContentValue, type WireToolCall } from "./internal/openAiWire.js"
-import * as Sse from "./internal/sse.js"
+import type * as Sse from "./internal/sse.js"
 import * as WireUsage from "./internal/usage.js"
 import type { ModelProvider, ModelRequest } from "./ModelProvider.js"
 import { defaultAttempt, defaultTier, Providers } from "./ModelProvider.js"
@@ -312,36 +312,38 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
           const args = argumentsText(wire.function?.arguments)
           if (args !== "") slot.args.push(args)
         }
-        const handle = (event: Sse.SseEvent): Effect.Effect<boolean, ProviderError> =>
-          Effect.gen(function*() {
-            const data = event.data.trim()
-            if (data === "[DONE]") {
-              state.done = true
-              return false
-            }
-            if (data === "") return true
-            const chunk = yield* Http.decodeJson(transport, Chunk, data, response.status)
-            if (chunk.usage !== null && chunk.usage !== undefined) state.usage = WireUsage.fromOpenAi(chunk.usage)
-            if (chunk.error !== undefined && chunk.error !== null) {
-              return yield* Effect.fail(embeddedError(transport, chunk.error, state.usage, response.status))
-            }
-            state.id ??= chunk.id ?? undefined
-            state.model ??= chunk.model ?? undefined
-            const choice = chunk.choices?.[0]
-            if (choice === undefined) return true
-            const delta = choice.delta
-            const text = delta?.content ?? ""
-            if (text !== "") {
-              state.text.push(text)
-              onDelta(text)
-            }
-            const refusal = delta?.refusal ?? ""
-            if (refusal !== "") state.refusal.push(refusal)
-            for (const call of delta?.tool_calls ?? []) fragment(call)
-            if (choice.finish_reason !== null && choice.finish_reason !== undefined) state.finish = choice.finish_reason
-            return true
-          })
-        yield* Sse.events(Http.boundedBody(transport, response)).pipe(Stream.runForEachWhile(handle))
+        // Synchronous: it runs as each chunk arrives, with no effect per event.
+        const handle = (event: Sse.SseEvent): boolean | ProviderError => {
+          const data = event.data.trim()
+          if (data === "[DONE]") {
+            state.done = true
+            return false
+          }
+          if (data === "") return true
+          const decoded = Http.decodeJsonEither(transport, Chunk, data, response.status)
+          if (Either.isLeft(decoded)) return decoded.left
+          const chunk = decoded.right
+          if (chunk.usage !== null && chunk.usage !== undefined) state.usage = WireUsage.fromOpenAi(chunk.usage)
+          if (chunk.error !== undefined && chunk.error !== null) {
+            return embeddedError(transport, chunk.error, state.usage, response.status)
+          }
+          state.id ??= chunk.id ?? undefined
+          state.model ??= chunk.model ?? undefined
+          const choice = chunk.choices?.[0]
+          if (choice === undefined) return true
+          const delta = choice.delta
+          const text = delta?.content ?? ""
+          if (text !== "") {
+            state.text.push(text)
+            onDelta(text)
+          }
+          const refusal = delta?.refusal ?? ""
+          if (refusal !== "") state.refusal.push(refusal)
+          for (const call of delta?.tool_calls ?? []) fragment(call)
+          if (choice.finish_reason !== null && choice.finish_reason !== undefined) state.finish = choice.finish_reason
+          return true
+        }
+        yield* Http.events(transport, response, handle)
         if (!state.done && state.finish === undefined) {
           return yield* Effect.fail(
             Http.fail(transport, "server", "the stream ended before the reply was complete", {

@@ -15,7 +15,7 @@
  * a request accepted in between would wait for an answer that never comes. `holdUntilServed` keeps such requests
  * and hands them to the handler once it is attached, so every accepted connection is answered.
  */
-import { HttpApiBuilder, HttpApiScalar, HttpServer, HttpServerRequest } from "@effect/platform"
+import { HttpApiBuilder, HttpServer, HttpServerRequest } from "@effect/platform"
 import type { HttpApp } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Context, Effect, Exit, Layer, Scope } from "effect"
@@ -26,6 +26,7 @@ import * as ProviderConfig from "../model/ProviderConfig.js"
 import { Api } from "./Api.js"
 import * as Authentication from "./Authentication.js"
 import * as BodyGuard from "./BodyGuard.js"
+import * as Docs from "./Docs.js"
 import * as Handlers from "./Handlers.js"
 import * as McpHttp from "./mcp/Http.js"
 import * as MetricsRoute from "./MetricsRoute.js"
@@ -248,7 +249,7 @@ export const layer = (settings: Settings, options: Options = {}) => {
   ).pipe(
     Layer.provide(Viewer.layer),
     Layer.provide(MetricsRoute.layer),
-    Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
+    Layer.provide(Docs.layer("/docs")),
     Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
     Layer.provide(api)
   )

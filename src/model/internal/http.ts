@@ -8,12 +8,14 @@
  */
 import type { HttpClient, HttpClientError, HttpClientResponse } from "@effect/platform"
 import { HttpClientRequest } from "@effect/platform"
-import { Chunk, Clock, Effect, Either, ParseResult, Schema, Stream } from "effect"
+import { Clock, Effect, Either, ParseResult, Schema } from "effect"
 import type { Redacted } from "effect"
 import type { ErrorKind } from "../../domain/ErrorKind.js"
 import type { Usage } from "../../domain/Usage.js"
 import * as Spans from "../../telemetry/Spans.js"
 import { classifyStatus, parseRetryAfter, ProviderError } from "../ProviderError.js"
+import * as ReadBody from "./readBody.js"
+import * as Sse from "./sse.js"
 import * as WireUsage from "./usage.js"
 
 /** What the edge needs to know about one provider. */
@@ -113,53 +115,98 @@ const dropped = (transport: Transport, status: number, cause: unknown): Provider
 const stalled = (transport: Transport, status: number): ProviderError =>
   fail(transport, "timeout", `the reply stalled: no data for ${transport.idleTimeoutMs} ms`, { status })
 
-/** The body as bytes, failing `timeout` when it stalls or the connection drops. */
-export const body = (
-  transport: Transport,
-  response: HttpClientResponse.HttpClientResponse
-): Stream.Stream<Uint8Array, ProviderError> =>
-  response.stream.pipe(
-    Stream.mapError((error) => dropped(transport, response.status, error.cause)),
-    Stream.timeoutFail(() => stalled(transport, response.status), transport.idleTimeoutMs)
-  )
+const tooLarge = (transport: Transport, status: number): ProviderError =>
+  fail(transport, "server", `the reply exceeded ${transport.maxResponseBytes} bytes; read stopped`, { status })
 
-/** The body as bytes, failing `server` once more than `maxResponseBytes` have arrived (the read stops there). */
-export const boundedBody = (
+/**
+ * Reads the body of `response` chunk by chunk (`chunk`: `true` reads on, `false` stops, an error fails), failing
+ * `timeout` when it stalls for `idleTimeoutMs` or the connection drops, and `server` once more than
+ * `maxResponseBytes` have arrived (the read stops there). An interrupted read closes the connection.
+ */
+export const readBounded = (
   transport: Transport,
-  response: HttpClientResponse.HttpClientResponse
-): Stream.Stream<Uint8Array, ProviderError> =>
-  body(transport, response).pipe(
-    Stream.mapAccumEffect(0, (size, bytes) => {
-      const next = size + bytes.length
-      return next > transport.maxResponseBytes
-        ? Effect.fail(
-          fail(transport, "server", `the reply exceeded ${transport.maxResponseBytes} bytes; read stopped`, {
-            status: response.status
-          })
-        )
-        : Effect.succeed([next, bytes] as const)
-    })
-  )
-
-const concat = (chunks: Chunk.Chunk<Uint8Array>): string => Buffer.concat(Chunk.toArray(chunks)).toString("utf8")
+  response: HttpClientResponse.HttpClientResponse,
+  chunk: (bytes: Uint8Array) => boolean | ProviderError,
+  end: () => ProviderError | undefined = () => undefined
+): Effect.Effect<void, ProviderError> => {
+  let size = 0
+  return ReadBody.read(response, {
+    idleTimeoutMs: transport.idleTimeoutMs,
+    stalled: () => stalled(transport, response.status),
+    dropped: (cause) => dropped(transport, response.status, cause),
+    chunk: (bytes) => {
+      size += bytes.length
+      return size > transport.maxResponseBytes ? tooLarge(transport, response.status) : chunk(bytes)
+    },
+    end
+  })
+}
 
 /** The whole body as UTF-8 text, bounded by `maxResponseBytes`. Fails `timeout` (stall, drop) or `server` (size). */
 export const text = (
   transport: Transport,
   response: HttpClientResponse.HttpClientResponse
-): Effect.Effect<string, ProviderError> => Effect.map(Stream.runCollect(boundedBody(transport, response)), concat)
+): Effect.Effect<string, ProviderError> =>
+  Effect.suspend(() => {
+    const chunks: Array<Uint8Array> = []
+    return Effect.map(
+      readBounded(transport, response, (bytes) => chunks.push(bytes) > 0),
+      () => Buffer.concat(chunks).toString("utf8")
+    )
+  })
+
+/**
+ * Reads an SSE body (bounded like `text`) and hands each event to `handle` as it completes, synchronously: `true`
+ * reads on, `false` stops (the rest of the body is discarded), an error fails the read. UTF-8 is decoded across
+ * chunk boundaries; an event left without its blank line at the end of the body is still handed over.
+ */
+export const events = (
+  transport: Transport,
+  response: HttpClientResponse.HttpClientResponse,
+  handle: (event: Sse.SseEvent) => boolean | ProviderError
+): Effect.Effect<void, ProviderError> =>
+  Effect.suspend(() => {
+    const parser = Sse.makeParser()
+    const decoder = new TextDecoder("utf-8")
+    const dispatch = (events: ReadonlyArray<Sse.SseEvent>): boolean | ProviderError => {
+      for (const event of events) {
+        const verdict = handle(event)
+        if (verdict !== true) return verdict
+      }
+      return true
+    }
+    return readBounded(
+      transport,
+      response,
+      (bytes) => dispatch(parser.feed(decoder.decode(bytes, { stream: true }))),
+      () => {
+        const rest = decoder.decode()
+        const verdict = dispatch([...(rest === "" ? [] : parser.feed(rest)), ...parser.end()])
+        return typeof verdict === "boolean" ? undefined : verdict
+      }
+    )
+  })
 
 // The first `errorBodyBytes` of an error body; whatever goes wrong while reading it, the status still classifies.
 const errorText = (transport: Transport, response: HttpClientResponse.HttpClientResponse): Effect.Effect<string> =>
-  body(transport, response).pipe(
-    Stream.runFoldWhile(
-      { chunks: Chunk.empty<Uint8Array>(), size: 0 },
-      (acc) => acc.size < errorBodyBytes,
-      (acc, bytes) => ({ chunks: Chunk.append(acc.chunks, bytes), size: acc.size + bytes.length })
-    ),
-    Effect.map((acc) => concat(acc.chunks).slice(0, errorBodyBytes)),
-    Effect.orElseSucceed(() => "")
-  )
+  Effect.suspend(() => {
+    const chunks: Array<Uint8Array> = []
+    let size = 0
+    return ReadBody.read(response, {
+      idleTimeoutMs: transport.idleTimeoutMs,
+      stalled: () => stalled(transport, response.status),
+      dropped: (cause) => dropped(transport, response.status, cause),
+      chunk: (bytes) => {
+        chunks.push(bytes)
+        size += bytes.length
+        return size < errorBodyBytes
+      },
+      end: () => undefined
+    }).pipe(
+      Effect.map(() => Buffer.concat(chunks).toString("utf8").slice(0, errorBodyBytes)),
+      Effect.orElseSucceed(() => "")
+    )
+  })
 
 const ErrorBody = Schema.Union(
   // OpenAI, Anthropic, vLLM, OpenRouter: `{ error: { message, type, code } }`.
@@ -266,27 +313,32 @@ export const post = (
   })
 
 /**
- * Decodes `raw` (a 2xx body) as JSON against `schema`. Fails `server` when it is not JSON or not the expected
- * shape (the status is kept).
+ * Decodes `raw` (a 2xx body, or one event's data) as JSON against `schema`, synchronously. Fails `server` when it
+ * is not JSON or not the expected shape (the status is kept). `schema` must not be asynchronous.
  */
+export const decodeJsonEither = <A, I>(
+  transport: Transport,
+  schema: Schema.Schema<A, I>,
+  raw: string,
+  status: number
+): Either.Either<A, ProviderError> => {
+  const json = parseJson(raw)
+  if (Either.isLeft(json)) {
+    return Either.left(fail(transport, "server", `the reply was not valid JSON: ${excerpt(raw, 120)}`, { status }))
+  }
+  return Either.mapLeft(Schema.decodeUnknownEither(schema)(json.right), (error) =>
+    fail(
+      transport,
+      "server",
+      `the reply did not have the expected shape: ${excerpt(ParseResult.TreeFormatter.formatErrorSync(error))}`,
+      { status }
+    ))
+}
+
+/** `decodeJsonEither` as an Effect. */
 export const decodeJson = <A, I>(
   transport: Transport,
   schema: Schema.Schema<A, I>,
   raw: string,
   status: number
-): Effect.Effect<A, ProviderError> => {
-  const json = parseJson(raw)
-  if (Either.isLeft(json)) {
-    return Effect.fail(fail(transport, "server", `the reply was not valid JSON: ${excerpt(raw, 120)}`, { status }))
-  }
-  return Schema.decodeUnknown(schema)(json.right).pipe(
-    Effect.mapError((error) =>
-      fail(
-        transport,
-        "server",
-        `the reply did not have the expected shape: ${excerpt(ParseResult.TreeFormatter.formatErrorSync(error))}`,
-        { status }
-      )
-    )
-  )
-}
+): Effect.Effect<A, ProviderError> => decodeJsonEither(transport, schema, raw, status)

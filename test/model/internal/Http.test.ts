@@ -1,0 +1,179 @@
+import { FetchHttpClient, HttpClient } from "@effect/platform"
+import { NodeHttpClient } from "@effect/platform-node"
+import { describe, expect, it } from "@effect/vitest"
+import type { Layer, Scope } from "effect"
+import { Chunk, Effect, Either, Fiber, Option, Queue } from "effect"
+import * as TestClock from "effect/TestClock"
+import http from "node:http"
+import type { AddressInfo } from "node:net"
+import * as Http from "../../../src/model/internal/http.js"
+import * as ReadBody from "../../../src/model/internal/readBody.js"
+
+/** One request held open by the test: it writes the body when it wants and learns when the client hung up. */
+interface Held {
+  readonly write: (chunk: string | Uint8Array) => void
+  readonly end: () => void
+  readonly closed: Promise<void>
+}
+
+// A server whose replies send their headers at once and then only what the test writes.
+const heldServer = (contentType: string) =>
+  Effect.gen(function*() {
+    const arrivals = yield* Queue.unbounded<Held>()
+    const server = yield* Effect.acquireRelease(
+      Effect.promise(() =>
+        new Promise<http.Server>((resolve) => {
+          const server = http.createServer((req, res) => {
+            req.resume()
+            req.on("end", () => {
+              res.writeHead(200, { "content-type": contentType })
+              res.flushHeaders()
+              const closed = new Promise<void>((done) => res.on("close", () => done()))
+              Queue.unsafeOffer(arrivals, { write: (chunk) => res.write(chunk), end: () => res.end(), closed })
+            })
+          })
+          server.listen(0, "127.0.0.1", () => resolve(server))
+        })
+      ),
+      (server) =>
+        Effect.promise(() =>
+          new Promise<void>((done) => {
+            server.closeAllConnections()
+            server.close(() => done())
+          })
+        )
+    )
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`
+    return { url, arrivals }
+  })
+
+const transportFor = (client: HttpClient.HttpClient): Http.Transport => ({
+  provider: "fake",
+  client,
+  firstByteTimeoutMs: 5_000,
+  idleTimeoutMs: 1_000,
+  maxResponseBytes: 1024 * 1024
+})
+
+// Waits until a sleep is queued on the TestClock to end at `instant` (the watchdog's, once it is armed).
+const sleepUntil = (instant: number) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < 100_000; i++) {
+      if (Chunk.some(yield* TestClock.sleeps(), (end) => end === instant)) return
+      yield* Effect.yieldNow()
+    }
+    return yield* Effect.die(`no sleep was queued to end at ${instant}`)
+  })
+
+const clients: ReadonlyArray<readonly [string, Layer.Layer<HttpClient.HttpClient>]> = [
+  ["undici", NodeHttpClient.layerUndici],
+  ["node:http", NodeHttpClient.layer],
+  ["fetch (the Stream path)", FetchHttpClient.layer]
+]
+
+describe.each(clients)("internal/http body reading over %s", (name, clientLayer) => {
+  const setup = (contentType: string) =>
+    Effect.gen(function*() {
+      const server = yield* heldServer(contentType)
+      const transport = transportFor(yield* HttpClient.HttpClient)
+      const response = yield* Http.post(transport, server.url, {}, {})
+      const held = yield* Queue.take(server.arrivals)
+      return { transport, response, held }
+    })
+  // The client's layer spans the whole test: closing it (undici's dispatcher) would abort the bodies being read.
+  const test = (title: string, body: () => Effect.Effect<void, unknown, HttpClient.HttpClient | Scope.Scope>) =>
+    it.scoped(title, () => Effect.provide(body(), clientLayer))
+
+  test("a body silent for idleTimeoutMs fails timeout (stalled), and its connection is closed", () =>
+    Effect.gen(function*() {
+      const { held, response, transport } = yield* setup("application/json")
+      const reading = yield* Effect.fork(Http.text(transport, response))
+      yield* sleepUntil(1_000)
+      yield* TestClock.adjust(1_000)
+      const error = yield* Effect.flip(Fiber.join(reading))
+      expect({ kind: error.kind, message: error.message, status: error.status }).toEqual({
+        kind: "timeout",
+        message: "the reply stalled: no data for 1000 ms",
+        status: 200
+      })
+      yield* Effect.promise(() => held.closed)
+    }))
+
+  test("the idle bound counts from the last chunk, not from the start of the body", () =>
+    Effect.gen(function*() {
+      const { held, response, transport } = yield* setup("text/event-stream")
+      const seen = yield* Queue.unbounded<string>()
+      const reading = yield* Effect.fork(Http.events(transport, response, (event) => {
+        Queue.unsafeOffer(seen, event.data)
+        return true
+      }))
+      held.write("data: one\n\n")
+      expect(yield* Queue.take(seen)).toBe("one")
+      yield* TestClock.adjust(600)
+      held.write("data: two\n\n")
+      expect(yield* Queue.take(seen)).toBe("two")
+      yield* TestClock.adjust(600)
+      // 1.2 s since the body began, 0.6 s since its last chunk: still reading, the bound now ends at 1.6 s.
+      yield* sleepUntil(1_600)
+      expect(Option.isNone(yield* Fiber.poll(reading))).toBe(true)
+      yield* TestClock.adjust(400)
+      const error = yield* Effect.flip(Fiber.join(reading))
+      expect(error.message).toBe("the reply stalled: no data for 1000 ms")
+    }))
+
+  test("an interrupted read closes the connection", () =>
+    Effect.gen(function*() {
+      const { held, response, transport } = yield* setup("text/event-stream")
+      const seen = yield* Queue.unbounded<string>()
+      const reading = yield* Effect.fork(Http.events(transport, response, (event) => {
+        Queue.unsafeOffer(seen, event.data)
+        return true
+      }))
+      held.write("data: one\n\n")
+      yield* Queue.take(seen)
+      yield* Fiber.interrupt(reading)
+      yield* Effect.promise(() => held.closed)
+    }))
+
+  test("a handler that stops the read ends it at once, the rest unread; a handler's error fails it", () =>
+    Effect.gen(function*() {
+      const { held, response, transport } = yield* setup("text/event-stream")
+      held.write("data: one\n\ndata: two\n\n")
+      const seen: Array<string> = []
+      yield* Http.events(transport, response, (event) => {
+        seen.push(event.data)
+        return false
+      })
+      expect(seen).toEqual(["one"])
+      yield* Effect.promise(() => held.closed)
+
+      const next = yield* setup("text/event-stream")
+      next.held.write("data: one\n\n")
+      const failed = yield* Effect.either(
+        Http.events(next.transport, next.response, () => Http.fail(next.transport, "server", "no thanks"))
+      )
+      expect(Either.isLeft(failed) && failed.left.message).toBe("no thanks")
+    }))
+
+  test("an event left without its blank line, split inside a UTF-8 character, is read at the end", () =>
+    Effect.gen(function*() {
+      const { held, response, transport } = yield* setup("text/event-stream")
+      const seen: Array<string> = []
+      const reading = yield* Effect.fork(Http.events(transport, response, (event) => seen.push(event.data) > 0))
+      const bytes = Buffer.from("data: ünï ✓", "utf8")
+      held.write(bytes.subarray(0, 7))
+      held.write(bytes.subarray(7))
+      held.end()
+      yield* Fiber.join(reading)
+      expect(seen).toEqual(["ünï ✓"])
+    }))
+
+  if (!name.startsWith("fetch")) {
+    test("reads platform-node's body from its Node stream (no Stream per chunk)", () =>
+      Effect.gen(function*() {
+        const { held, response } = yield* setup("application/json")
+        expect(ReadBody.nodeBody(response)).toBeDefined()
+        held.end()
+      }))
+  }
+})
