@@ -27,7 +27,13 @@ export const ModelAttempt = Schema.Struct({
     status: Schema.optional(Schema.Int),
     retryAfterMs: Schema.optional(Schema.Number)
   })),
-  usage: Usage
+  usage: Usage,
+  /**
+   * Set on an attempt made for a tool server's sample (MCP sampling) during tool call `callId`: its `n`-th sample
+   * that reached the model in the burst (from 1; every attempt of one sample, retries and failovers, carries the
+   * same). A replay asks the samples again, in order, from the replayed call. Absent: an attempt of the loop.
+   */
+  sampled: Schema.optional(Schema.Struct({ callId: Schema.String, n: Schema.Int }))
 })
 export type ModelAttempt = typeof ModelAttempt.Type
 

@@ -20,6 +20,7 @@ import * as GenAi from "../telemetry/GenAi.js"
 import type { ToolFailure, ToolOutcome } from "../tools/ToolExecutor.js"
 import { capAttachments } from "../tools/ToolExecutor.js"
 import * as Burst from "./Burst.js"
+import * as ModelCall from "./ModelCall.js"
 import * as Transcript from "./Transcript.js"
 
 /** Strikes of bad tool use: the model named a tool that does not exist or sent arguments that cannot be used. */
@@ -280,7 +281,9 @@ export const runTurn = (
             ...toolCtx,
             runId: ctx.runId,
             callId: call.id,
-            timeoutMs: ctx.limits.toolTimeoutMs
+            timeoutMs: ctx.limits.toolTimeoutMs,
+            // A tool server's sample is a model call of this session, charged to this call (MCP sampling).
+            sample: ModelCall.sample(ctx, burst, call.id)
           }).pipe(GenAi.executeTool(call, ctx.tools.get(call.name), ctx.limits.toolResultMaxBytes))
         )
         if (Exit.isSuccess(exit)) {
