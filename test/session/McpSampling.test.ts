@@ -182,4 +182,46 @@ describe("MCP sampling in a session", () => {
       }),
     60_000
   )
+  it.live("the token budget already spent: the sample is refused naming it", () =>
+    Effect.gen(function*() {
+      const model = Scripted.make({
+        script: [Scripted.toolCalls([{ name: "sample", arguments: {} }]), Scripted.text("never asked")]
+      })
+      // The first call charges 15 tokens (10 in, 5 out): the budget is spent before the sample.
+      const landed = yield* run({ sampling: true, providers: [model], limits: { tokens: 15 }, verify: true })
+      expect(results(landed.turns).map((r) => r.content)).toEqual([
+        "refused: MCP error -32600: Corral did not sample for MCP server \"sampler\": 15 tokens reached the token " +
+        "budget 15 (the token_budget check of the session's exit policy); no model call was made"
+      ])
+      expect(model.requests).toHaveLength(1)
+      expect(landed.reason).toBe<ExitReason>("token_budget")
+      expect(landed.verified.map((r) => r._tag)).toEqual(["Verified"])
+    }), 60_000)
+
+  it.live(
+    "a provider failure during a sample is the server's error, recorded, and the burst goes on",
+    () =>
+      Effect.gen(function*() {
+        const model = Scripted.make({
+          script: [
+            Scripted.toolCalls([{ name: "sample", arguments: {} }]),
+            Scripted.fault("bad_request", { message: "no such parameter" }),
+            Scripted.text("done")
+          ]
+        })
+        const landed = yield* run({ sampling: true, providers: [model], verify: true })
+        expect(results(landed.turns).map((r) => r.content)).toEqual([
+          "refused: MCP error -32603: the session's model did not answer MCP server \"sampler\": bad_request: no such " +
+          "parameter"
+        ])
+        expect(landed.reason).toBe<ExitReason>("completed")
+        const callId = landed.trajectory.toolCalls[0]!.callId
+        expect(landed.trajectory.modelCalls[1]).toMatchObject({
+          sampled: { callId, n: 1 },
+          error: { kind: "bad_request" }
+        })
+        expect(landed.verified.map((r) => r._tag)).toEqual(["Verified"])
+      }),
+    60_000
+  )
 })
