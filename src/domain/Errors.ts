@@ -155,14 +155,13 @@ export const isCorralError = (u: unknown): u is CorralError =>
   typeof u === "object" && u !== null && corralErrorTags.has(Reflect.get(u, "_tag")) && isCorralErrorShape(u)
 
 /**
- * A tool server's request for a model completion (MCP sampling) that Corral did not serve: `reason` says why in one
- * word — `gate` (a model-call check of the exit policy fired: a ceiling, the token budget, the deadline, spent
- * providers; `check` names it), `provider` (the session's provider chain failed), `timeout` (no answer within the
- * calling tool's deadline), `unsupported` (content Corral does not sample), `unavailable` (no session's tool call to
- * charge it to). `message` is the sentence the server receives.
+ * A tool server's request for a model completion (MCP sampling) that the session's model did not serve: `reason`
+ * says why — `gate` (a model-call check of the exit policy fired: a ceiling, the token budget, the deadline, spent
+ * providers; `check` names it, and no model call was made) or `provider` (the session's provider chain failed).
+ * `message` is the sentence the server receives.
  */
 export class SampleRefused extends Schema.TaggedError<SampleRefused>()("SampleRefused", {
-  reason: Schema.Literal("gate", "provider", "timeout", "unsupported", "unavailable"),
+  reason: Schema.Literal("gate", "provider"),
   check: Schema.optional(Schema.String),
   message: Schema.String
 }) {}

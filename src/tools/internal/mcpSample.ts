@@ -57,19 +57,9 @@ export const messagesOf = (server: string, params: Params): Either.Either<Readon
     : Either.right(messages)
 }
 
-const codeOf = (refused: SampleRefused): number => {
-  switch (refused.reason) {
-    case "provider":
-      return ErrorCode.InternalError
-    case "timeout":
-      return ErrorCode.RequestTimeout
-    case "unsupported":
-      return ErrorCode.InvalidParams
-    case "gate":
-    case "unavailable":
-      return ErrorCode.InvalidRequest
-  }
-}
+// A closed gate is a refusal of this request (-32600); a failed chain is Corral's own trouble (-32603).
+const codeOf = (refused: SampleRefused): number =>
+  refused.reason === "gate" ? ErrorCode.InvalidRequest : ErrorCode.InternalError
 
 /** Serves one sample request of `handle`'s server. Never fails: a refusal is the `Left`. */
 export const answer = (
