@@ -80,7 +80,13 @@ export const ToolCallRecord = Schema.Struct({
    */
   output: Schema.optional(Schema.String),
   /** The images and audio the executor returned (before the size cap): what a replay feeds back with `output`. */
-  attachments: Schema.optional(Schema.Array(Attachment))
+  attachments: Schema.optional(Schema.Array(Attachment)),
+  /**
+   * Samples the tool's server asked for during the call that passed the model-call gate (MCP sampling): counted
+   * model calls, each with attempts marked `sampled` — except one still in flight when the call ended, which has
+   * none. A replay asks this many again. Absent: none.
+   */
+  samples: Schema.optional(Schema.Int)
 })
 export type ToolCallRecord = typeof ToolCallRecord.Type
 

@@ -7,7 +7,7 @@
  * increment and the provider chain runs. No path reaches the model without incrementing both — a tool server's
  * sample (MCP sampling, `sample`) included: it is a model call of the session and counts against its ceilings.
  */
-import { Clock, Effect, Option, Ref, Runtime } from "effect"
+import { Clock, Deferred, Effect, Option, Ref, Runtime } from "effect"
 import { SampleRefused } from "../domain/Errors.js"
 import type { ModelReply, TurnEntry } from "../domain/Message.js"
 import { Usage } from "../domain/Usage.js"
@@ -28,27 +28,48 @@ export type Outcome =
 
 const exit = (decision: ExitPolicy.Decision): Outcome => ({ _tag: "Exit", decision })
 
-/** The gate of DESIGN §3 step 2: the exit policy's `before_model` checks (cancel is the burst's race). */
+/**
+ * The gate of DESIGN §3 step 2: the exit policy's `before_model` checks (cancel is the burst's race), and BOTH
+ * counters incremented when none fires. The checks and the increment are one synchronous step: a tool server's
+ * samples run concurrently (the calls of a turn do), and two of them must never both pass a gate with room for one.
+ */
 const gate = (ctx: Burst.Context, burst: Burst.Burst): Effect.Effect<Option.Option<ExitPolicy.Decision>> =>
-  Effect.zipWith(
-    Ref.get(burst.chain),
-    Clock.currentTimeMillis,
-    (chain, now) => ExitPolicy.decide(ctx.policy, "before_model", Burst.facts(ctx, burst, chain.exhausted, now))
-  )
+  Effect.flatMap(Ref.get(burst.chain), (chain) =>
+    Effect.clockWith((clock) =>
+      Effect.sync(() => {
+        const now = clock.unsafeCurrentTimeMillis()
+        const blocked = ExitPolicy.decide(ctx.policy, "before_model", Burst.facts(ctx, burst, chain.exhausted, now))
+        if (Option.isNone(blocked)) {
+          burst.counters = Counters.increment(burst.counters)
+          Burst.snapshot(burst, now)
+        }
+        return blocked
+      })
+    ))
 
-/** `sampleFor`: the tool call whose server asked for this call (a sample), recorded on each of its attempts. */
-const attempt = (ctx: Burst.Context, burst: Burst.Burst, request: ModelRequest, sampleFor?: string) =>
+/** The tool call a sampler serves: its id, when it ends, and how many of its samples passed the gate. */
+export interface SampleSlot {
+  readonly callId: string
+  /** Done when the call ends, however it ends: its samples stop. */
+  readonly over: Deferred.Deferred<void>
+  /** Samples that passed the gate (`ToolCallRecord.samples`). */
+  passed: number
+}
+
+/** `sampleOf`: the tool call whose server asked for this call (a sample), recorded on each of its attempts. */
+const attempt = (ctx: Burst.Context, burst: Burst.Burst, request: ModelRequest, sampleOf?: SampleSlot) =>
   Effect.gen(function*() {
     const blocked = yield* gate(ctx, burst)
     if (Option.isSome(blocked)) return yield* Effect.fail(blocked.value)
-    burst.counters = Counters.increment(burst.counters)
-    Burst.snapshot(burst, yield* Clock.currentTimeMillis)
-    // Numbered once past the gate: a refused sample made no attempt, so a replay has nothing of it to ask again.
-    const sampled = sampleFor === undefined ? undefined : {
-      callId: sampleFor,
-      n: (burst.samples.get(sampleFor) ?? 0) + 1
+    // Numbered once past the gate: a refused sample made no model call, so a replay has nothing of it to ask again.
+    const sampled = sampleOf === undefined ? undefined : {
+      callId: sampleOf.callId,
+      n: (burst.samples.get(sampleOf.callId) ?? 0) + 1
     }
-    if (sampled !== undefined) burst.samples.set(sampled.callId, sampled.n)
+    if (sampleOf !== undefined && sampled !== undefined) {
+      sampleOf.passed += 1
+      burst.samples.set(sampled.callId, sampled.n)
+    }
     const messages = request.messages
     return yield* ProviderChain.callModel({
       providers: ctx.providers,
@@ -178,11 +199,17 @@ const sampleRequest = (request: SampleRequest): ModelRequest => ({
  * so it takes the same road as the loop's — the exit policy's `before_model` checks, BOTH counters, the token budget,
  * the provider chain (sticky index, retries, failover; spending the route is sticky here too) — and its attempts are
  * recorded with `sampled`. The server's conversation never enters the session's transcript, and the agent's system
- * prompt is not sent: the server asked for a completion of its own. Fails with `SampleRefused`: `gate` (a check
- * fired, named in `check`; no model call was made) or `provider` (the chain failed). The caller bounds the wait.
+ * prompt is not sent: the server asked for a completion of its own. Lives no longer than the call (`slot.over`): a
+ * server that keeps asking after its call ended (the burst stopped it) spends nothing of a burst that may have
+ * landed. Fails with `SampleRefused`: `gate` (a check fired, named in `check`; no model call was made), `provider`
+ * (the chain failed) or `ended`. The caller bounds the wait.
  */
-export const sample = (ctx: Burst.Context, burst: Burst.Burst, callId: string): Sampler => (request) =>
-  attempt(ctx, burst, sampleRequest(request), callId).pipe(
+export const sample = (ctx: Burst.Context, burst: Burst.Burst, slot: SampleSlot): Sampler => (request) => {
+  const stopped = new SampleRefused({
+    reason: "ended",
+    message: `Corral stopped the sample of MCP server "${request.server}": the tool call it served has ended`
+  })
+  const served = attempt(ctx, burst, sampleRequest(request), slot).pipe(
     Effect.map(({ provider, reply }): SampleReply => {
       const cut = cutAtStop(reply.text, request.stopSequences)
       return {
@@ -209,3 +236,9 @@ export const sample = (ctx: Burst.Context, burst: Burst.Burst, callId: string): 
       return Effect.fail(refused)
     })
   )
+  return Effect.flatMap(Deferred.isDone(slot.over), (done) =>
+    done
+      ? Effect.fail(stopped)
+      // Interrupted mid-attempt when the call ends: the chain's attempt is stopped like any interrupted call.
+      : Effect.raceFirst(served, Effect.zipRight(Deferred.await(slot.over), Effect.fail(stopped))))
+}

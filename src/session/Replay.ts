@@ -182,6 +182,8 @@ const replayProviders = (t: Trajectory, feed: Feed, diverge: (d: Omit<Divergence
     complete: (request) =>
       Effect.suspend(() => {
         feed.progress += 1
+        // In flight when its tool call ended, in the recording: it waits for the same end here, taking no record.
+        if (request.system === unansweredSystem) return Effect.never
         const i = feed.next
         const rec = feed.attempts[i]
         if (rec === undefined) {
@@ -253,20 +255,25 @@ const replayExecutor = (
           return Effect.never
         }
         // The samples its server asked for during the call, asked again at their recorded times: they pass the
-        // replayed gate and counters, and the replayed providers answer them from the record.
+        // replayed gate and counters, and the replayed providers answer them from the record. One the call's end
+        // stopped before any attempt was recorded passes the gate again and waits, unanswered, for the same end.
         const queued = feed.samples.get(ctx.callId) ?? []
-        const end = (rec.startedAt ?? 0) + rec.durationMs
-        const mine: Array<ModelAttempt> = []
-        while (queued[0] !== undefined && queued[0].startedAt <= end) mine.push(queued.shift()!)
-        const samples = Effect.forEach(mine, (first) =>
-          Effect.zipRight(
-            sleepUntil(first.startedAt, 0),
-            ctx.sample === undefined
-              ? Effect.sync(() =>
-                diverge({ path: `modelCalls[sampled ${ctx.callId}]`, recorded: first.sampled, replayed: undefined })
-              )
-              : Effect.ignore(ctx.sample(replayedSample(first)))
-          ), { discard: true })
+        const mine = queued.splice(0, rec.samples ?? 0)
+        const unanswered = (rec.samples ?? 0) - mine.length
+        const ask = (request: SampleRequest) =>
+          ctx.sample === undefined
+            ? Effect.sync(() =>
+              diverge({ path: `toolCalls[callId ${ctx.callId}].samples`, recorded: rec.samples, replayed: 0 })
+            )
+            : Effect.ignore(ctx.sample(request))
+        const samples = Effect.zipRight(
+          Effect.forEach(mine, (first) => Effect.zipRight(sleepUntil(first.startedAt, 0), ask(replayedSample(first))), {
+            discard: true
+          }),
+          Effect.forEach(Array.from({ length: unanswered }), () => Effect.fork(ask(unansweredSample)), {
+            discard: true
+          })
+        )
         // Stopped by the end of the burst (a timer or a cancel): it ends the same way here.
         if (rec.failure === "interrupted" && rec.result.startsWith(ToolCall.interruptedText)) {
           return Effect.zipRight(samples, Effect.never)
@@ -293,6 +300,10 @@ const replayedSample = (first: ModelAttempt): SampleRequest => ({
   messages: Array.from({ length: first.request.messages }, () => ({ role: "user" as const, text: "" })),
   maxTokens: 1
 })
+
+/** What a sample with no recorded attempt asks: the replayed providers leave it unanswered (see `replayProviders`). */
+const unansweredSystem = "corral/replay: a sample stopped before its first attempt was recorded"
+const unansweredSample: SampleRequest = { server: "(replay)", system: unansweredSystem, messages: [], maxTokens: 1 }
 
 /** The first attempt of each recorded sample, by the call it served, in order. */
 const samplesOf = (attempts: ReadonlyArray<ModelAttempt>) => {

@@ -5,10 +5,11 @@
  * says how to allow it; on → it hears the model's text, the sample is in the trajectory and counts toward the
  * ceilings; a ceiling already reached → refused naming it, no model call; the stored session replays verified.
  *
- * Live clock: the server is a real child process answering in real time (nothing here waits on a timer).
+ * Live clock where nothing waits on a timer (the server is a real child process answering in real time); TestClock
+ * where a deadline decides, moved only once the sample is known to wait on the model.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Deferred, Effect, Fiber, Layer, TestClock } from "effect"
 import * as path from "node:path"
 import type { ExitReason } from "../../src/domain/ExitReason.js"
 import type { LimitsOverride } from "../../src/domain/Limits.js"
@@ -220,6 +221,46 @@ describe("MCP sampling in a session", () => {
           sampled: { callId, n: 1 },
           error: { kind: "bad_request" }
         })
+        expect(landed.verified.map((r) => r._tag)).toEqual(["Verified"])
+      }),
+    60_000
+  )
+  it.scoped(
+    "a sample the model does not answer before the tool's deadline is refused; the call, the burst and the replay go on",
+    () =>
+      Effect.gen(function*() {
+        const reached = yield* Deferred.make<void>()
+        const scripted = Scripted.make({
+          script: [
+            Scripted.toolCalls([{ name: "sample", arguments: {} }]),
+            Scripted.delay(60_000, Scripted.text("too late")),
+            Scripted.text("done")
+          ]
+        })
+        // Tells the test when the sample reached the model, so the clock moves only then.
+        const model: ModelProvider = {
+          ...scripted,
+          complete: (request) =>
+            request.tools.length === 0 && request.responseSchema === undefined
+              ? Effect.zipRight(Deferred.succeed(reached, undefined), scripted.complete(request))
+              : scripted.complete(request)
+        }
+        const running = yield* Effect.fork(
+          run({ sampling: true, providers: [model], limits: { toolTimeoutMs: 10_000 }, verify: true })
+        )
+        yield* Deferred.await(reached)
+        // A 10 s call: the sample may take until 2 s (the margin) before its deadline.
+        yield* TestClock.adjust("8 seconds")
+        const landed = yield* Fiber.join(running)
+        expect(results(landed.turns).map((r) => r.content)).toEqual([
+          "refused: MCP error -32001: the session's model did not answer MCP server \"sampler\" within 8000 ms (the " +
+          "calling tool \"sample\"'s deadline, less a margin for the server to answer)"
+        ])
+        expect(landed.reason).toBe<ExitReason>("completed")
+        // The sample passed the gate (counted) but no attempt of it ended: the call's record says one was asked.
+        expect(landed.state.modelCalls).toBe(4)
+        expect(landed.trajectory.modelCalls.some((a) => a.sampled !== undefined)).toBe(false)
+        expect(landed.trajectory.toolCalls[0]?.samples).toBe(1)
         expect(landed.verified.map((r) => r._tag)).toEqual(["Verified"])
       }),
     60_000

@@ -57,9 +57,9 @@ export const messagesOf = (server: string, params: Params): Either.Either<Readon
     : Either.right(messages)
 }
 
-// A closed gate is a refusal of this request (-32600); a failed chain is Corral's own trouble (-32603).
+// A closed gate or an ended call is a refusal of this request (-32600); a failed chain is Corral's own trouble.
 const codeOf = (refused: SampleRefused): number =>
-  refused.reason === "gate" ? ErrorCode.InvalidRequest : ErrorCode.InternalError
+  refused.reason === "provider" ? ErrorCode.InternalError : ErrorCode.InvalidRequest
 
 /** Serves one sample request of `handle`'s server. Never fails: a refusal is the `Left`. */
 export const answer = (
