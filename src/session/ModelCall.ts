@@ -195,14 +195,16 @@ const sampleRequest = (request: SampleRequest): ModelRequest => ({
 })
 
 /**
- * The sampler of tool call `callId` (`ToolContext.sample`): a tool server's sample is a model call of the session,
+ * The sampler of the tool call in `slot` (`ToolContext.sample`): a tool server's sample is a model call of the session,
  * so it takes the same road as the loop's — the exit policy's `before_model` checks, BOTH counters, the token budget,
  * the provider chain (sticky index, retries, failover; spending the route is sticky here too) — and its attempts are
  * recorded with `sampled`. The server's conversation never enters the session's transcript, and the agent's system
  * prompt is not sent: the server asked for a completion of its own. Lives no longer than the call (`slot.over`): a
  * server that keeps asking after its call ended (the burst stopped it) spends nothing of a burst that may have
  * landed. Fails with `SampleRefused`: `gate` (a check fired, named in `check`; no model call was made), `provider`
- * (the chain failed) or `ended`. The caller bounds the wait.
+ * (the chain failed) or `ended`; the first two are also the trajectory's `errors` (`sampling.gate`,
+ * `sampling.provider`), while a sample stopped by its call's end is told by `ToolCallRecord.samples` alone (the
+ * burst may be landing by then). The caller bounds the wait.
  */
 export const sample = (ctx: Burst.Context, burst: Burst.Burst, slot: SampleSlot): Sampler => (request) => {
   const stopped = new SampleRefused({

@@ -60,7 +60,7 @@ describe("MCP sampling (client side)", () => {
       const model = answering("never")
       const outcome = yield* mcp.call("sample", JSON.stringify({ image: true }), { ...ctx, sample: model.sample })
       expect(outcome.content).toBe(
-        "refused: MCP error -32602: MCP server \"sampler\" sent image content in message 1 of its sample request: " +
+        "refused: MCP error -32602: MCP server \"sampler\" sent image content in message 2 of its sample request: " +
           "Corral samples text only (send the content as text)"
       )
       expect(model.asked).toEqual([])

@@ -43,9 +43,10 @@ export const messagesOf = (server: string, params: Params): Either.Either<Readon
     const texts: Array<string> = []
     for (const block of blocks) {
       if (block.type !== "text") {
+        const at = i + 1
         return Either.left(
-          `MCP server "${server}" sent ${block.type} content in message ${i} of its sample request: Corral samples ` +
-            "text only (send the content as text)"
+          `MCP server "${server}" sent ${block.type} content in message ${at} of its sample request: Corral ` +
+            "samples text only (send the content as text)"
         )
       }
       texts.push(block.text)
