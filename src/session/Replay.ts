@@ -182,9 +182,14 @@ const replayProviders = (t: Trajectory, feed: Feed, diverge: (d: Omit<Divergence
     complete: (request) =>
       Effect.suspend(() => {
         feed.progress += 1
-        // In flight when its tool call ended, in the recording: it waits for the same end here, taking no record.
-        if (request.system === unansweredSystem) return Effect.never
         const i = feed.next
+        // A sample asked again answers only from its own attempts: one past them was in flight when its tool call
+        // ended (the recording kept no attempt of it), so it waits for the same end here, taking no record.
+        const asked = sampleAsked(request.system)
+        if (asked !== undefined) {
+          const next = feed.attempts[i]?.sampled
+          if (next?.callId !== asked.callId || next.n !== asked.n) return Effect.never
+        }
         const rec = feed.attempts[i]
         if (rec === undefined) {
           // Past the record: in flight when the burst ended (a timer or a cancel ends it), or where a crash struck.
@@ -267,19 +272,31 @@ const replayExecutor = (
             )
             : Effect.ignore(ctx.sample(request))
         const samples = Effect.zipRight(
-          Effect.forEach(mine, (first) => Effect.zipRight(sleepUntil(first.startedAt, 0), ask(replayedSample(first))), {
-            discard: true
-          }),
-          Effect.forEach(Array.from({ length: unanswered }), () => Effect.fork(ask(unansweredSample)), {
-            discard: true
-          })
+          Effect.forEach(
+            mine,
+            (first) =>
+              Effect.zipRight(
+                sleepUntil(first.startedAt, 0),
+                ask(replayedSample(first.sampled!, first.request.messages))
+              ),
+            { discard: true }
+          ),
+          // No attempt of these was recorded: none of the record answers them.
+          Effect.forEach(
+            Array.from({ length: unanswered }),
+            () => ask(replayedSample({ callId: ctx.callId, n: -1 }, 0)),
+            { concurrency: "unbounded", discard: true }
+          )
         )
+        // Alongside the call, which ends at its recorded end whatever they do: a sample still running then is
+        // stopped by it, as in the recording (where the calling tool's deadline, or its end, stopped it).
+        const alongside = Effect.fork(samples)
         // Stopped by the end of the burst (a timer or a cancel): it ends the same way here.
         if (rec.failure === "interrupted" && rec.result.startsWith(ToolCall.interruptedText)) {
-          return Effect.zipRight(samples, Effect.never)
+          return Effect.zipRight(alongside, Effect.never)
         }
         return Effect.zipRight(
-          samples,
+          alongside,
           Effect.as(sleepUntil(rec.startedAt ?? 0, rec.durationMs), {
             content: rec.output ?? rec.result,
             isError: rec.isError,
@@ -295,15 +312,19 @@ const replayExecutor = (
  * A sample asked again: only the shape the record keeps (the number of messages) — the recorded replies answer it,
  * and what the tool made of the answer is in the recorded result.
  */
-const replayedSample = (first: ModelAttempt): SampleRequest => ({
+const replayedSample = (sampled: { readonly callId: string; readonly n: number }, messages: number): SampleRequest => ({
   server: "(replay)",
-  messages: Array.from({ length: first.request.messages }, () => ({ role: "user" as const, text: "" })),
+  // Which sample it is, for the replayed providers: the loop's requests carry the agent's prompt, never this.
+  system: `${samplePrefix}${JSON.stringify(sampled)}`,
+  messages: Array.from({ length: messages }, () => ({ role: "user" as const, text: "" })),
   maxTokens: 1
 })
 
-/** What a sample with no recorded attempt asks: the replayed providers leave it unanswered (see `replayProviders`). */
-const unansweredSystem = "corral/replay: a sample stopped before its first attempt was recorded"
-const unansweredSample: SampleRequest = { server: "(replay)", system: unansweredSystem, messages: [], maxTokens: 1 }
+const samplePrefix = "\u0000corral/replay sample "
+
+/** The recorded sample a replayed request asks again (`replayedSample`), if it is one. */
+const sampleAsked = (system: string): { readonly callId: string; readonly n: number } | undefined =>
+  system.startsWith(samplePrefix) ? JSON.parse(system.slice(samplePrefix.length)) : undefined
 
 /** The first attempt of each recorded sample, by the call it served, in order. */
 const samplesOf = (attempts: ReadonlyArray<ModelAttempt>) => {

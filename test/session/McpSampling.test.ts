@@ -265,4 +265,45 @@ describe("MCP sampling in a session", () => {
       }),
     60_000
   )
+  it.scoped(
+    "a sample whose retry is still in flight at the tool's deadline replays verified",
+    () =>
+      Effect.gen(function*() {
+        const reached = yield* Deferred.make<void>()
+        const scripted = Scripted.make({
+          script: [
+            Scripted.toolCalls([{ name: "sample", arguments: {} }]),
+            Scripted.fault("overloaded"),
+            Scripted.delay(60_000, Scripted.text("too late")),
+            Scripted.text("done")
+          ]
+        })
+        const model: ModelProvider = {
+          ...scripted,
+          complete: (request) =>
+            request.tools.length === 0 && request.responseSchema === undefined
+              ? Effect.zipRight(Deferred.succeed(reached, undefined), scripted.complete(request))
+              : scripted.complete(request)
+        }
+        const running = yield* Effect.fork(
+          run({ sampling: true, providers: [model], limits: { toolTimeoutMs: 10_000 }, verify: true })
+        )
+        yield* Deferred.await(reached)
+        // The retry's backoff passes, the retry waits on the model, and the sample's bound (8 s) stops it.
+        yield* TestClock.adjust("8 seconds")
+        const landed = yield* Fiber.join(running)
+        expect(results(landed.turns)[0]?.content).toContain("MCP error -32001")
+        expect(landed.reason).toBe<ExitReason>("completed")
+        const callId = landed.trajectory.toolCalls[0]!.callId
+        expect(landed.trajectory.modelCalls.map((a) => a.sampled)).toEqual([
+          undefined,
+          { callId, n: 1 },
+          undefined,
+          undefined
+        ])
+        expect(landed.trajectory.decisions?.map((d) => d._tag)).toContain("retry")
+        expect(landed.verified.map((r) => r._tag)).toEqual(["Verified"])
+      }),
+    60_000
+  )
 })
