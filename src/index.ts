@@ -118,6 +118,16 @@ export * as Tracing from "./telemetry/Tracing.js"
 export * as MemoryStore from "./store/MemoryStore.js"
 export { SessionStore } from "./store/SessionStore.js"
 export { ToolExecutor } from "./tools/ToolExecutor.js"
-export type { ToolContext, ToolDef, ToolOutcome } from "./tools/ToolExecutor.js"
+export type {
+  SampleMessage,
+  Sampler,
+  SampleReply,
+  SampleRequest,
+  ToolContext,
+  ToolDef,
+  ToolOutcome
+} from "./tools/ToolExecutor.js"
+/** Why a tool server's sample (`ToolContext.sample`) was not served. */
+export { SampleRefused } from "./domain/Errors.js"
 /** In-process tools behind the `ToolExecutor` port: `define`, `make`, `layer`, `layered`. */
 export * as ToolRegistry from "./tools/ToolRegistry.js"

@@ -153,3 +153,16 @@ const isCorralErrorShape = Schema.is(CorralError)
  */
 export const isCorralError = (u: unknown): u is CorralError =>
   typeof u === "object" && u !== null && corralErrorTags.has(Reflect.get(u, "_tag")) && isCorralErrorShape(u)
+
+/**
+ * A tool server's request for a model completion (MCP sampling) that the session's model did not serve: `reason`
+ * says why — `gate` (a model-call check of the exit policy fired: a ceiling, the token budget, the deadline, spent
+ * providers; `check` names it, and no model call was made), `provider` (the session's provider chain failed) or
+ * `ended` (the tool call it was asked for has ended: the burst stopped it). `message` is the sentence the server
+ * receives.
+ */
+export class SampleRefused extends Schema.TaggedError<SampleRefused>()("SampleRefused", {
+  reason: Schema.Literal("gate", "provider", "ended"),
+  check: Schema.optional(Schema.String),
+  message: Schema.String
+}) {}

@@ -27,7 +27,13 @@ export const ModelAttempt = Schema.Struct({
     status: Schema.optional(Schema.Int),
     retryAfterMs: Schema.optional(Schema.Number)
   })),
-  usage: Usage
+  usage: Usage,
+  /**
+   * Set on an attempt made for a tool server's sample (MCP sampling) during tool call `callId`: its `n`-th sample
+   * that reached the model in the burst (from 1; every attempt of one sample, retries and failovers, carries the
+   * same). A replay asks the samples again, in order, from the replayed call. Absent: an attempt of the loop.
+   */
+  sampled: Schema.optional(Schema.Struct({ callId: Schema.String, n: Schema.Int }))
 })
 export type ModelAttempt = typeof ModelAttempt.Type
 
@@ -74,7 +80,13 @@ export const ToolCallRecord = Schema.Struct({
    */
   output: Schema.optional(Schema.String),
   /** The images and audio the executor returned (before the size cap): what a replay feeds back with `output`. */
-  attachments: Schema.optional(Schema.Array(Attachment))
+  attachments: Schema.optional(Schema.Array(Attachment)),
+  /**
+   * Samples the tool's server asked for during the call that passed the model-call gate (MCP sampling): counted
+   * model calls, each with attempts marked `sampled` — except one still in flight when the call ended, which has
+   * none. A replay asks this many again. Absent: none.
+   */
+  samples: Schema.optional(Schema.Int)
 })
 export type ToolCallRecord = typeof ToolCallRecord.Type
 

@@ -24,6 +24,13 @@ export interface ModelRequest {
   readonly tools: ReadonlyArray<ToolSpec>
   /** Ask for a JSON reply matching this schema (the landing's finalize call). */
   readonly responseSchema?: JsonSchema
+  /**
+   * A cap on the reply's length in tokens, tighter than the adapter's own (a tool server's sample asks for one);
+   * absent: the adapter's. Adapters that cannot send it leave it out: the caller must not rely on it.
+   */
+  readonly maxTokens?: number
+  /** Texts that end the reply (a sample's `stopSequences`); absent: none. Callers also cut at them themselves. */
+  readonly stopSequences?: ReadonlyArray<string>
   /** Streaming adapters call this with each text fragment as it arrives. */
   readonly onDelta?: (text: string) => void
 }

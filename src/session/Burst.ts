@@ -78,6 +78,8 @@ export interface Burst {
   /** Every rail decision, in order; the last is the exit. */
   readonly decisions: Array<RailDecision>
   pending: Array<PendingConfirmation>
+  /** Samples that reached the model, by the tool call they served (`ModelAttempt.sampled.n` is the count). */
+  readonly samples: Map<string, number>
   /** Saves the open trajectory as it stands, without waiting (internal/trajectoryLog); a no-op until the log is set. */
   touch: Effect.Effect<void>
 }
@@ -120,6 +122,7 @@ export const start = (
   budgets: [],
   decisions: [],
   pending: [],
+  samples: new Map(),
   touch: Effect.void
 })
 

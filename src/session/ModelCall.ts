@@ -4,10 +4,12 @@
  * Every call — the first of an iteration, the single retry after a context-overflow prune and the landing's
  * finalize alike — passes the same gate: the exit policy's `before_model` checks (the deadline, spent providers,
  * both model-call ceilings, the token budget, and any own checks), asked in the policy's order. Then BOTH counters
- * increment and the provider chain runs. No path reaches the model without incrementing both.
+ * increment and the provider chain runs. No path reaches the model without incrementing both — a tool server's
+ * sample (MCP sampling, `sample`) included: it is a model call of the session and counts against its ceilings.
  */
-import { Clock, Effect, Option, Ref, Runtime } from "effect"
-import type { ModelReply } from "../domain/Message.js"
+import { Clock, Deferred, Effect, Option, Ref, Runtime } from "effect"
+import { SampleRefused } from "../domain/Errors.js"
+import type { ModelReply, TurnEntry } from "../domain/Message.js"
 import { Usage } from "../domain/Usage.js"
 import type { ModelRequest } from "../model/ModelProvider.js"
 import * as ProviderChain from "../model/ProviderChain.js"
@@ -15,6 +17,7 @@ import * as Budget from "../rails/Budget.js"
 import * as Counters from "../rails/Counters.js"
 import * as ExitPolicy from "../rails/ExitPolicy.js"
 import * as Prune from "../rails/Prune.js"
+import type { Sampler, SampleReply, SampleRequest } from "../tools/ToolExecutor.js"
 import * as Burst from "./Burst.js"
 import * as Prompt from "./Prompt.js"
 
@@ -25,22 +28,50 @@ export type Outcome =
 
 const exit = (decision: ExitPolicy.Decision): Outcome => ({ _tag: "Exit", decision })
 
-/** The gate of DESIGN §3 step 2: the exit policy's `before_model` checks (cancel is the burst's race). */
+/**
+ * The gate of DESIGN §3 step 2: the exit policy's `before_model` checks (cancel is the burst's race), and BOTH
+ * counters incremented when none fires. The checks and the increment are one synchronous step: a tool server's
+ * samples run concurrently (the calls of a turn do), and two of them must never both pass a gate with room for one.
+ */
 const gate = (ctx: Burst.Context, burst: Burst.Burst): Effect.Effect<Option.Option<ExitPolicy.Decision>> =>
-  Effect.zipWith(
-    Ref.get(burst.chain),
-    Clock.currentTimeMillis,
-    (chain, now) => ExitPolicy.decide(ctx.policy, "before_model", Burst.facts(ctx, burst, chain.exhausted, now))
-  )
+  Effect.flatMap(Ref.get(burst.chain), (chain) =>
+    Effect.clockWith((clock) =>
+      Effect.sync(() => {
+        const now = clock.unsafeCurrentTimeMillis()
+        const blocked = ExitPolicy.decide(ctx.policy, "before_model", Burst.facts(ctx, burst, chain.exhausted, now))
+        if (Option.isNone(blocked)) {
+          burst.counters = Counters.increment(burst.counters)
+          Burst.snapshot(burst, now)
+        }
+        return blocked
+      })
+    ))
 
-const attempt = (ctx: Burst.Context, burst: Burst.Burst, request: ModelRequest) =>
+/** The tool call a sampler serves: its id, when it ends, and how many of its samples passed the gate. */
+export interface SampleSlot {
+  readonly callId: string
+  /** Done when the call ends, however it ends: its samples stop. */
+  readonly over: Deferred.Deferred<void>
+  /** Samples that passed the gate (`ToolCallRecord.samples`). */
+  passed: number
+}
+
+/** `sampleOf`: the tool call whose server asked for this call (a sample), recorded on each of its attempts. */
+const attempt = (ctx: Burst.Context, burst: Burst.Burst, request: ModelRequest, sampleOf?: SampleSlot) =>
   Effect.gen(function*() {
     const blocked = yield* gate(ctx, burst)
     if (Option.isSome(blocked)) return yield* Effect.fail(blocked.value)
-    burst.counters = Counters.increment(burst.counters)
-    Burst.snapshot(burst, yield* Clock.currentTimeMillis)
+    // Numbered once past the gate: a refused sample made no model call, so a replay has nothing of it to ask again.
+    const sampled = sampleOf === undefined ? undefined : {
+      callId: sampleOf.callId,
+      n: (burst.samples.get(sampleOf.callId) ?? 0) + 1
+    }
+    if (sampleOf !== undefined && sampled !== undefined) {
+      sampleOf.passed += 1
+      burst.samples.set(sampled.callId, sampled.n)
+    }
     const messages = request.messages
-    const { reply } = yield* ProviderChain.callModel({
+    return yield* ProviderChain.callModel({
       providers: ctx.providers,
       state: burst.chain,
       request,
@@ -67,7 +98,8 @@ const attempt = (ctx: Burst.Context, burst: Burst.Burst, request: ModelRequest) 
                 ...(record.error.retryAfterMs === undefined ? {} : { retryAfterMs: record.error.retryAfterMs })
               }
             }),
-            usage: record.usage
+            usage: record.usage,
+            ...(sampled === undefined ? {} : { sampled })
           })
           if (record.error !== undefined) {
             burst.errors.push({ code: `provider.${record.error.kind}`, message: record.error.message })
@@ -77,7 +109,6 @@ const attempt = (ctx: Burst.Context, burst: Burst.Burst, request: ModelRequest) 
           Effect.zipRight(Effect.suspend(() => burst.touch))
         )
     })
-    return reply
   })
 
 /**
@@ -99,7 +130,7 @@ export const next = (ctx: Burst.Context, burst: Burst.Burst): Effect.Effect<Outc
           ctx.ports.events.publish({ _tag: "delta", sessionId: ctx.session.id, seq: burst.lastSeq, text })
         )
     })).pipe(
-      Effect.map((reply): Outcome => ({ _tag: "Reply", reply })),
+      Effect.map(({ reply }): Outcome => ({ _tag: "Reply", reply })),
       Effect.catchAll((failure): Effect.Effect<Outcome> => {
         // The gate closed: a check of the exit policy.
         if ("check" in failure) return Effect.succeed(exit(failure))
@@ -120,7 +151,8 @@ export const extra = (
   ctx: Burst.Context,
   burst: Burst.Burst,
   request: ModelRequest
-): Effect.Effect<Option.Option<ModelReply>> => attempt(ctx, burst, request).pipe(Effect.option)
+): Effect.Effect<Option.Option<ModelReply>> =>
+  attempt(ctx, burst, request).pipe(Effect.map(({ reply }) => reply), Effect.option)
 
 const overflow = (notice: string) => exit({ check: "Prune", reason: "context_overflow", notice })
 
@@ -135,3 +167,80 @@ const pruneAndRetry = (ctx: Burst.Context, burst: Burst.Burst): Effect.Effect<Ou
     burst.messages = pruned.value.slice()
     return next(ctx, burst)
   })
+
+/** The first stop sequence in `text`: the text before it. Adapters may not send them, so the cut is made here too. */
+const cutAtStop = (text: string, stops: ReadonlyArray<string> | undefined): string | undefined => {
+  let at = -1
+  for (const stop of stops ?? []) {
+    const i = stop === "" ? -1 : text.indexOf(stop)
+    if (i >= 0 && (at < 0 || i < at)) at = i
+  }
+  return at < 0 ? undefined : text.slice(0, at)
+}
+
+const stopReasonOf = (finish: ModelReply["finishReason"]): string =>
+  finish === "stop" ? "endTurn" : finish === "length" ? "maxTokens" : finish
+
+/** A sample's conversation as a model request: the server's own system prompt (or none), no tools. */
+const sampleRequest = (request: SampleRequest): ModelRequest => ({
+  system: request.system ?? "",
+  messages: request.messages.map((m): TurnEntry =>
+    m.role === "user"
+      ? { kind: "user", text: m.text }
+      : { kind: "assistant", text: m.text, toolCalls: [], finishReason: "stop" }
+  ),
+  tools: [],
+  maxTokens: request.maxTokens,
+  ...(request.stopSequences === undefined ? {} : { stopSequences: request.stopSequences })
+})
+
+/**
+ * The sampler of the tool call in `slot` (`ToolContext.sample`): a tool server's sample is a model call of the session,
+ * so it takes the same road as the loop's — the exit policy's `before_model` checks, BOTH counters, the token budget,
+ * the provider chain (sticky index, retries, failover; spending the route is sticky here too) — and its attempts are
+ * recorded with `sampled`. The server's conversation never enters the session's transcript, and the agent's system
+ * prompt is not sent: the server asked for a completion of its own. Lives no longer than the call (`slot.over`): a
+ * server that keeps asking after its call ended (the burst stopped it) spends nothing of a burst that may have
+ * landed. Fails with `SampleRefused`: `gate` (a check fired, named in `check`; no model call was made), `provider`
+ * (the chain failed) or `ended`; the first two are also the trajectory's `errors` (`sampling.gate`,
+ * `sampling.provider`), while a sample stopped by its call's end is told by `ToolCallRecord.samples` alone (the
+ * burst may be landing by then). The caller bounds the wait.
+ */
+export const sample = (ctx: Burst.Context, burst: Burst.Burst, slot: SampleSlot): Sampler => (request) => {
+  const stopped = new SampleRefused({
+    reason: "ended",
+    message: `Corral stopped the sample of MCP server "${request.server}": the tool call it served has ended`
+  })
+  const served = attempt(ctx, burst, sampleRequest(request), slot).pipe(
+    Effect.map(({ provider, reply }): SampleReply => {
+      const cut = cutAtStop(reply.text, request.stopSequences)
+      return {
+        text: cut ?? reply.text,
+        model: reply.model === "" ? provider.model : reply.model,
+        stopReason: cut === undefined ? stopReasonOf(reply.finishReason) : "stopSequence"
+      }
+    }),
+    Effect.catchAll((failure) => {
+      const refused = "check" in failure
+        ? new SampleRefused({
+          reason: "gate",
+          check: failure.check,
+          message: `Corral did not sample for MCP server "${request.server}": ${failure.notice} (the ` +
+            `${failure.check} check of the session's exit policy); no model call was made`
+        })
+        : new SampleRefused({
+          reason: "provider",
+          message: `the session's model did not answer MCP server "${request.server}": ${
+            failure._tag === "ProviderExhausted" ? failure.message : `${failure.kind}: ${failure.message}`
+          }`
+        })
+      burst.errors.push({ code: `sampling.${refused.reason}`, message: refused.message })
+      return Effect.fail(refused)
+    })
+  )
+  return Effect.flatMap(Deferred.isDone(slot.over), (done) =>
+    done
+      ? Effect.fail(stopped)
+      // Interrupted mid-attempt when the call ends: the chain's attempt is stopped like any interrupted call.
+      : Effect.raceFirst(served, Effect.zipRight(Deferred.await(slot.over), Effect.fail(stopped))))
+}

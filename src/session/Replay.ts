@@ -6,11 +6,13 @@
  * when a rail changed what the model saw), every rail decision, and what the loop ran with (`Trajectory.replay`:
  * effective limits, exit policy, route, offered tools, counters before, the jitter seed, the cancel time). Replay
  * builds a world of exactly that — the stored spec version, in-memory ports, providers that answer attempt by attempt
- * from the record, an executor that answers call by call — and runs the REAL burst (`Run.burst`) in it on a
- * `TestClock` driven by the recorded timings: a replayed attempt or call takes as long as it took, the chain's own
- * timers and backoffs (seeded: the same jitter) and the deadline timer fire on the same clock. It then compares every
- * turn, every attempt, every tool record, every rail decision, the counter snapshots, the usage, the exit reason and
- * (for the last burst) the report with what is stored, and stops at the first divergence with its path.
+ * from the record, an executor that answers call by call (asking again, at their recorded times, the samples its
+ * tool servers asked for during each call: they are model calls of the burst) — and runs the REAL burst
+ * (`Run.burst`) in it on a `TestClock` driven by the recorded timings: a replayed attempt or call takes as long as it
+ * took, the chain's own timers and backoffs (seeded: the same jitter) and the deadline timer fire on the same
+ * clock. It then compares every turn, every attempt, every tool record, every rail decision, the counter snapshots,
+ * the usage, the exit reason and (for the last burst) the report with what is stored, and stops at the first
+ * divergence with its path.
  *
  * Times are compared within a slack (`timeSlackMs`, 1 s by default), one way: a recording on a real clock also spent
  * time in store writes, which the replay does not, so a replayed time may be earlier than the recorded one but not
@@ -36,7 +38,7 @@ import * as ExitPolicy from "../rails/ExitPolicy.js"
 import * as Limits from "../rails/Limits.js"
 import * as MemoryStore from "../store/MemoryStore.js"
 import { SessionStore } from "../store/SessionStore.js"
-import type { ToolDef, ToolOutcome } from "../tools/ToolExecutor.js"
+import type { SampleRequest, ToolDef, ToolOutcome } from "../tools/ToolExecutor.js"
 import { ToolExecutor } from "../tools/ToolExecutor.js"
 import type * as Burst from "./Burst.js"
 import * as Ids from "./Ids.js"
@@ -156,6 +158,8 @@ interface Feed {
   next: number
   /** The recorded calls by call id, in dispatch order (a model may reuse an id within a burst). */
   readonly calls: ReadonlyMap<string, Array<ToolCallRecord>>
+  /** The recorded samples (the first attempt of each) by the call they served, in order, still to ask. */
+  readonly samples: Map<string, Array<ModelAttempt>>
   /** The record has no more to give a burst that crashed: the replay stops there. */
   ended: boolean
   divergence: Divergence | undefined
@@ -179,6 +183,13 @@ const replayProviders = (t: Trajectory, feed: Feed, diverge: (d: Omit<Divergence
       Effect.suspend(() => {
         feed.progress += 1
         const i = feed.next
+        // A sample asked again answers only from its own attempts: one past them was in flight when its tool call
+        // ended (the recording kept no attempt of it), so it waits for the same end here, taking no record.
+        const asked = sampleAsked(request.system)
+        if (asked !== undefined) {
+          const next = feed.attempts[i]?.sampled
+          if (next?.callId !== asked.callId || next.n !== asked.n) return Effect.never
+        }
         const rec = feed.attempts[i]
         if (rec === undefined) {
           // Past the record: in flight when the burst ended (a timer or a cancel ends it), or where a crash struck.
@@ -248,16 +259,87 @@ const replayExecutor = (
           })
           return Effect.never
         }
+        // The samples its server asked for during the call, asked again at their recorded times: they pass the
+        // replayed gate and counters, and the replayed providers answer them from the record. One the call's end
+        // stopped before any attempt was recorded passes the gate again and waits, unanswered, for the same end.
+        const queued = feed.samples.get(ctx.callId) ?? []
+        const mine = queued.splice(0, rec.samples ?? 0)
+        const unanswered = (rec.samples ?? 0) - mine.length
+        const ask = (request: SampleRequest) =>
+          ctx.sample === undefined
+            ? Effect.sync(() =>
+              diverge({ path: `toolCalls[callId ${ctx.callId}].samples`, recorded: rec.samples, replayed: 0 })
+            )
+            : Effect.ignore(ctx.sample(request))
+        const samples = Effect.zipRight(
+          Effect.forEach(
+            mine,
+            (first) =>
+              Effect.zipRight(
+                sleepUntil(first.startedAt, 0),
+                ask(replayedSample(first.sampled!, first.request.messages))
+              ),
+            { discard: true }
+          ),
+          // No attempt of these was recorded: none of the record answers them.
+          Effect.forEach(
+            Array.from({ length: unanswered }),
+            () => ask(replayedSample({ callId: ctx.callId, n: -1 }, 0)),
+            { concurrency: "unbounded", discard: true }
+          )
+        )
+        // Alongside the call, which ends at its recorded end whatever they do: a sample still running then is
+        // stopped by it, as in the recording (where the calling tool's deadline, or its end, stopped it).
+        const alongside = Effect.fork(samples)
         // Stopped by the end of the burst (a timer or a cancel): it ends the same way here.
-        if (rec.failure === "interrupted" && rec.result.startsWith(ToolCall.interruptedText)) return Effect.never
-        return Effect.as(sleepUntil(rec.startedAt ?? 0, rec.durationMs), {
-          content: rec.output ?? rec.result,
-          isError: rec.isError,
-          ...(rec.attachments === undefined ? {} : { attachments: rec.attachments }),
-          ...(rec.failure === undefined ? {} : { failure: rec.failure })
-        })
+        if (rec.failure === "interrupted" && rec.result.startsWith(ToolCall.interruptedText)) {
+          return Effect.zipRight(alongside, Effect.never)
+        }
+        return Effect.zipRight(
+          alongside,
+          Effect.as(sleepUntil(rec.startedAt ?? 0, rec.durationMs), {
+            content: rec.output ?? rec.result,
+            isError: rec.isError,
+            ...(rec.attachments === undefined ? {} : { attachments: rec.attachments }),
+            ...(rec.failure === undefined ? {} : { failure: rec.failure })
+          })
+        )
       })
   }
+}
+
+/**
+ * A sample asked again: only the shape the record keeps (the number of messages) — the recorded replies answer it,
+ * and what the tool made of the answer is in the recorded result.
+ */
+const replayedSample = (sampled: { readonly callId: string; readonly n: number }, messages: number): SampleRequest => ({
+  server: "(replay)",
+  // Which sample it is, for the replayed providers: the loop's requests carry the agent's prompt, never this.
+  system: `${samplePrefix}${JSON.stringify(sampled)}`,
+  messages: Array.from({ length: messages }, () => ({ role: "user" as const, text: "" })),
+  maxTokens: 1
+})
+
+const samplePrefix = "\u0000corral/replay sample "
+
+/** The recorded sample a replayed request asks again (`replayedSample`), if it is one. */
+const sampleAsked = (system: string): { readonly callId: string; readonly n: number } | undefined =>
+  system.startsWith(samplePrefix) ? JSON.parse(system.slice(samplePrefix.length)) : undefined
+
+/** The first attempt of each recorded sample, by the call it served, in order. */
+const samplesOf = (attempts: ReadonlyArray<ModelAttempt>) => {
+  const samples = new Map<string, Array<ModelAttempt>>()
+  const seen = new Set<string>()
+  for (const attempt of attempts) {
+    if (attempt.sampled === undefined) continue
+    const key = `${attempt.sampled.callId} ${attempt.sampled.n}`
+    if (seen.has(key)) continue
+    seen.add(key)
+    const list = samples.get(attempt.sampled.callId)
+    if (list === undefined) samples.set(attempt.sampled.callId, [attempt])
+    else list.push(attempt)
+  }
+  return samples
 }
 
 /** A macrotask: lets every fiber woken in the replay's world run before the driver looks again. */
@@ -380,6 +462,7 @@ export const verifyBurst = (recorded: RecordedBurst, options: Options = {}): Eff
       attempts: t.modelCalls,
       next: 0,
       calls: byCallId(t.toolCalls),
+      samples: samplesOf(t.modelCalls),
       ended: false,
       divergence: undefined,
       progress: 0

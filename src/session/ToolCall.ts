@@ -7,7 +7,7 @@
  * repeat guard, and persisted together as ONE `tool_results` turn — also when the burst is interrupted midway, so
  * every call of the assistant turn always has exactly one result (the pairing invariant).
  */
-import { Cause, Clock, Effect, Exit, Fiber, Option, Ref, Runtime } from "effect"
+import { Cause, Clock, Deferred, Effect, Exit, Fiber, FiberId, Option, Ref, Runtime } from "effect"
 import type { PersistenceFailed } from "../domain/Errors.js"
 import type { ToolCall, ToolResult } from "../domain/Message.js"
 import * as Budget from "../rails/Budget.js"
@@ -20,6 +20,7 @@ import * as GenAi from "../telemetry/GenAi.js"
 import type { ToolFailure, ToolOutcome } from "../tools/ToolExecutor.js"
 import { capAttachments } from "../tools/ToolExecutor.js"
 import * as Burst from "./Burst.js"
+import * as ModelCall from "./ModelCall.js"
 import * as Transcript from "./Transcript.js"
 
 /** Strikes of bad tool use: the model named a tool that does not exist or sent arguments that cannot be used. */
@@ -78,6 +79,8 @@ export const runTurn = (
     // Each call's own end: a turn's calls run concurrently, and each is recorded with its own duration.
     const ended: Array<number> = new Array(run.length).fill(-1)
     const dispatch: Array<number> = []
+    // Each dispatched call's sampler slot: how many samples its server had served (MCP sampling).
+    const samples: Array<ModelCall.SampleSlot | undefined> = new Array(run.length)
     let budgetRefused = 0
 
     // Plan sequentially so budget claims are deterministic and happen before any dispatch.
@@ -208,7 +211,8 @@ export const runTurn = (
           ...(slot.outcome.failure === undefined ? {} : { failure: slot.outcome.failure }),
           ...(started[i]! < 0 ? {} : { startedAt: started[i]! }),
           ...(content === output ? {} : { output }),
-          ...(slot.outcome.attachments === undefined ? {} : { attachments: slot.outcome.attachments })
+          ...(slot.outcome.attachments === undefined ? {} : { attachments: slot.outcome.attachments }),
+          ...((samples[i]?.passed ?? 0) === 0 ? {} : { samples: samples[i]!.passed })
         })
       }
       for (const call of surplus) {
@@ -275,13 +279,21 @@ export const runTurn = (
       for (const i of dispatch) {
         const call = run[i]!
         started[i] = now
+        // A tool server's sample is a model call of this session, charged to this call (MCP sampling), and lives
+        // no longer than the call: once it ends, however it ends, the call's samples stop.
+        const slot: ModelCall.SampleSlot = { callId: call.id, over: Deferred.unsafeMake(FiberId.none), passed: 0 }
+        samples[i] = slot
         const exit = runSync(
           ctx.executor.call(call.name, call.arguments, {
             ...toolCtx,
             runId: ctx.runId,
             callId: call.id,
-            timeoutMs: ctx.limits.toolTimeoutMs
-          }).pipe(GenAi.executeTool(call, ctx.tools.get(call.name), ctx.limits.toolResultMaxBytes))
+            timeoutMs: ctx.limits.toolTimeoutMs,
+            sample: ModelCall.sample(ctx, burst, slot)
+          }).pipe(
+            Effect.ensuring(Deferred.done(slot.over, Exit.void)),
+            GenAi.executeTool(call, ctx.tools.get(call.name), ctx.limits.toolResultMaxBytes)
+          )
         )
         if (Exit.isSuccess(exit)) {
           slots[i] = { outcome: exit.value, status: exit.value.isError ? "error" : "ok" }

@@ -35,11 +35,13 @@ import type { Context, Scope } from "effect"
 import { Elicitations } from "./Elicitations.js"
 import * as McpCall from "./internal/mcpCall.js"
 import type { Entry } from "./internal/mcpCall.js"
+import * as ClientRequests from "./internal/mcpClientRequests.js"
 import * as Connection from "./internal/mcpConnection.js"
 import * as McpElicit from "./internal/mcpElicit.js"
 import { configuredEntries, entriesOf } from "./internal/mcpEntries.js"
 import * as McpOAuth from "./internal/mcpOAuth.js"
 import * as McpResources from "./internal/mcpResources.js"
+import * as McpSample from "./internal/mcpSample.js"
 import * as Texts from "./internal/texts.js"
 import * as McpConfig from "./McpConfig.js"
 import { McpCredentials } from "./McpCredentials.js"
@@ -195,7 +197,11 @@ const dispatch = (
   const entry = snapshot.entries.get(name)
   return entry === undefined
     ? Effect.succeed(Texts.unknownTool(name, snapshot.available))
-    : McpCall.call(entry, argumentsJson, notify, ctx.timeoutMs, { sessionId: ctx.sessionId, callId: ctx.callId })
+    : McpCall.call(entry, argumentsJson, notify, ctx.timeoutMs, {
+      sessionId: ctx.sessionId,
+      callId: ctx.callId,
+      ...(ctx.sample === undefined ? {} : { sample: ctx.sample })
+    })
 }
 
 /** A server whose tools may have changed, or a caller waiting for every change before it to be applied. */
@@ -226,7 +232,11 @@ export const make = (
       restart: options?.restartSchedule ?? defaultRestartSchedule,
       onToolsChanged: (handle) => Queue.unsafeOffer(changes, { _tag: "Changed", handle }),
       onElicit: (handle, params, signal) =>
-        runPromise(McpElicit.answer({ elicitations, notices }, handle, params), { signal })
+        runPromise(McpElicit.answer({ elicitations, notices }, handle, params), { signal }),
+      onSample: (handle, params, signal) =>
+        runPromise(McpSample.answer(handle, params), { signal }).then(
+          Either.getOrThrowWith((refusal) => ClientRequests.rpcError(refusal.code, refusal.message))
+        )
     }
     const now = yield* Clock.currentTimeMillis
     const credentials = Option.getOrElse(yield* Effect.serviceOption(McpCredentials), Credentials.makeMemory)

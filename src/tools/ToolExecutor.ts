@@ -8,6 +8,7 @@
 import { Context } from "effect"
 import type { Effect } from "effect"
 import type { JsonSchema } from "../domain/AgentSpec.js"
+import type { SampleRefused } from "../domain/Errors.js"
 import type { Attachment } from "../domain/Message.js"
 import type { Principal } from "../domain/Principal.js"
 import type { ToolFailure as TrajectoryFailure } from "../domain/Trajectory.js"
@@ -65,7 +66,43 @@ export interface ToolContext {
    * core `read_resource`) reach only the servers of allowlisted tools. Absent: no such restriction.
    */
   readonly allowlist?: ReadonlyArray<string>
+  /**
+   * Asks the session's own model for a completion on behalf of the tool server running this call (MCP sampling),
+   * through the session's model-call gate, counters, token budget and provider chain: a sample is a model call of
+   * the session. Fails with `SampleRefused` (a ceiling or budget reached: no model call is made; the chain failed).
+   * Absent: no model serves samples here (outside a burst), and a server's request is refused.
+   */
+  readonly sample?: Sampler
 }
+
+/** One message of a sample's conversation: text only. */
+export interface SampleMessage {
+  readonly role: "user" | "assistant"
+  readonly text: string
+}
+
+/** What a tool server asks the model (MCP `sampling/createMessage`, mapped to what Corral samples). */
+export interface SampleRequest {
+  /** The server that asks, for the trajectory and the messages. */
+  readonly server: string
+  /** The server's system prompt for this completion; absent: none. */
+  readonly system?: string
+  readonly messages: ReadonlyArray<SampleMessage>
+  /** The server's cap on the completion's length, in tokens. */
+  readonly maxTokens: number
+  readonly stopSequences?: ReadonlyArray<string>
+}
+
+/** The completion: its text, the model that wrote it, and why it stopped (MCP's `stopReason` values). */
+export interface SampleReply {
+  readonly text: string
+  readonly model: string
+  /** `endTurn`, `maxTokens`, `stopSequence`, or the provider's finish reason when it is none of those. */
+  readonly stopReason: string
+}
+
+/** Serves a sample for the tool call in flight (see `ToolContext.sample`). */
+export type Sampler = (request: SampleRequest) => Effect.Effect<SampleReply, SampleRefused>
 
 /** An MCP prompt an agent takes its instructions from (`mcpPrompt` in its spec): server, prompt name, arguments. */
 export interface PromptRef {

@@ -12,7 +12,7 @@ import type { ValidateFunction } from "ajv"
 import { Clock, Effect, Either, Queue } from "effect"
 import { Limits } from "../../rails/Limits.js"
 import * as Spans from "../../telemetry/Spans.js"
-import type { ToolDef, ToolOutcome } from "../ToolExecutor.js"
+import type { Sampler, ToolDef, ToolOutcome } from "../ToolExecutor.js"
 import * as Arguments from "./arguments.js"
 import * as Connection from "./mcpConnection.js"
 import * as Content from "./mcpContent.js"
@@ -203,7 +203,7 @@ export const call = (
   argumentsJson: string,
   notify?: Notify,
   limitMs?: number,
-  caller?: { readonly sessionId: string; readonly callId: string }
+  caller?: { readonly sessionId: string; readonly callId: string; readonly sample?: Sampler }
 ): Effect.Effect<ToolOutcome> => {
   const name = entry.def.name
   const checked = Arguments.check(name, argumentsJson, entry.validate, entry.expected)

@@ -1,12 +1,24 @@
 /**
  * What Corral's MCP client declares and answers when a server asks it something: elicitation (always declared, so a
  * question is answered — by the session's person, or declined — instead of failing as an unknown method), roots
- * (declared only when the server's config lists some), and, for anything else (sampling unless it is enabled and
- * served), a JSON-RPC error that says why and what to change.
+ * (declared only when the server's config lists some), sampling (declared and answered only when the server's config
+ * enables it: served by the calling session's model, see `mcpSample`), and, for anything else (sampling of a server
+ * that may not sample), a JSON-RPC error that says why and what to change.
  */
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js"
-import { ElicitRequestSchema, ErrorCode, ListRootsRequestSchema } from "@modelcontextprotocol/sdk/types.js"
-import type { ClientCapabilities, ElicitRequest, ElicitResult } from "@modelcontextprotocol/sdk/types.js"
+import {
+  CreateMessageRequestSchema,
+  ElicitRequestSchema,
+  ErrorCode,
+  ListRootsRequestSchema
+} from "@modelcontextprotocol/sdk/types.js"
+import type {
+  ClientCapabilities,
+  CreateMessageRequest,
+  CreateMessageResult,
+  ElicitRequest,
+  ElicitResult
+} from "@modelcontextprotocol/sdk/types.js"
 import type * as McpConfig from "../McpConfig.js"
 
 /** The capabilities declared to a server configured as `config`. */
@@ -20,11 +32,18 @@ export const capabilitiesOf = (config: McpConfig.McpServer): ClientCapabilities 
 /** Answers a server's question; absent: every question is declined. */
 export type OnElicit = (params: ElicitRequest["params"], signal: AbortSignal) => Promise<ElicitResult>
 
+/** Answers a server's sample request (rejecting with `rpcError`); absent: every request is refused. */
+export type OnSample = (params: CreateMessageRequest["params"], signal: AbortSignal) => Promise<CreateMessageResult>
+
+/** A JSON-RPC error the SDK sends as is: a plain error with a code (an McpError's message repeats its code). */
+export const rpcError = (code: number, message: string): Error => Object.assign(new Error(message), { code })
+
 /** Installs the request handlers on `client` for the server `name` configured as `config`. */
 export const install = (
   client: Client,
   handle: { readonly name: string; readonly config: McpConfig.McpServer },
-  onElicit: OnElicit | undefined
+  onElicit: OnElicit | undefined,
+  onSample?: OnSample
 ): void => {
   const { config, name } = handle
   client.setRequestHandler(ElicitRequestSchema, (request, extra) =>
@@ -35,19 +54,23 @@ export const install = (
     const roots = config.roots.map((r) => ({ uri: r.uri, ...(r.name === undefined ? {} : { name: r.name }) }))
     client.setRequestHandler(ListRootsRequestSchema, () => ({ roots }))
   }
-  // A plain error with a code: the SDK sends `message` as is (an McpError's message repeats its code).
+  if (config.sampling === true) {
+    client.setRequestHandler(CreateMessageRequestSchema, (request, extra) =>
+      onSample === undefined
+        ? Promise.reject(rpcError(
+          ErrorCode.InvalidRequest,
+          `sampling is enabled for MCP server "${name}", but no model serves sampling requests on this host`
+        ))
+        : onSample(request.params, extra.signal))
+  }
   client.fallbackRequestHandler = (request) =>
     Promise.reject(
-      Object.assign(
-        new Error(
-          request.method !== "sampling/createMessage"
-            ? `Corral's MCP client does not handle "${request.method}"`
-            : config.sampling === true
-            ? `sampling is enabled for MCP server "${name}", but no model serves sampling requests on this host`
-            : `Corral does not let MCP server "${name}" sample its model: sampling is off for this server ` +
-              `(set "sampling": true on mcpServers.${name} to allow it)`
-        ),
-        { code: ErrorCode.MethodNotFound }
+      rpcError(
+        ErrorCode.MethodNotFound,
+        request.method !== "sampling/createMessage"
+          ? `Corral's MCP client does not handle "${request.method}"`
+          : `Corral does not let MCP server "${name}" sample its model: sampling is off for this server ` +
+            `(set "sampling": true on mcpServers.${name} to allow it)`
       )
     )
 }

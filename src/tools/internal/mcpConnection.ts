@@ -35,10 +35,17 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import type { StdioServerParameters } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { LoggingMessageNotificationSchema, ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js"
-import type { ElicitRequest, ElicitResult, Tool } from "@modelcontextprotocol/sdk/types.js"
+import type {
+  CreateMessageRequest,
+  CreateMessageResult,
+  ElicitRequest,
+  ElicitResult,
+  Tool
+} from "@modelcontextprotocol/sdk/types.js"
 import { Clock, Deferred, Duration, Effect, Either, Exit, FiberId, Schedule } from "effect"
 import type { Scope } from "effect"
 import * as McpConfig from "../McpConfig.js"
+import type { Sampler } from "../ToolExecutor.js"
 import * as ClientRequests from "./mcpClientRequests.js"
 import type * as McpOAuth from "./mcpOAuth.js"
 import { messageOf } from "./texts.js"
@@ -113,6 +120,8 @@ export interface Caller {
   readonly tool: string
   /** When the call's silence window ends (epoch ms, `Clock`): a question asked during the call must be settled by then. */
   readonly deadlineAt: number
+  /** Serves the server's samples (MCP sampling) with the session's model; absent: no model serves them. */
+  readonly sample?: Sampler
 }
 
 /**
@@ -155,6 +164,15 @@ export interface Options {
    * Must settle: the registry bounds it by the asking call's deadline.
    */
   readonly onElicit?: (handle: Handle, params: ElicitRequest["params"], signal: AbortSignal) => Promise<ElicitResult>
+  /**
+   * Answers a server's sample request (`sampling/createMessage`) of a server configured with `sampling: true`;
+   * called from the SDK. Absent: refused. Must settle: the registry bounds it by the asking call's deadline.
+   */
+  readonly onSample?: (
+    handle: Handle,
+    params: CreateMessageRequest["params"],
+    signal: AbortSignal
+  ) => Promise<CreateMessageResult>
 }
 
 /** What the SDK's stdio transport allows per message: larger answers close the connection. */
@@ -373,7 +391,8 @@ const open = (
       ClientRequests.install(
         client,
         handle,
-        options.onElicit === undefined ? undefined : (params, signal) => options.onElicit!(handle, params, signal)
+        options.onElicit === undefined ? undefined : (params, signal) => options.onElicit!(handle, params, signal),
+        options.onSample === undefined ? undefined : (params, signal) => options.onSample!(handle, params, signal)
       )
       client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
         const { data, level, logger } = notification.params
