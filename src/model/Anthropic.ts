@@ -146,10 +146,14 @@ const body = (options: Options, request: ModelRequest, stream: boolean): Block =
   const payload: Block = {
     ...options.extraBody,
     model: options.model,
-    max_tokens: options.maxOutputTokens ?? 8192,
+    // A sample's cap (MCP sampling) when it asks for less than the configured one.
+    max_tokens: Math.min(options.maxOutputTokens ?? 8192, request.maxTokens ?? Infinity),
     messages: toMessages(request, options.attachments ?? "send")
   }
   if (request.system !== "") payload.system = request.system
+  if (request.stopSequences !== undefined && request.stopSequences.length > 0) {
+    payload.stop_sequences = request.stopSequences
+  }
   const tools: Array<Block> = request.tools.map((tool) => ({
     name: tool.name,
     description: tool.description,

@@ -140,6 +140,9 @@ const body = (options: Options, request: ModelRequest, stream: boolean): WireOut
       ? { type: "json_object" }
       : { type: "json_schema", json_schema: { name: "report", schema: request.responseSchema, strict: false } }
   }
+  // A sample's own bounds (MCP sampling): the server's cap on the reply and its stop texts.
+  if (request.maxTokens !== undefined) payload.max_tokens = request.maxTokens
+  if (request.stopSequences !== undefined && request.stopSequences.length > 0) payload.stop = request.stopSequences
   if (stream) {
     payload.stream = true
     payload.stream_options = { include_usage: true }

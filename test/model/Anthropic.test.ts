@@ -50,6 +50,20 @@ layer(NodeHttpClient.layerUndici, { excludeTestServices: true })("Anthropic", (i
   })
 
   describe("request mapping", () => {
+    it.scoped("a sample's maxTokens and stopSequences (MCP sampling) go on the wire", () =>
+      Effect.gen(function*() {
+        const { fake, provider } = yield* serve([Fake.text("ok")])
+        yield* provider.complete({
+          system: "",
+          messages: [{ kind: "user", text: "summarise" }],
+          tools: [],
+          maxTokens: 64,
+          stopSequences: ["END"]
+        })
+        const sent = fake.requests[0]
+        expect(sent?.body).toMatchObject({ max_tokens: 64, stop_sequences: ["END"] })
+      }))
+
     it.scoped("system on top, tool results in ONE user message with is_error, same-role messages merged", () =>
       Effect.gen(function*() {
         const { fake, provider } = yield* serve([Fake.text("ok")])

@@ -52,6 +52,20 @@ layer(NodeHttpClient.layerUndici, { excludeTestServices: true })("OpenAiCompat",
   })
 
   describe("request mapping", () => {
+    it.scoped("a sample's maxTokens and stopSequences (MCP sampling) go on the wire", () =>
+      Effect.gen(function*() {
+        const { fake, provider } = yield* serve([Fake.text("ok")])
+        yield* provider.complete({
+          system: "",
+          messages: [{ kind: "user", text: "summarise" }],
+          tools: [],
+          maxTokens: 64,
+          stopSequences: ["END"]
+        })
+        const sent = fake.requests[0]
+        expect(sent?.body).toMatchObject({ max_tokens: 64, stop: ["END"] })
+      }))
+
     it.scoped("maps system, user context, tool calls, one tool message per result, notices and tools", () =>
       Effect.gen(function*() {
         const { fake, provider } = yield* serve([Fake.text("ok")])
