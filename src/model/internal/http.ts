@@ -192,16 +192,10 @@ const errorText = (transport: Transport, response: HttpClientResponse.HttpClient
   Effect.suspend(() => {
     const chunks: Array<Uint8Array> = []
     let size = 0
-    return ReadBody.read(response, {
-      idleTimeoutMs: transport.idleTimeoutMs,
-      stalled: () => stalled(transport, response.status),
-      dropped: (cause) => dropped(transport, response.status, cause),
-      chunk: (bytes) => {
-        chunks.push(bytes)
-        size += bytes.length
-        return size < errorBodyBytes
-      },
-      end: () => undefined
+    return readBounded(transport, response, (bytes) => {
+      chunks.push(bytes)
+      size += bytes.length
+      return size < errorBodyBytes
     }).pipe(
       Effect.map(() => Buffer.concat(chunks).toString("utf8").slice(0, errorBodyBytes)),
       Effect.orElseSucceed(() => "")

@@ -1,8 +1,9 @@
 import { FetchHttpClient, HttpClient } from "@effect/platform"
+import type { HttpClientResponse } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import type { Layer, Scope } from "effect"
-import { Chunk, Effect, Either, Fiber, Option, Queue } from "effect"
+import type { Scope } from "effect"
+import { Chunk, Effect, Either, Fiber, Layer, Option, Queue } from "effect"
 import * as TestClock from "effect/TestClock"
 import http from "node:http"
 import type { AddressInfo } from "node:net"
@@ -14,6 +15,8 @@ interface Held {
   readonly write: (chunk: string | Uint8Array) => void
   readonly end: () => void
   readonly closed: Promise<void>
+  /** The client's port of the connection the request came on (the same port: the same connection). */
+  readonly port: number | undefined
 }
 
 // A server whose replies send their headers at once and then only what the test writes.
@@ -29,7 +32,12 @@ const heldServer = (contentType: string) =>
               res.writeHead(200, { "content-type": contentType })
               res.flushHeaders()
               const closed = new Promise<void>((done) => res.on("close", () => done()))
-              Queue.unsafeOffer(arrivals, { write: (chunk) => res.write(chunk), end: () => res.end(), closed })
+              Queue.unsafeOffer(arrivals, {
+                write: (chunk) => res.write(chunk),
+                end: () => res.end(),
+                closed,
+                port: req.socket.remotePort
+              })
             })
           })
           server.listen(0, "127.0.0.1", () => resolve(server))
@@ -135,7 +143,7 @@ describe.each(clients)("internal/http body reading over %s", (name, clientLayer)
       yield* Effect.promise(() => held.closed)
     }))
 
-  test("a handler that stops the read ends it at once, the rest unread; a handler's error fails it", () =>
+  test("a handler that stops the read ends it at once, before the body ends; a handler's error fails it", () =>
     Effect.gen(function*() {
       const { held, response, transport } = yield* setup("text/event-stream")
       held.write("data: one\n\ndata: two\n\n")
@@ -145,7 +153,7 @@ describe.each(clients)("internal/http body reading over %s", (name, clientLayer)
         return false
       })
       expect(seen).toEqual(["one"])
-      yield* Effect.promise(() => held.closed)
+      held.end()
 
       const next = yield* setup("text/event-stream")
       next.held.write("data: one\n\n")
@@ -153,6 +161,7 @@ describe.each(clients)("internal/http body reading over %s", (name, clientLayer)
         Http.events(next.transport, next.response, () => Http.fail(next.transport, "server", "no thanks"))
       )
       expect(Either.isLeft(failed) && failed.left.message).toBe("no thanks")
+      yield* Effect.promise(() => next.held.closed)
     }))
 
   test("an event left without its blank line, split inside a UTF-8 character, is read at the end", () =>
@@ -169,6 +178,29 @@ describe.each(clients)("internal/http body reading over %s", (name, clientLayer)
     }))
 
   if (!name.startsWith("fetch")) {
+    // After an end marker the rest of the body is read and dropped, bounded, so the connection is not thrown away.
+    const stopAtFirst = (transport: Http.Transport, response: HttpClientResponse.HttpClientResponse) =>
+      Http.events(transport, response, () => false)
+
+    test("after a stop, a body that goes on past the idle bound is closed (TestClock)", () =>
+      Effect.gen(function*() {
+        const { held, response, transport } = yield* setup("text/event-stream")
+        held.write("data: [DONE]\n\n")
+        yield* stopAtFirst(transport, response)
+        yield* sleepUntil(transport.idleTimeoutMs)
+        yield* TestClock.adjust(transport.idleTimeoutMs)
+        yield* Effect.promise(() => held.closed)
+      }))
+
+    test(`after a stop, a body that goes on for more than ${ReadBody.drainBytes} bytes is closed`, () =>
+      Effect.gen(function*() {
+        const { held, response, transport } = yield* setup("text/event-stream")
+        held.write("data: [DONE]\n\n")
+        yield* stopAtFirst(transport, response)
+        held.write(Buffer.alloc(ReadBody.drainBytes + 1, 0x20))
+        yield* Effect.promise(() => held.closed)
+      }))
+
     test("reads platform-node's body from its Node stream (no Stream per chunk)", () =>
       Effect.gen(function*() {
         const { held, response } = yield* setup("application/json")
@@ -176,4 +208,34 @@ describe.each(clients)("internal/http body reading over %s", (name, clientLayer)
         held.end()
       }))
   }
+})
+
+describe("internal/http connection reuse over undici", () => {
+  it.scoped("a body stopped at its end marker is drained: the next request goes over the same connection", () =>
+    Effect.gen(function*() {
+      const server = yield* heldServer("text/event-stream")
+      const transport = transportFor(yield* HttpClient.HttpClient)
+      const first = yield* Http.post(transport, server.url, {}, {})
+      const held = yield* Queue.take(server.arrivals)
+      held.write("data: [DONE]\n\n")
+      yield* Http.events(transport, first, () => false)
+      // What a provider sends after its end marker: a blank line, then the end of the body.
+      held.write("\n")
+      held.end()
+      // Waits (a bounded number of event-loop turns) until undici's pool holds the connection as free again.
+      const dispatcher = yield* NodeHttpClient.Dispatcher
+      const origin = new URL(server.url).origin
+      const free = () => (dispatcher as unknown as { stats: Record<string, { free: number }> }).stats[origin]?.free ?? 0
+      for (let turn = 0; turn < 1_000 && free() === 0; turn++) {
+        yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
+      }
+      expect(free()).toBe(1)
+      const second = yield* Http.post(transport, server.url, {}, {})
+      const again = yield* Queue.take(server.arrivals)
+      expect(again.port).toBe(held.port)
+      again.end()
+      yield* Http.text(transport, second)
+    }).pipe(
+      Effect.provide(Layer.provideMerge(NodeHttpClient.layerUndiciWithoutDispatcher, NodeHttpClient.dispatcherLayer))
+    ))
 })
