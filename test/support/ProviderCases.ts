@@ -298,6 +298,21 @@ export const transportRows = (stream: boolean): ReadonlyArray<Row> => [
 ]
 
 /** The request every row sends. */
+/** A sample's request (MCP sampling): its maxTokens and stopSequences must reach the wire as `sampleOnWire` says. */
+export const sampleRequest: ModelRequest = {
+  system: "",
+  messages: [{ kind: "user", text: "summarise" }],
+  tools: [],
+  maxTokens: 64,
+  stopSequences: ["END"]
+}
+
+/** `sampleRequest`'s bounds as each wire format names them (Anthropic's max_tokens is the lower of its own and the sample's). */
+export const sampleOnWire: Record<Wire, Record<string, unknown>> = {
+  openai: { max_tokens: 64, stop: ["END"] },
+  anthropic: { max_tokens: 64, stop_sequences: ["END"] }
+}
+
 export const request: ModelRequest = {
   system: "You are a test.",
   messages: [{ kind: "user", text: "What broke?" }],
