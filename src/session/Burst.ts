@@ -9,6 +9,7 @@ import type { AgentSpec } from "../domain/AgentSpec.js"
 import type { ExitReason } from "../domain/ExitReason.js"
 import type { Limits } from "../domain/Limits.js"
 import type { TurnEntry } from "../domain/Message.js"
+import type { Report } from "../domain/Report.js"
 import type { PendingConfirmation, Session, SessionState } from "../domain/Session.js"
 import type {
   BudgetSnapshot,
@@ -206,8 +207,24 @@ export const toState = (
 /** How many decided writes a session remembers. */
 const keepDecided = 20
 
-/** The trajectory of the burst. */
-export const trajectory = (ctx: Context, burst: Burst, reason: ExitReason, now: number): Trajectory => ({
+// A burst's arrays grow by pushes and keep room for more (17 slots after the first push), and a host keeps every
+// trajectory (the memory store: a quarter of a held session's bytes, docs/benchmarks.md): the trajectory gets copies
+// of exactly their length, and one shared empty array for the empty ones.
+const none: ReadonlyArray<never> = Object.freeze([])
+const exact = <A>(items: ReadonlyArray<A>): ReadonlyArray<A> => items.length === 0 ? none : items.slice()
+
+/**
+ * The trajectory of the burst, with the `report` it landed with. One literal with every field, never
+ * `{ ...trajectory, report }`: V8 gives each object made by a spread plus a property a hidden class of its own
+ * (~0.5 KB each, measured), and a host keeps every trajectory.
+ */
+export const trajectory = (
+  ctx: Context,
+  burst: Burst,
+  reason: ExitReason,
+  now: number,
+  report?: Report
+): Trajectory => ({
   runId: ctx.runId,
   sessionId: ctx.session.id,
   principal: ctx.session.principal,
@@ -217,14 +234,15 @@ export const trajectory = (ctx: Context, burst: Burst, reason: ExitReason, now: 
   startedAt: burst.startedAt,
   endedAt: now,
   turns: { from: burst.firstSeq, to: burst.lastSeq },
-  modelCalls: burst.attempts,
-  toolCalls: burst.toolCalls,
-  errors: burst.errors,
-  budgets: burst.budgets,
+  modelCalls: exact(burst.attempts),
+  toolCalls: exact(burst.toolCalls),
+  errors: exact(burst.errors),
+  budgets: exact(burst.budgets),
   usage: burst.usage,
   exitReason: reason,
-  decisions: burst.decisions,
-  replay: replayRecord(ctx, burst)
+  decisions: exact(burst.decisions),
+  replay: replayRecord(ctx, burst),
+  report
 })
 
 // The limits, check names and route are equal from one burst to the next of a session (of most sessions of an
@@ -253,10 +271,10 @@ const replayRecord = (ctx: Context, burst: Burst): ReplayRecord => ({
     maxAttempts: p.maxAttempts,
     timeoutMs: p.timeoutMs
   }))),
-  tools: ctx.toolSpecs.map((spec) => {
+  tools: intern(ctx.toolSpecs.map((spec) => {
     const def = ctx.tools.get(spec.name)
     return { name: spec.name, effect: def?.effect ?? "read", source: def?.source ?? "none" }
-  }),
+  })),
   before: burst.before,
-  ...(burst.cancelledAt === undefined ? {} : { cancelledAt: burst.cancelledAt })
+  cancelledAt: burst.cancelledAt
 })

@@ -317,7 +317,7 @@ const run = (
           report
         }
         const settle = settleStopped({ store, events }, session, {
-          trajectory: { ...Burst.trajectory(ctx, b, reason, endedAt), report },
+          trajectory: Burst.trajectory(ctx, b, reason, endedAt, report),
           state,
           seq: b.lastSeq,
           report
@@ -371,7 +371,7 @@ const run = (
     const endedAt = yield* Clock.currentTimeMillis
     let state: SessionState = { ...(yield* Burst.toState(b, before, reason, endedAt)), report }
     // The report is stored with the trajectory: a late subscriber is replayed every landing (events/Landings).
-    const trajectory: Trajectory = { ...Burst.trajectory(ctx, b, reason, endedAt), report }
+    const trajectory: Trajectory = Burst.trajectory(ctx, b, reason, endedAt, report)
     // The pending writes' tokens are stored (hashed) before the state that makes the session wait for them.
     const { issued, records } = Approvals.issue({
       session,
