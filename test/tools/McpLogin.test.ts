@@ -3,7 +3,8 @@
  * authorization server and MCP server on 127.0.0.1 (test/support/McpHttpFixture with `oauth`): the test plays the
  * browser — it GETs the authorization URL and follows the redirect to Corral's loopback listener — then a registry as
  * `corral serve` builds it (nobody to sign in) connects with the stored tokens, calls, and refreshes. A forged
- * redirect (another state) is refused, the wait for the person is bounded (TestClock), and logout forgets the tokens.
+ * redirect (another state) is refused, the wait for the person is bounded (TestClock), logout forgets the tokens, and
+ * a registry already running (serve on a shared store) picks a sign-in up at its next retry.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber, Layer, Option, Schedule, TestClock } from "effect"
@@ -12,6 +13,7 @@ import * as McpLogin from "../../src/tools/McpLogin.js"
 import * as McpRegistry from "../../src/tools/McpRegistry.js"
 import * as McpHttpFixture from "../support/McpHttpFixture.js"
 import { ctx } from "../support/McpServers.js"
+import { eventually } from "../support/ServerHarness.js"
 
 const client = { clientId: "corral-test", clientSecret: "cs-0123456789" }
 
@@ -104,6 +106,29 @@ describe("McpLogin", () => {
       const down = (yield* after.servers!).find((s) => s.name === "remote")
       expect(down).toMatchObject({ state: "down" })
       expect(down!.lastError).toMatch(/sign in once with `corral mcp login remote`/)
+    }))
+
+  it.scopedLive("a serve already running picks up a sign-in made meanwhile at its next retry", () =>
+    Effect.gen(function*() {
+      const server = yield* McpHttpFixture.start({ oauth: client })
+      const store = inspectable()
+      const mcp = yield* McpRegistry.make({ remote: signable(server.url) }, {
+        restartSchedule: Schedule.spaced("50 millis"),
+        connectTimeoutMs: 10_000
+      }).pipe(Effect.provide(store.layer))
+      expect((yield* mcp.servers!).find((s) => s.name === "remote")).toMatchObject({ state: "down" })
+      const { fiber, shown } = yield* started(signable(server.url)).pipe(Effect.provide(store.layer))
+      yield* browse(shown.url)
+      yield* Fiber.join(fiber)
+      yield* eventually(
+        "the running registry to come up with the stored tokens and offer the server's tools",
+        Effect.map(mcp.list(ctx), (tools) => tools.find((t) => t.name === "echo" && t.unavailable === undefined))
+      )
+      expect(yield* mcp.call("echo", `{"message":"picked up"}`, ctx)).toEqual({
+        content: "echo: picked up",
+        isError: false
+      })
+      expect(server.grants).toMatchObject({ authorize: 1, authorization_code: 1 })
     }))
 
   it.scopedLive("refuses a redirect that carries another state, and stores nothing", () =>

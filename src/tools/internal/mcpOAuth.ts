@@ -187,6 +187,11 @@ export class Session implements OAuthClientProvider {
   }
 
   async tokens(): Promise<OAuthTokens | undefined> {
+    const saved = await this.load()
+    if (saved.tokens !== undefined || this.interaction !== "none") return saved.tokens
+    // No tokens and nobody to sign in (serve): another process (`corral mcp login`, same store) may have stored
+    // some since they were read, so read again — a server down for want of a sign-in comes up at its next retry.
+    this.saved = undefined
     return (await this.load()).tokens
   }
 
