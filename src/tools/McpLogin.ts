@@ -105,15 +105,19 @@ export const signable = (
 const CALLBACK_PATH = "/oauth/callback"
 
 /**
- * Where the loopback listener binds: `port` when given (with the configured `redirectUrl`'s path when it is a
- * loopback URL), else a configured loopback `redirectUrl` exactly (a pre-registered client must send the redirect URI
- * it registered), else a free port. A configured `redirectUrl` that is not loopback cannot be listened on: refused.
+ * Where the loopback listener binds (always on 127.0.0.1): `port` when given (with the configured `redirectUrl`'s path
+ * when it is a loopback URL), else a configured loopback `redirectUrl` — then also sent as the redirect URI exactly as
+ * written (`redirectUrl`), since a pre-registered client must send the one it registered — else a free port. A
+ * configured `redirectUrl` that is not loopback cannot be listened on: refused.
  */
 export const listenerOf = (
   name: string,
   auth: McpConfig.OAuth,
   port: number | undefined
-): Effect.Effect<{ readonly port: number; readonly path: string }, LoginNotApplicable> => {
+): Effect.Effect<
+  { readonly port: number; readonly path: string; readonly redirectUrl?: string },
+  LoginNotApplicable
+> => {
   if (auth.redirectUrl === undefined) return Effect.succeed({ port: port ?? 0, path: CALLBACK_PATH })
   const url = new URL(auth.redirectUrl)
   if (url.protocol !== "http:" || (url.hostname !== "127.0.0.1" && url.hostname !== "localhost")) {
@@ -126,7 +130,14 @@ export const listenerOf = (
       })
     )
   }
-  return Effect.succeed({ port: port ?? (url.port === "" ? 80 : Number(url.port)), path: url.pathname })
+  const configured = url.port === "" ? 80 : Number(url.port)
+  // Sent exactly as configured (`localhost` included) while it is the port listened on: a pre-registered client's
+  // redirect URI must match the one it registered character for character.
+  return Effect.succeed(
+    port === undefined || port === configured
+      ? { port: configured, path: url.pathname, redirectUrl: auth.redirectUrl }
+      : { port, path: url.pathname }
+  )
 }
 
 /** Tuning of `login`. */
@@ -235,7 +246,8 @@ export const login = (
         return Promise.resolve()
       }
     }
-    const signIn = new McpOAuth.Session(name, { ...server.auth, redirectUrl: loopback.redirectUrl }, vault, "capture")
+    const redirectUrl = where.redirectUrl ?? loopback.redirectUrl
+    const signIn = new McpOAuth.Session(name, { ...server.auth, redirectUrl }, vault, "capture")
     signIn.setCredential(credential)
     current.session = signIn
     const timeout = options.connectTimeoutMs
@@ -255,7 +267,7 @@ export const login = (
         reason: "the server refused Corral (401) but the SDK produced no authorization URL"
       })
     }
-    yield* options.onAuthorizationUrl(authorizationUrl.href, loopback.redirectUrl)
+    yield* options.onAuthorizationUrl(authorizationUrl.href, redirectUrl)
     const code = yield* Deferred.await(loopback.response).pipe(
       Effect.mapError((reason) => new LoginRedirectRefused({ server: name, reason })),
       Effect.timeoutFail({
@@ -293,7 +305,7 @@ export const login = (
     yield* credentials.save(keyFor(name, server.url), JSON.stringify(saved))
     return {
       server: name,
-      redirectUrl: loopback.redirectUrl,
+      redirectUrl,
       tools: second.tools,
       scope: saved.tokens?.scope,
       refreshable: saved.tokens?.refresh_token !== undefined

@@ -194,7 +194,14 @@ describe("McpLogin", () => {
           grant: "authorization_code",
           redirectUrl: "http://127.0.0.1:9123/cb"
         }, undefined)
-      ).toEqual({ port: 9123, path: "/cb" })
+      ).toEqual({ port: 9123, path: "/cb", redirectUrl: "http://127.0.0.1:9123/cb" })
+      expect(
+        yield* McpLogin.listenerOf("x", {
+          type: "oauth",
+          grant: "authorization_code",
+          redirectUrl: "http://localhost:9123/cb"
+        }, 9200)
+      ).toEqual({ port: 9200, path: "/cb" })
       expect(yield* McpLogin.listenerOf("x", { type: "oauth", grant: "authorization_code" }, 7000)).toEqual({
         port: 7000,
         path: "/oauth/callback"
