@@ -138,7 +138,7 @@ export class CredentialsNotDurable extends Schema.TaggedError<CredentialsNotDura
 }
 
 const memoryStoreKeepsNothing = new CredentialsNotDurable({
-  reason: "the memory store (database.store \"memory\", CORRAL_STORE=memory or --memory) keeps no MCP credentials " +
+  reason: "the memory store (database.store \"memory\" or CORRAL_STORE=memory) keeps no MCP credentials " +
     "past this process: sign in with the store corral serve uses (embedded PGlite in CORRAL_DATA_DIR, or " +
     "DATABASE_URL)"
 })
