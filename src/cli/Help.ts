@@ -61,6 +61,16 @@ export const subcommands: ReadonlyArray<Subcommand> = [
     words: ["mcp", "inspect"],
     summary: "Connect to an MCP server as Corral would; print what it offers and what an agent gets",
     load: () => import("./McpInspect.js")
+  },
+  {
+    words: ["mcp", "login"],
+    summary: "Sign a person in to an OAuth MCP server (authorization_code) and store the tokens for serve",
+    load: () => import("./McpLogin.js").then((m) => m.login)
+  },
+  {
+    words: ["mcp", "logout"],
+    summary: "Delete the stored OAuth tokens of an MCP server",
+    load: () => import("./McpLogin.js").then((m) => m.logout)
   }
 ]
 
@@ -77,7 +87,7 @@ export const help = (): string =>
     "",
     "Commands:",
     ...commands.map((c) => `  ${c.name.padEnd(10)}${c.summary}`),
-    ...subcommands.map((c) => `  ${c.words.join(" ")}  ${c.summary}`),
+    ...subcommands.map((c) => `  ${c.words.join(" ").padEnd(12)}  ${c.summary}`),
     "",
     "Run `corral <command> --help` for a command's options.",
     "",

@@ -126,6 +126,72 @@ const sqlCredentials = (
   )
 
 /**
+ * The store cannot keep MCP credentials for another process (`corral mcp login` / `logout`): the memory store keeps
+ * nothing past the process, and without `CORRAL_SECRET_KEY` tokens are never written.
+ */
+export class CredentialsNotDurable extends Schema.TaggedError<CredentialsNotDurable>()("CredentialsNotDurable", {
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return this.reason
+  }
+}
+
+const memoryStoreKeepsNothing = new CredentialsNotDurable({
+  reason: "the memory store (database.store \"memory\" or CORRAL_STORE=memory) keeps no MCP credentials " +
+    "past this process: sign in with the store corral serve uses (embedded PGlite in CORRAL_DATA_DIR, or " +
+    "DATABASE_URL)"
+})
+
+/**
+ * The store's `mcp_credentials`, sealed, for `corral mcp login`: what it saves is what `corral serve` on the same
+ * configuration reads. Migrates first (a fresh data directory). Fails with `CredentialsNotDurable` on the memory
+ * store and when `CORRAL_SECRET_KEY` is not set (the tokens would otherwise live only as long as the command).
+ */
+export const durableCredentials = (
+  settings: Settings
+): Layer.Layer<McpCredentials.McpCredentials, CredentialsNotDurable | PersistenceFailed | ConfigError.ConfigError> =>
+  // Checked before the database is opened: a refusal costs nothing and says at once what to set.
+  Layer.unwrapEffect(Effect.gen(function*() {
+    if (settings.database._tag === "Memory") return yield* memoryStoreKeepsNothing
+    const secret = yield* Config.option(Config.redacted("CORRAL_SECRET_KEY"))
+    if (Option.isNone(secret)) {
+      return yield* new CredentialsNotDurable({
+        reason: "CORRAL_SECRET_KEY is not set: the tokens are stored only sealed with it (and corral serve needs " +
+          "the same key to read them); set it, e.g. export CORRAL_SECRET_KEY=$(openssl rand -hex 32), for this " +
+          "command and for corral serve"
+      })
+    }
+    const key = yield* Effect.try({
+      try: () => McpCredentials.keyOf(Redacted.value(secret.value)),
+      catch: (error) => ConfigError.InvalidData(["CORRAL_SECRET_KEY"], (error as Error).message)
+    })
+    return Layer.effect(
+      McpCredentials.McpCredentials,
+      Effect.zipRight(
+        Migrations.run,
+        Effect.map(SqlCredentials.make(persistTimeoutMs(settings)), (table) => McpCredentials.sealed(table, key))
+      )
+    ).pipe(Layer.provide(database(settings)))
+  }))
+
+/**
+ * Removes the stored MCP credentials of `key` (`corral mcp logout`); whether there were any. Needs no
+ * `CORRAL_SECRET_KEY` (nothing is opened). Fails with `CredentialsNotDurable` on the memory store.
+ */
+export const forgetCredentials = (
+  settings: Settings,
+  key: string
+): Effect.Effect<boolean, CredentialsNotDurable | PersistenceFailed> =>
+  settings.database._tag === "Memory"
+    ? Effect.fail(memoryStoreKeepsNothing)
+    : Effect.gen(function*() {
+      yield* Migrations.run
+      const table = yield* SqlCredentials.make(persistTimeoutMs(settings))
+      return yield* table.remove(key)
+    }).pipe(Effect.provide(database(settings)))
+
+/**
  * The store, its readiness probe and where MCP servers' OAuth state is kept (in memory for the memory store). SQL
  * stores migrate on start (idempotent).
  */

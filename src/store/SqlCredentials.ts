@@ -13,6 +13,8 @@ import { persist, within } from "./internal/failure.js"
 export interface SqlCredentials {
   readonly load: (key: string) => Effect.Effect<Option.Option<string>, PersistenceFailed>
   readonly save: (key: string, value: string) => Effect.Effect<void, PersistenceFailed>
+  /** Deletes the row of `key`; whether there was one. */
+  readonly remove: (key: string) => Effect.Effect<boolean, PersistenceFailed>
 }
 
 /** The table over the SQL client in context; each statement bounded by `timeoutMs`. */
@@ -34,5 +36,11 @@ export const make = (timeoutMs: number): Effect.Effect<SqlCredentials, never, Sq
         Effect.asVoid,
         persist("mcp_credentials.save"),
         within("mcp_credentials.save", timeoutMs)
+      ),
+    remove: (key) =>
+      sql<{ readonly key: string }>`DELETE FROM mcp_credentials WHERE key = ${key} RETURNING key`.pipe(
+        Effect.map((rows) => rows.length > 0),
+        persist("mcp_credentials.remove"),
+        within("mcp_credentials.remove", timeoutMs)
       )
   }))

@@ -22,7 +22,15 @@ export interface Service {
   readonly load: (key: string) => Effect.Effect<Option.Option<string>, PersistenceFailed>
   /** Replaces the document kept for `key`. */
   readonly save: (key: string, value: string) => Effect.Effect<void, PersistenceFailed>
+  /** Forgets the document kept for `key` (`corral mcp logout`); whether there was one. */
+  readonly remove: (key: string) => Effect.Effect<boolean, PersistenceFailed>
 }
+
+/**
+ * The key of server `name`'s OAuth state: its name AND its URL, so the tokens of one server are never presented to
+ * another one the name now points at (a server whose URL changes starts over).
+ */
+export const keyFor = (name: string, url: string): string => `${name} ${url}`
 
 /** The OAuth state of MCP servers (see the module header); optional: without it, tokens live as long as the process. */
 export class McpCredentials extends Context.Tag("corral/tools/McpCredentials")<McpCredentials, Service>() {}
@@ -32,7 +40,8 @@ export const makeMemory = (): Service => {
   const kept = new Map<string, string>()
   return {
     load: (key) => Effect.sync(() => Option.fromNullable(kept.get(key))),
-    save: (key, value) => Effect.sync(() => void kept.set(key, value))
+    save: (key, value) => Effect.sync(() => void kept.set(key, value)),
+    remove: (key) => Effect.sync(() => kept.delete(key))
   }
 }
 
@@ -96,7 +105,8 @@ export const sealed = (inner: Service, aesKey: Buffer): Service => ({
         )
         : Effect.succeed(Option.some(plain))
     }),
-  save: (key, value) => inner.save(key, seal(aesKey, key, value))
+  save: (key, value) => inner.save(key, seal(aesKey, key, value)),
+  remove: inner.remove
 })
 
 /** A failure to read or write credentials, for adapters that have no `PersistenceFailed` of their own. */

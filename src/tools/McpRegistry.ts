@@ -242,8 +242,7 @@ export const make = (
     const credentials = Option.getOrElse(yield* Effect.serviceOption(McpCredentials), Credentials.makeMemory)
     const oauthOf = (name: string, config: McpConfig.McpServer): McpOAuth.Session | undefined => {
       if (McpConfig.isStdio(config) || config.auth === undefined) return undefined
-      // Keyed by name AND URL: tokens of one server are never presented to another one the name now points at.
-      const key = `${name} ${config.url}`
+      const key = Credentials.keyFor(name, config.url)
       const vault: McpOAuth.Vault = {
         load: () =>
           runPromise(Effect.map(

@@ -1,8 +1,8 @@
 /**
  * MCP servers' OAuth state on the SQL store (`mcp_credentials`, sealed with CORRAL_SECRET_KEY), on an embedded
  * PGlite data directory reopened as a restart would: the state survives a restart with the same key, is ignored
- * (not presented) with another key, is never written to the database without a key, and the database holds only
- * ciphertext.
+ * (not presented) with another key, is never written to the database without a key, the database holds only
+ * ciphertext, and a removed row is gone.
  */
 import { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
@@ -46,6 +46,11 @@ describe("McpCredentials on the SQL store", () => {
         expect(rows.map((r) => r.key)).toEqual(["remote http://127.0.0.1:1/mcp"])
         expect(rows[0]!.sealed).toMatch(/^v1\./)
         expect(rows[0]!.sealed).not.toContain("secret")
+
+        // Removed (`corral mcp logout`): gone from the table, and removing again finds nothing.
+        expect(yield* inStore(key, (c) => c.remove("remote http://127.0.0.1:1/mcp"))).toBe(true)
+        expect(yield* inStore(key, (c) => c.load("remote http://127.0.0.1:1/mcp"))).toEqual(Option.none())
+        expect(yield* inStore(key, (c) => c.remove("remote http://127.0.0.1:1/mcp"))).toBe(false)
       }).pipe(Effect.scoped),
     { timeout: 60_000 }
   )

@@ -25,7 +25,8 @@ const inspectable = () => {
   const raw = new Map<string, string>()
   const inner: McpCredentials.Service = {
     load: (key) => Effect.sync(() => Option.fromNullable(raw.get(key))),
-    save: (key, value) => Effect.sync(() => void raw.set(key, value))
+    save: (key, value) => Effect.sync(() => void raw.set(key, value)),
+    remove: (key) => Effect.sync(() => raw.delete(key))
   }
   const key = McpCredentials.keyOf("a test key of enough length")
   return { raw, layer: Layer.succeed(McpCredentials.McpCredentials, McpCredentials.sealed(inner, key)) }

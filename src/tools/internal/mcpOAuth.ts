@@ -9,8 +9,11 @@
  *   following redirects, and the redirect back to `redirectUrl` carries the code. That works against an
  *   authorization server that authorizes without a person (a test server, a pre-approved client); one that shows a
  *   sign-in page instead fails with that said.
- * - `none` (`corral serve`): nobody can sign in, so the connection fails with a message naming what to do, and the
- *   server is marked down (its tools withdrawn, the others unaffected) like any server that cannot start.
+ * - `none` (`corral serve`): nobody can sign in, so the connection fails with a message naming what to do (sign in
+ *   once with `corral mcp login`), and the server is marked down (its tools withdrawn, the others unaffected) like any
+ *   server that cannot start. Tokens already stored (by `corral mcp login`) are used and refreshed without a person.
+ * - `capture` (`corral mcp login`, `McpLogin`): the authorization URL is kept (`takeAuthorizationUrl`) for a person
+ *   to open in a browser; the code comes back to a loopback listener, which checks it with `stateMatches`.
  *
  * Every network wait of the follow is bounded (`FOLLOW_TIMEOUT_MS`); the SDK's own requests are bounded by the
  * connect timeout around them. The PKCE verifier and the code never leave memory; the state parameter is checked.
@@ -29,8 +32,11 @@ import type {
 import { randomBytes } from "node:crypto"
 import * as McpConfig from "../McpConfig.js"
 
-/** How a server's authorization URL is visited: followed by Corral itself, or not at all (no person at hand). */
-export type Interaction = "follow" | "none"
+/**
+ * How a server's authorization URL is visited: followed by Corral itself, handed to a person (`capture`), or not at
+ * all (no person at hand).
+ */
+export type Interaction = "follow" | "capture" | "none"
 
 /** What is kept between connections (in `McpCredentials`, as JSON). */
 export interface Saved {
@@ -63,6 +69,7 @@ export class Session implements OAuthClientProvider {
   private verifier: string | undefined
   private pendingCode: string | undefined
   private expectedState: string | undefined
+  private authorizationUrl: URL | undefined
   private secret: string | undefined
   /** Set while the credential is a signing key: the SDK then authenticates token requests with it alone. */
   addClientAuthentication?: AddClientAuthentication
@@ -97,6 +104,18 @@ export class Session implements OAuthClientProvider {
     const code = this.pendingCode
     this.pendingCode = undefined
     return code
+  }
+
+  /** The authorization URL the last `capture` kept, once (for the person to open). */
+  takeAuthorizationUrl(): URL | undefined {
+    const url = this.authorizationUrl
+    this.authorizationUrl = undefined
+    return url
+  }
+
+  /** Whether `state` is the one the authorization URL carried (false before any authorization started). */
+  stateMatches(state: string | null): boolean {
+    return this.expectedState !== undefined && state === this.expectedState
   }
 
   private load(): Promise<Saved> {
@@ -168,6 +187,11 @@ export class Session implements OAuthClientProvider {
   }
 
   async tokens(): Promise<OAuthTokens | undefined> {
+    const saved = await this.load()
+    if (saved.tokens !== undefined || this.interaction !== "none") return saved.tokens
+    // No tokens and nobody to sign in (serve): another process (`corral mcp login`, same store) may have stored
+    // some since they were read, so read again — a server down for want of a sign-in comes up at its next retry.
+    this.saved = undefined
     return (await this.load()).tokens
   }
 
@@ -214,10 +238,15 @@ export class Session implements OAuthClientProvider {
     if (this.interaction === "none") {
       throw new NeedsPerson(
         `it needs a person to sign in at its authorization server (${authorizationUrl.origin}; OAuth grant ` +
-          "authorization_code) and this host has nobody to ask (an interactive sign-in for corral serve is not " +
-          "built yet): use \"grant\": \"client_credentials\" if the server allows it, or a token in `headers` " +
+          `authorization_code) and this host has nobody to ask: sign in once with \`corral mcp login ${this.server}\` ` +
+          "(the tokens are stored for corral serve, which needs CORRAL_SECRET_KEY), or use \"grant\": " +
+          "\"client_credentials\" if the server allows it, or a token in `headers` " +
           "(`{ \"Authorization\": { \"env\": \"VAR\", \"prefix\": \"Bearer \" } }`)"
       )
+    }
+    if (this.interaction === "capture") {
+      this.authorizationUrl = authorizationUrl
+      return
     }
     const response = await fetch(authorizationUrl, {
       redirect: "manual",
