@@ -8,6 +8,7 @@
  * (`repeat_call_halt`), early enough that the loop has not eaten the burst's model-call ceiling.
  * State lives for one burst: a follow-up message may legitimately re-check the same thing.
  */
+import { hash } from "node:crypto"
 import type { Limits } from "../domain/Limits.js"
 
 /** Occurrences per fingerprint (name + canonical arguments + result) within one burst. */
@@ -43,29 +44,16 @@ export const canonicalArgs = (argumentsJson: string): string => {
   return JSON.stringify(sortKeys(parsed))
 }
 
-// cyrb53: a fast, well-mixed 53-bit string hash; two seeds give 106 bits, ample for one burst's handful of calls
-const cyrb53 = (text: string, seed: number): string => {
-  let h1 = 0xdeadbeef ^ seed
-  let h2 = 0x41c6ce57 ^ seed
-  for (let i = 0; i < text.length; i++) {
-    const ch = text.charCodeAt(i)
-    h1 = Math.imul(h1 ^ ch, 2654435761)
-    h2 = Math.imul(h2 ^ ch, 1597334677)
-  }
-  h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909)
-  h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909)
-  return (4294967296 * (2097151 & h2) + (h1 >>> 0)).toString(16).padStart(14, "0")
-}
-
 /**
- * A short hash (28 hex chars), stable across processes, of the tool name, the canonical arguments and the result
- * text; equal inputs always give equal fingerprints, different ones collide only with negligible probability.
+ * A short hash (28 hex chars, 112 bits of SHA-1), stable across processes, of the tool name, the canonical arguments
+ * and the result text; equal inputs always give equal fingerprints, different ones collide only with negligible
+ * probability. Node's one-shot `crypto.hash` over the text: a result is often kilobytes, and two passes of a hash in
+ * JavaScript (cyrb53 with two seeds, before) cost ~15 µs per kilobyte-sized call against ~1.3 µs (measured).
  */
 export const fingerprint = (name: string, argumentsJson: string, resultContent: string): string => {
   // lengths first, so no choice of separator can make ("a", "b|c") and ("a|b", "c") look alike
   const args = canonicalArgs(argumentsJson)
-  const text = `${name.length}:${name}|${args.length}:${args}|${resultContent}`
-  return cyrb53(text, 0) + cyrb53(text, 1)
+  return hash("sha1", `${name.length}:${name}|${args.length}:${args}|${resultContent}`).slice(0, 28)
 }
 
 /** What the loop does after observing a call: carry on, warn the model, or halt the burst. */
