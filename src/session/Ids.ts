@@ -3,7 +3,7 @@
  * from the operating system's CSPRNG because approval tokens must be unguessable.
  */
 import { Context } from "effect"
-import { randomBytes } from "node:crypto"
+import * as RandomPool from "../internal/randomPool.js"
 
 /**
  * Mints run ids (`run_` + 32 hex), session ids (`ses_` + 32 hex), accepted-message ids (`msg_` + 32 hex) and approval
@@ -16,12 +16,12 @@ export interface IdGenerator {
   readonly token: () => string
 }
 
-/** The default generator: random bytes from node:crypto. */
+/** The default generator: the CSPRNG's bytes (drawn a pool at a time, `internal/randomPool`). */
 export const random: IdGenerator = {
-  runId: () => `run_${randomBytes(16).toString("hex")}`,
-  sessionId: () => `ses_${randomBytes(16).toString("hex")}`,
-  messageId: () => `msg_${randomBytes(16).toString("hex")}`,
-  token: () => randomBytes(24).toString("base64url")
+  runId: () => `run_${RandomPool.hex(16)}`,
+  sessionId: () => `ses_${RandomPool.hex(16)}`,
+  messageId: () => `msg_${RandomPool.hex(16)}`,
+  token: () => RandomPool.base64url(24)
 }
 
 /** A generator that counts (`run_000…1`, `ses_000…1`, `msg_000…1`, `tok_1`), for tests and replays. */

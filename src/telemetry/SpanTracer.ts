@@ -26,7 +26,7 @@ import type { Resource } from "@opentelemetry/resources"
 import type { ReadableSpan, Sampler, SpanProcessor, TimedEvent } from "@opentelemetry/sdk-trace-base"
 import type { Exit, Option } from "effect"
 import { Cause, Context, DefaultServices, Tracer as EffectTracer } from "effect"
-import { randomFillSync } from "node:crypto"
+import * as RandomPool from "../internal/randomPool.js"
 
 /** The parts of @opentelemetry/api the tracer uses (passed in: the API is loaded only when telemetry is on). */
 export interface Api {
@@ -73,17 +73,10 @@ const hrTime = (nanos: bigint): OtelApi.HrTime => {
   return [seconds, Math.max(0, Math.min(999_999_999, Math.round(n - seconds * 1e9)))]
 }
 
-// Random ids from a pool refilled 4 KiB at a time (512 span ids) instead of a random source per id.
-const pool = Buffer.allocUnsafe(4096)
-let poolAt = pool.length
+// Random ids (the shared pool of CSPRNG bytes, not a random source per id).
 const randomHex = (bytes: number): string => {
   for (;;) {
-    if (poolAt + bytes > pool.length) {
-      randomFillSync(pool)
-      poolAt = 0
-    }
-    const id = pool.toString("hex", poolAt, poolAt + bytes)
-    poolAt += bytes
+    const id = RandomPool.hex(bytes)
     // An all-zero id is invalid in W3C trace context (odds 2⁻⁶⁴): draw again.
     if (!/^0+$/.test(id)) return id
   }
