@@ -113,20 +113,37 @@ export const units: Readonly<Record<string, string>> = {
   "corral.store.append.duration": "seconds"
 }
 
-const labelCache = new Map<string, ReadonlyArray<MetricLabel.MetricLabel>>()
+// The label arrays already built, as a tree keyed by each key and value in turn: a lookup walks the pairs' own
+// strings (their hashes cached by the engine) instead of joining them into a new string to hash on every update —
+// this runs for every metric update of every model and tool call.
+interface LabelNode {
+  labels: ReadonlyArray<MetricLabel.MetricLabel> | undefined
+  readonly next: Map<string, LabelNode>
+}
+const labelTree: LabelNode = { labels: undefined, next: new Map() }
+let labelNodes = 0
+
+const build = (pairs: ReadonlyArray<string>): ReadonlyArray<MetricLabel.MetricLabel> => {
+  const built: Array<MetricLabel.MetricLabel> = []
+  for (let i = 0; i + 1 < pairs.length; i += 2) built.push(MetricLabel.make(pairs[i]!, pairs[i + 1]!))
+  return built
+}
 
 /** The label array of `pairs` (cached: the same pairs give the same array). */
 export const labels = (...pairs: ReadonlyArray<string>): ReadonlyArray<MetricLabel.MetricLabel> => {
-  const key = pairs.join("\u0000")
-  let found = labelCache.get(key)
-  if (found === undefined) {
-    const built: Array<MetricLabel.MetricLabel> = []
-    for (let i = 0; i + 1 < pairs.length; i += 2) built.push(MetricLabel.make(pairs[i]!, pairs[i + 1]!))
-    found = built
-    // Bounded by configuration; the guard only protects against a caller that passes ids by mistake.
-    if (labelCache.size < 10_000) labelCache.set(key, found)
+  let node = labelTree
+  for (const part of pairs) {
+    let child = node.next.get(part)
+    if (child === undefined) {
+      // Bounded by configuration; the guard only protects against a caller that passes ids by mistake.
+      if (labelNodes >= 10_000) return build(pairs)
+      child = { labels: undefined, next: new Map() }
+      node.next.set(part, child)
+      labelNodes++
+    }
+    node = child
   }
-  return found
+  return node.labels ??= build(pairs)
 }
 
 /** Adds `value` to `metric` under `labelPairs` (key, value, key, value …), synchronously. */

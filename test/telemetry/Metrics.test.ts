@@ -148,6 +148,16 @@ describe("metrics", () => {
       expect(buckets[buckets.length - 1]![0]).toContain("le=\"+Inf\"")
     }))
 
+  it("labels: the same pairs give the same array, other pairs (however they would join) another", () => {
+    const a = Metrics.labels("error.type", "rate_limit", "corral.provider", "alpha")
+    expect(Metrics.labels("error.type", "rate_limit", "corral.provider", "alpha")).toBe(a)
+    expect(a.map((l) => [l.key, l.value])).toEqual([["error.type", "rate_limit"], ["corral.provider", "alpha"]])
+    expect(Metrics.labels("error.type", "rate_limit", "corral.provider", "beta")).not.toBe(a)
+    expect(Metrics.labels("k", "a\u0000b").map((l) => l.value)).toEqual(["a\u0000b"])
+    expect(Metrics.labels("k\u0000a", "b").map((l) => l.key)).toEqual(["k\u0000a"])
+    expect(Metrics.labels()).toEqual([])
+  })
+
   it("escapes label values and stays parseable", () => {
     const metric = Metric.counter("test.escape", { incremental: true })
     metric.unsafeUpdate(2, Metrics.labels("path", "a\"b\\c\nd"))
