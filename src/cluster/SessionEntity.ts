@@ -180,7 +180,15 @@ export const layer = (
       const reply = (
         operation: string,
         call: Effect.Effect<typeof Reply.Type, unknown>
-      ): Effect.Effect<SessionActor.Reply, SendError> => Effect.mapError(call, asSendError(operation))
+      ): Effect.Effect<SessionActor.Reply, SendError> =>
+        call.pipe(
+          Effect.tapError((error) =>
+            isCorralError(error)
+              ? Effect.void
+              : Effect.logWarning(`cluster: ${operation} not delivered: ${String(error)}`, error)
+          ),
+          Effect.mapError(asSendError(operation))
+        )
       // Run and Continue always come from the durable mailbox (Corral accepts them first): the id is their key.
       const keyOf = (inboxId: string | undefined) =>
         inboxId === undefined
