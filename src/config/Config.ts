@@ -99,6 +99,14 @@ export const DatabaseSection = Schema.Struct({
   maxConnections: Schema.optional(Positive)
 })
 
+/** The `cluster` section: whether sessions are hosted as cluster entities, and this runner's address. */
+export const ClusterSection = Schema.Struct({
+  enabled: Schema.optional(Schema.Boolean),
+  host: Schema.optional(Schema.NonEmptyTrimmedString),
+  port: Schema.optional(Port),
+  lockExpirationMs: Schema.optional(Positive)
+})
+
 /** The `approvals` section: how long an approval token approves. */
 export const ApprovalsSection = Schema.Struct({
   ttlMs: Schema.optional(Positive)
@@ -115,6 +123,7 @@ const sections = {
   apiKeys: Schema.Array(ApiKey),
   database: DatabaseSection,
   server: ServerSection,
+  cluster: ClusterSection,
   limits: LimitsOverride,
   approvals: ApprovalsSection,
   demo: DemoSection
@@ -128,6 +137,7 @@ interface FileShape {
   readonly apiKeys?: ReadonlyArray<ApiKey>
   readonly database?: typeof DatabaseSection.Type
   readonly server?: typeof ServerSection.Type
+  readonly cluster?: typeof ClusterSection.Type
   readonly limits?: LimitsOverride
   readonly approvals?: typeof ApprovalsSection.Type
   readonly demo?: typeof DemoSection.Type
@@ -152,6 +162,16 @@ export interface ServerSettings {
   readonly mcp: McpEndpointSettings
 }
 
+/** Cluster hosting (`corral serve --cluster`, docs/cluster.md). */
+export interface ClusterSettings {
+  readonly enabled: boolean
+  /** The address other runners reach this one at; the runner listens on it. */
+  readonly host: string
+  readonly port: number
+  /** How long a shard lock outlives its holder's last refresh: a dead node's sessions move after this. */
+  readonly lockExpirationMs: number
+}
+
 /** The built-in demo agent. */
 export interface DemoSettings {
   readonly enabled: boolean
@@ -167,6 +187,7 @@ export interface Settings {
   readonly apiKeys: ReadonlyArray<ApiKey>
   readonly database: DatabaseSettings
   readonly server: ServerSettings
+  readonly cluster: ClusterSettings
   readonly limits: LimitsOverride | undefined
   readonly approvals: Approvals.Settings
   readonly demo: DemoSettings
@@ -190,6 +211,7 @@ export const defaults: Settings = {
     maxRunningBursts: 256,
     mcp: {}
   },
+  cluster: { enabled: false, host: "127.0.0.1", port: 34431, lockExpirationMs: 35_000 },
   limits: undefined,
   approvals: { ttlMs: 3_600_000 },
   demo: { enabled: true, delayMs: 700 },
@@ -237,6 +259,7 @@ const decodeSections = (raw: Record<string, unknown>): { shape: FileShape; issue
   const apiKeys = section("apiKeys", sections.apiKeys).value
   const database = section("database", sections.database).value
   const server = section("server", sections.server).value
+  const cluster = section("cluster", sections.cluster).value
   const limits = section("limits", sections.limits).value
   const approvals = section("approvals", sections.approvals).value
   const demo = section("demo", sections.demo).value
@@ -244,6 +267,7 @@ const decodeSections = (raw: Record<string, unknown>): { shape: FileShape; issue
     ...(apiKeys === undefined ? {} : { apiKeys }),
     ...(database === undefined ? {} : { database }),
     ...(server === undefined ? {} : { server }),
+    ...(cluster === undefined ? {} : { cluster }),
     ...(limits === undefined ? {} : { limits }),
     ...(approvals === undefined ? {} : { approvals }),
     ...(demo === undefined ? {} : { demo })
@@ -409,6 +433,12 @@ export const load: Effect.Effect<Settings, ConfigInvalid> = Effect.gen(function*
         })
       }
     },
+    cluster: {
+      enabled: env.clusterEnabled,
+      host: env.clusterHost,
+      port: env.clusterPort,
+      lockExpirationMs: env.clusterLockExpirationMs
+    },
     limits: shape.limits,
     approvals: { ttlMs: env.approvalTtlMs },
     demo: { enabled: env.demoEnabled, delayMs: env.demoDelayMs },
@@ -475,6 +505,29 @@ const environment = (file: FileShape) =>
         EffectConfig.validate({ message: "Expected a non-negative integer (0 = no cap)", validation: (n) => n >= 0 }),
         EffectConfig.withDefault(file.server?.maxRunningBursts ?? defaults.server.maxRunningBursts)
       )
+    ),
+    clusterEnabled: described(
+      "CORRAL_CLUSTER",
+      EffectConfig.boolean("CORRAL_CLUSTER").pipe(
+        EffectConfig.withDefault(file.cluster?.enabled ?? defaults.cluster.enabled)
+      )
+    ),
+    clusterHost: described(
+      "CORRAL_CLUSTER_HOST",
+      EffectConfig.nonEmptyString("CORRAL_CLUSTER_HOST").pipe(
+        EffectConfig.withDefault(file.cluster?.host ?? defaults.cluster.host)
+      )
+    ),
+    clusterPort: described(
+      "CORRAL_CLUSTER_PORT",
+      EffectConfig.integer("CORRAL_CLUSTER_PORT").pipe(
+        EffectConfig.validate({ message: "Expected a port from 1 to 65535", validation: (n) => n >= 1 && n <= 65535 }),
+        EffectConfig.withDefault(file.cluster?.port ?? defaults.cluster.port)
+      )
+    ),
+    clusterLockExpirationMs: positive(
+      "CORRAL_CLUSTER_LOCK_EXPIRATION_MS",
+      file.cluster?.lockExpirationMs ?? defaults.cluster.lockExpirationMs
     ),
     mcpIdleMs: optionalPositive("CORRAL_MCP_IDLE_MS"),
     mcpMaxSessions: optionalPositive("CORRAL_MCP_MAX_SESSIONS"),

@@ -88,6 +88,30 @@ export const all: ReadonlyArray<EnvVar> = [
   },
   { name: "CORRAL_PORT", key: "server.port", description: "Port to listen on (0 = any free port)", default: "8787" },
   {
+    name: "CORRAL_CLUSTER",
+    key: "cluster.enabled",
+    description: "\"true\": host sessions as @effect/cluster entities shared with other nodes (needs DATABASE_URL)",
+    default: "false"
+  },
+  {
+    name: "CORRAL_CLUSTER_HOST",
+    key: "cluster.host",
+    description: "Cluster mode: the address other nodes reach this runner at (it listens on it too)",
+    default: "127.0.0.1"
+  },
+  {
+    name: "CORRAL_CLUSTER_PORT",
+    key: "cluster.port",
+    description: "Cluster mode: the runner's port (node-to-node messages)",
+    default: "34431"
+  },
+  {
+    name: "CORRAL_CLUSTER_LOCK_EXPIRATION_MS",
+    key: "cluster.lockExpirationMs",
+    description: "Cluster mode: how long a dead node's shards stay locked before another node takes them over",
+    default: "35000"
+  },
+  {
     name: "CORRAL_BODY_LIMIT_BYTES",
     key: "server.bodyLimitBytes",
     description: "Largest accepted request body; larger ones get 413",

@@ -12,9 +12,20 @@
  * the same name would silently take its calls (and its approvals) over. A clash known at start refuses the start,
  * naming the server and the tool; one that appears later (a server that adds tools, or comes back with others) keeps
  * the built-in and logs a warning naming both.
+ *
+ * Cluster mode (`cluster.enabled`, `corral serve --cluster`): sessions are hosted by @effect/cluster on the runners
+ * of every node sharing the Postgres database (`Corral.layerCluster`), and events cross nodes over LISTEN/NOTIFY
+ * (cluster/ClusterEvents). It refuses to start without Postgres: the embedded PGlite belongs to one process, and its
+ * advisory locks do not exclude, so two runners would own the same shards.
  */
+import { RunnerAddress } from "@effect/cluster"
+import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import type { SqlClient } from "@effect/sql"
-import { Config, ConfigError, Context, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { PgClient } from "@effect/sql-pg"
+import { Config, ConfigError, Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
+import type { Scope } from "effect"
+import { randomUUID } from "node:crypto"
+import * as ClusterEvents from "../cluster/ClusterEvents.js"
 import type { Settings } from "../config/Config.js"
 import { Corral } from "../Corral.js"
 import type { InvalidRequest, PersistenceFailed } from "../domain/Errors.js"
@@ -30,7 +41,7 @@ import * as Database from "../store/Database.js"
 import * as Embedded from "../store/Embedded.js"
 import * as MemoryStore from "../store/MemoryStore.js"
 import * as Migrations from "../store/Migrations.js"
-import type { SessionStore } from "../store/SessionStore.js"
+import { SessionStore } from "../store/SessionStore.js"
 import * as SqlCredentials from "../store/SqlCredentials.js"
 import * as SqlStore from "../store/SqlStore.js"
 import * as Approvals from "../tools/Approvals.js"
@@ -53,6 +64,31 @@ export type WiringError =
   | McpRegistry.McpStartError
   | McpToolShadowsBuiltIn
   | InvalidRequest
+  | ClusterNeedsPostgres
+  | ClusterStartFailed
+
+/** Cluster mode was asked for on a store other nodes cannot share (refused at start, before anything listens). */
+export class ClusterNeedsPostgres extends Schema.TaggedError<ClusterNeedsPostgres>()("ClusterNeedsPostgres", {
+  store: Schema.Literal("memory", "embedded")
+}) {
+  override get message(): string {
+    return this.store === "memory"
+      ? "cluster mode needs a Postgres database shared by every node: set DATABASE_URL (the memory store " +
+        "(--memory, CORRAL_STORE=memory) cannot be shared)"
+      : "cluster mode needs a Postgres database shared by every node: set DATABASE_URL (the embedded PGlite " +
+        "database belongs to one process, and its advisory locks do not exclude, so two nodes would run the same sessions)"
+  }
+}
+
+/** The cluster runner could not start (its port is taken, or its storage cannot be reached). */
+export class ClusterStartFailed extends Schema.TaggedError<ClusterStartFailed>()("ClusterStartFailed", {
+  address: Schema.String,
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `the cluster runner at ${this.address} could not start: ${this.reason}`
+  }
+}
 
 /** An MCP server exports a tool under the name of a built-in tool (refused at start: a built-in is never shadowed). */
 export class McpToolShadowsBuiltIn extends Schema.TaggedError<McpToolShadowsBuiltIn>()("McpToolShadowsBuiltIn", {
@@ -312,12 +348,14 @@ const NOTICE_SESSIONS = 10_000
  * the last sequence each session published (a burst publishes at least its opening turn before any tool runs) and
  * forgets it at the burst's `report`, so the map holds only sessions with a burst in flight.
  */
-export const events: Layer.Layer<
+const eventsOver = <E, R>(
+  make: Effect.Effect<LiveEvents.LiveEvents, E, R>
+): Layer.Layer<
   SessionEvents | ToolNotices | PendingElicitations.PendingElicitations | Elicitations,
-  never,
-  SessionStore
-> = Layer.effectContext(
-  Effect.map(LiveEvents.make, (live) => {
+  E,
+  Exclude<R, Scope.Scope>
+> =>
+  Layer.scopedContext(Effect.map(make, (live) => {
     const lastSeq = new Map<string, number>()
     const remember = (event: SessionEvent) => {
       if (event._tag === "report") {
@@ -356,8 +394,62 @@ export const events: Layer.Layer<
       // MCP servers' questions go to the session's person through the API (`POST …/elicitations/{id}`).
       Context.add(Elicitations, { ask: pending.ask })
     )
+  }))
+
+/** Live events of this process (see `eventsOver`). */
+export const events: Layer.Layer<
+  SessionEvents | ToolNotices | PendingElicitations.PendingElicitations | Elicitations,
+  never,
+  SessionStore
+> = eventsOver(LiveEvents.make)
+
+/** Live events that also cross the nodes of a cluster, over Postgres LISTEN/NOTIFY (cluster/ClusterEvents). */
+const clusterEvents = eventsOver(
+  Effect.gen(function*() {
+    const local = yield* LiveEvents.make
+    const relayed = yield* ClusterEvents.relay({
+      local,
+      pg: yield* PgClient.PgClient,
+      store: yield* SessionStore,
+      node: randomUUID()
+    })
+    return { ...local, ...relayed }
   })
 )
+
+/**
+ * The cluster's own Postgres pool: the runner holds one connection for its shard locks and events one for LISTEN,
+ * so the pool has room beyond them for message storage (≥ 2 is the cluster's minimum).
+ */
+const clusterPoolSize = 6
+
+/**
+ * This node as a runner of the cluster: socket transport between runners at `cluster.host:cluster.port`, message
+ * and runner storage in Postgres. A dead node's shards move once its locks expire (`cluster.lockExpirationMs`):
+ * locks are refreshed at 2/7 of it (the library's 10 s of 35 s), and runners' health is checked as often as a lock
+ * lives, so a node that died is noticed within about twice the lock expiration.
+ */
+const sharding = (settings: Settings, url: Redacted.Redacted) => {
+  const { host, lockExpirationMs, port } = settings.cluster
+  const sql = Database.layerPostgres(url, { maxConnections: clusterPoolSize, timeoutMs: persistTimeoutMs(settings) })
+  const runner = NodeClusterSocket.layer({
+    storage: "sql",
+    shardingConfig: {
+      runnerAddress: Option.some(RunnerAddress.make(host, port)),
+      shardLockExpiration: Duration.millis(lockExpirationMs),
+      shardLockRefreshInterval: Duration.millis(Math.max(250, Math.floor((lockExpirationMs * 2) / 7))),
+      runnerHealthCheckInterval: Duration.millis(lockExpirationMs)
+    }
+  }).pipe(
+    Layer.mapError((error) =>
+      new ClusterStartFailed({
+        address: `${host}:${port}`,
+        reason: error._tag === "SocketServerError" ? `cannot listen (${String(error.reason)})` : String(error)
+      })
+    )
+  )
+  return { sql, runner: Layer.provide(runner, sql) }
+}
 
 /** Readiness that also reports each MCP server's state; a server that is down never fails it. */
 const readiness = Layer.effect(
@@ -404,12 +496,23 @@ export const layer = (
   orgs: ReadonlyArray<Principal>,
   options: { readonly demoEverywhere?: boolean } = {}
 ): Layer.Layer<Services, WiringError> => {
+  if (settings.cluster.enabled && settings.database._tag !== "Postgres") {
+    return Layer.fail(new ClusterNeedsPostgres({ store: settings.database._tag === "Memory" ? "memory" : "embedded" }))
+  }
+  const cluster = settings.cluster.enabled && settings.database._tag === "Postgres"
+    ? sharding(settings, settings.database.url)
+    : undefined
   const ports = Layer.mergeAll(tools(settings), providers(settings, options)).pipe(
-    Layer.provideMerge(events),
+    Layer.provideMerge(cluster === undefined ? events : Layer.provide(clusterEvents, cluster.sql)),
     Layer.provideMerge(store(settings))
   )
+  const hosting = { maxRunningBursts: settings.server.maxRunningBursts }
   const corral = announcing.pipe(
-    Layer.provideMerge(Corral.layer({ maxRunningBursts: settings.server.maxRunningBursts })),
+    Layer.provideMerge(
+      cluster === undefined
+        ? Corral.layer(hosting)
+        : Layer.provide(Corral.layerCluster(hosting), cluster.runner)
+    ),
     Layer.provideMerge(Layer.provideMerge(readiness, ports)),
     Layer.provideMerge(AgentFeed.layer)
   )

@@ -94,6 +94,11 @@ export interface Actor {
   readonly idleSince: () => number | undefined
   /** Closes the actor if it is idle (synchronously: no message can slip in between). `true` when it closed. */
   readonly passivate: () => boolean
+  /**
+   * Closes the actor whatever it is doing: queued messages are answered `PersistenceFailed` (they are not run here),
+   * the message in flight runs to its end. Used when another host takes the session over (a cluster shard moved).
+   */
+  readonly stop: () => void
 }
 
 /** Why a follow-up is refused while writes wait for a person's decision. */
@@ -515,6 +520,13 @@ export const make = (options: {
       if (closed || draining) return false
       close()
       return true
+    },
+    stop: () => {
+      if (closed) return
+      close()
+      const left = mailbox
+      mailbox = []
+      for (const envelope of left) Deferred.unsafeDone(envelope.reply, Exit.fail(stopped(session.id)))
     }
   }
 }

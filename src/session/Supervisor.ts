@@ -55,6 +55,13 @@ export interface Service {
   readonly admission: () => { readonly running: number; readonly waiting: number }
   /** The sessions whose live actor is running a burst, as the actors hold them (no store read). */
   readonly running: () => ReadonlyArray<Session>
+  /**
+   * Gives a session up to another host: its actor takes no more messages (queued ones are answered
+   * `PersistenceFailed`, to be delivered again where the session now lives), its running burst is cancelled and
+   * awaited, and the next message here rebuilds it from the store. At once when no actor is live. Unbounded: callers
+   * bound it.
+   */
+  readonly release: (sessionId: string) => Effect.Effect<void>
 }
 
 /** The supervisor in force. */
@@ -98,6 +105,16 @@ export interface Options {
    * Default 256; 0 = no cap.
    */
   readonly maxRunningBursts?: number
+  /**
+   * `"local"` (default): this process is the only host, so at start it recovers every session a previous process
+   * left `running` and delivers every accepted message that never ran, and loading a session delivers its inbox.
+   * `"cluster"`: other processes host other sessions at the same time and the cluster redelivers unanswered
+   * messages itself (cluster/SessionEntity), so none of that happens at start or load (it would touch sessions that
+   * live elsewhere, or run a redelivered message twice); a session is recovered when it is loaded, which happens
+   * only on the runner that owns it, and an accepted message is run only if the store says it is still waiting and
+   * no burst took it up.
+   */
+  readonly hosting?: "local" | "cluster"
 }
 
 /**
@@ -138,6 +155,7 @@ export const make = (
     const unsettled = new Map<string, Effect.Effect<void, PersistenceFailed>>()
     const starting = new Map<string, Deferred.Deferred<SessionActor.Actor, SessionNotFound | PersistenceFailed>>()
     const admission = Admission.make(options.maxRunningBursts ?? Admission.defaultMaxRunning)
+    const clustered = options.hosting === "cluster"
     /** Sessions whose accepted messages are being delivered again (`redeliver`). */
     const redelivering = new Set<string>()
     /** Deliveries again in a row per session that did not end in a processed message (a store that reads but never writes). */
@@ -192,8 +210,9 @@ export const make = (
         return { session: { ...session, state, updatedAt: now }, notice: Option.map(repaired, (r) => r.notice) }
       })
 
-    // At start: a session still `running` in the store has no live burst anywhere in this fresh process.
-    for (const session of yield* store.listRunning()) {
+    // At start: a session still `running` in the store has no live burst anywhere in this fresh process (in a
+    // cluster it may have one on another runner: it is recovered by its owner, when loaded).
+    for (const session of clustered ? [] : yield* store.listRunning()) {
       const spec = yield* store.getAgent(session.principal.orgId, session.agentId, session.agentVersion)
       const { persistTimeoutMs } = limitsOf(Option.getOrUndefined(spec))
       yield* recover(session, yield* Clock.currentTimeMillis, persistTimeoutMs)
@@ -305,7 +324,9 @@ export const make = (
           entries.push(notice.value)
         }
         const actor = yield* spawn(session, spec.value, entries)
-        yield* deliverInbox(actor, entries)
+        if (!clustered) {
+          yield* deliverInbox(actor, entries)
+        }
         return actor
       })
 
@@ -419,12 +440,37 @@ export const make = (
       )
     }
 
+    /**
+     * Cluster hosting: whether an accepted message still waits to run — it is in the inbox and no stored user turn
+     * took it up. A message the cluster delivers again (its runner died before answering) may have run already; one
+     * taken up but not settled is settled here.
+     */
+    const waitingToRun = (orgId: string, sessionId: string, inboxId: string) =>
+      Effect.gen(function*() {
+        if (!(yield* store.inbox(sessionId)).some((m) => m.id === inboxId)) return false
+        if (!takenIds(yield* store.turns(orgId, sessionId)).has(inboxId)) return true
+        yield* store.settle(sessionId, inboxId)
+        return false
+      })
+
+    /** The session as it stands here, for a message that is not run again. */
+    const standing = (orgId: string, sessionId: string) =>
+      Effect.map(acquire(orgId, sessionId), (actor): SessionActor.Reply => ({ session: actor.session(), tokens: [] }))
+
     const send: Service["send"] = (orgId, sessionId, message) => {
       const inboxId = SessionActor.inboxOf(message)
       if (inboxId === undefined) return deliver(orgId, sessionId, message)
+      // In a cluster the same message can arrive twice (delivered again after its runner died): it runs once.
+      if (clustered && claimed.has(inboxId)) return standing(orgId, sessionId)
+      const once = clustered
+        ? Effect.flatMap(
+          waitingToRun(orgId, sessionId, inboxId),
+          (waiting) => waiting ? deliver(orgId, sessionId, message) : standing(orgId, sessionId)
+        )
+        : deliver(orgId, sessionId, message)
       return Effect.acquireUseRelease(
         Effect.sync(() => claimed.add(inboxId)),
-        () => deliver(orgId, sessionId, message),
+        () => once,
         () => Effect.sync(() => claimed.delete(inboxId))
       ).pipe(
         Effect.tapBoth({
@@ -452,7 +498,7 @@ export const make = (
     // Messages whose user turn is stored already ran (the process died after taking them up): they are only settled,
     // and their sessions stay unloaded until someone sends to them.
     const waiting = new Map<string, string>()
-    for (const [sessionId, messages] of groupBySession(yield* store.inbox())) {
+    for (const [sessionId, messages] of groupBySession(clustered ? [] : yield* store.inbox())) {
       const orgId = messages[0]!.orgId
       const taken = takenIds(yield* store.turns(orgId, sessionId))
       for (const message of messages) {
@@ -493,7 +539,14 @@ export const make = (
       running: () =>
         [...actors.values()].flatMap((actor) =>
           !actor.closed() && actor.session().state.status === "running" ? [actor.session()] : []
-        )
+        ),
+      release: (sessionId) =>
+        Effect.suspend(() => {
+          const live = actors.get(sessionId)
+          if (live === undefined) return Effect.void
+          live.stop()
+          return Effect.zipRight(live.cancel, live.landed)
+        })
     }
   })
 

@@ -1,0 +1,253 @@
+/**
+ * Sessions as @effect/cluster entities: the same actor, hosted on whichever runner owns the session's shard.
+ *
+ * The entity is a thin host, not a second actor. Its handlers hand each message to this runner's `Supervisor`
+ * (built with `hosting: "cluster"`), so one module — `SessionActor` under `Supervisor` — is the behaviour of a
+ * session in both hostings: one message at a time, a fiber only while messages wait, passivation when idle, state
+ * rebuilt from the store on first use (entity memory is lost when a shard moves; the store never is).
+ *
+ * `Run`, `Continue` and `Approve` are persisted (the cluster stores them in Postgres before they are delivered, and
+ * delivers them again to the next owner when their runner dies before answering). `Run` and `Continue` are keyed by
+ * the accepted message id, so a message sent twice is stored once. `Approve` is keyed by a fresh id per call: a
+ * second decision with the same token must reach the actor and be refused `AlreadyDecided` (naming the decision that
+ * stands), as it is locally — the store's single-use token, not the cluster, keeps a decision from running twice. A delivery after a runner
+ * died may find the message already run (its burst stored the user turn before the runner died): the supervisor
+ * then answers the session as it stands and does not run it again. `Cancel`, `Landed` and `Renew` are volatile:
+ * they only mean something to a live burst or a live person, and a burst whose runner died is already over
+ * (`interrupted` when the next owner loads it).
+ *
+ * The entity runs its handlers concurrently (the actor's mailbox serialises the messages that must be serial), so a
+ * `Cancel` reaches a running burst instead of queueing behind it. When the entity stops on this runner (its shard
+ * moves, or it passivates) the local actor is released: queued messages are refused (the cluster delivers them
+ * again where the session now lives), the running burst is cancelled and landed within the entity's termination time.
+ *
+ * `layer` gives the `Supervisor` the `Corral` service talks to: every call goes through the entity client to the
+ * owning runner (this one or another), so any node answers any request.
+ */
+import { ClusterSchema, Entity } from "@effect/cluster"
+import type { Sharding } from "@effect/cluster"
+import { Rpc } from "@effect/rpc"
+import { Duration, Effect, Layer, Option, Schema } from "effect"
+import {
+  AlreadyDecided,
+  InvalidSessionState,
+  isCorralError,
+  PersistenceFailed,
+  SessionNotFound
+} from "../domain/Errors.js"
+import type { SendError } from "../domain/Errors.js"
+import { Session } from "../domain/Session.js"
+import { Ids } from "../session/Ids.js"
+import type * as SessionActor from "../session/SessionActor.js"
+import * as Supervisor from "../session/Supervisor.js"
+
+/** An approval token as issued by a burst (shown once to the session's user). */
+const IssuedToken = Schema.Struct({ callId: Schema.String, token: Schema.String, expiresAt: Schema.Number })
+
+/** What processing a message answers: the session as it stands after it, and the tokens it issued. */
+export const Reply = Schema.Struct({ session: Session, tokens: Schema.Array(IssuedToken) })
+
+/** The failures a session message can end with: `SendError` (domain/Errors), on the wire. */
+export const Failure = Schema.Union(PersistenceFailed, InvalidSessionState, AlreadyDecided, SessionNotFound)
+
+const Principal = Schema.Struct({ orgId: Schema.String, userId: Schema.String })
+const Note = Schema.Struct({ code: Schema.String, message: Schema.String })
+
+/** The first prompt of a session, by its accepted message id (`InboxMessage.id`). */
+export const Run = Rpc.make("Run", {
+  payload: {
+    orgId: Schema.String,
+    inboxId: Schema.String,
+    text: Schema.String,
+    context: Schema.optional(Schema.String),
+    notes: Schema.optional(Schema.Array(Note))
+  },
+  success: Reply,
+  error: Failure,
+  primaryKey: (payload) => payload.inboxId
+}).annotate(ClusterSchema.Persisted, true)
+
+/** A follow-up, by its accepted message id. */
+export const Continue = Rpc.make("Continue", {
+  payload: { orgId: Schema.String, inboxId: Schema.String, text: Schema.String },
+  success: Reply,
+  error: Failure,
+  primaryKey: (payload) => payload.inboxId
+}).annotate(ClusterSchema.Persisted, true)
+
+/** A person's decision on a pending write, keyed by the call (`requestId`). */
+export const Approve = Rpc.make("Approve", {
+  payload: {
+    orgId: Schema.String,
+    requestId: Schema.String,
+    by: Principal,
+    token: Schema.String,
+    decision: Schema.Literal("approve", "reject")
+  },
+  success: Reply,
+  error: Failure,
+  primaryKey: (payload) => payload.requestId
+}).annotate(ClusterSchema.Persisted, true)
+
+/** Fresh approval tokens for the writes still waiting. */
+export const Renew = Rpc.make("Renew", {
+  payload: { orgId: Schema.String, by: Principal },
+  success: Reply,
+  error: Failure
+})
+
+/** Signals the running burst to stop; `true` when one was running on the owner. */
+export const Cancel = Rpc.make("Cancel", { payload: { orgId: Schema.String }, success: Schema.Boolean })
+
+/** Completes when the owner's running burst has landed (at once when none runs). */
+export const Landed = Rpc.make("Landed", { payload: { orgId: Schema.String } })
+
+/** The session entity: entity id = session id. */
+export const SessionEntity = Entity.make("CorralSession", [Run, Continue, Approve, Renew, Cancel, Landed])
+
+/** How long a stopping entity waits for its burst to land (under the cluster's 15 s entity termination timeout). */
+const releaseWait = Duration.seconds(10)
+
+/** The entity's handlers over this runner's supervisor. */
+export const handlers = (local: Supervisor.Service) =>
+  Effect.gen(function*() {
+    const address = yield* Entity.CurrentAddress
+    const sessionId = address.entityId
+    yield* Effect.addFinalizer(() =>
+      local.release(sessionId).pipe(
+        Effect.timeout(releaseWait),
+        Effect.catchAll(() => Effect.logWarning(`session ${sessionId}: its burst did not land within ${releaseWait}`))
+      )
+    )
+    const send = (orgId: string, message: SessionActor.Message) => local.send(orgId, sessionId, message)
+    return SessionEntity.of({
+      Run: ({ payload }) =>
+        send(payload.orgId, {
+          _tag: "Run",
+          text: payload.text,
+          inboxId: payload.inboxId,
+          ...(payload.context === undefined ? {} : { context: payload.context }),
+          ...(payload.notes === undefined ? {} : { notes: payload.notes })
+        }),
+      Continue: ({ payload }) =>
+        send(payload.orgId, { _tag: "Continue", text: payload.text, inboxId: payload.inboxId }),
+      Approve: ({ payload }) =>
+        send(payload.orgId, { _tag: "Approve", by: payload.by, token: payload.token, decision: payload.decision }),
+      Renew: ({ payload }) => send(payload.orgId, { _tag: "Renew", by: payload.by }),
+      Cancel: ({ payload }) =>
+        local.peek(payload.orgId, sessionId).pipe(
+          Option.match({ onNone: () => Effect.succeed(false), onSome: () => local.cancel(payload.orgId, sessionId) })
+        ),
+      Landed: ({ payload }) => local.landed(payload.orgId, sessionId)
+    })
+  })
+
+/** A failure of the cluster itself (storage, mailbox, transport) as the domain's `PersistenceFailed`. */
+const asSendError = (operation: string) => (error: unknown): SendError =>
+  isCorralError(error) && (error._tag === "PersistenceFailed" || error._tag === "InvalidSessionState" ||
+      error._tag === "AlreadyDecided" || error._tag === "SessionNotFound")
+    ? error
+    : new PersistenceFailed({
+      operation: `cluster.${operation}`,
+      message: typeof error === "object" && error !== null && "message" in error && typeof error.message === "string"
+        ? error.message
+        : String(error)
+    })
+
+/** Options of `layer`: the local supervisor's (hosting is always `"cluster"`). */
+export type Options = Omit<Supervisor.Options, "hosting">
+
+/**
+ * Registers the session entity on this runner (its handlers over a local supervisor) and provides the routing
+ * `Supervisor`: `send`, `cancel` and `landed` go through the entity client to the session's owner; `peek` is empty
+ * (readers read the store, which the owner writes before it answers); `live`, `admission` and `running` describe
+ * this runner's own actors. Fails only if the local supervisor cannot start.
+ */
+export const layer = (
+  options: Options = {}
+): Layer.Layer<Supervisor.Supervisor, PersistenceFailed, Sharding.Sharding | SessionActor.Requirements> =>
+  Layer.scoped(
+    Supervisor.Supervisor,
+    Effect.gen(function*() {
+      const local = yield* Supervisor.make({ ...options, hosting: "cluster" })
+      const idle = Duration.decode(options.idleTimeout ?? Duration.minutes(5))
+      yield* Layer.buildWithScope(
+        SessionEntity.toLayer(handlers(local), { concurrency: "unbounded", maxIdleTime: idle }),
+        yield* Effect.scope
+      )
+      const client = yield* SessionEntity.client
+      const ids = yield* Ids
+      const reply = (
+        operation: string,
+        call: Effect.Effect<typeof Reply.Type, unknown>
+      ): Effect.Effect<SessionActor.Reply, SendError> =>
+        call.pipe(
+          Effect.tapError((error) =>
+            isCorralError(error)
+              ? Effect.void
+              : Effect.logWarning(`cluster: ${operation} not delivered: ${String(error)}`, error)
+          ),
+          Effect.mapError(asSendError(operation))
+        )
+      // Run and Continue always come from the durable mailbox (Corral accepts them first): the id is their key.
+      const keyOf = (inboxId: string | undefined) =>
+        inboxId === undefined
+          ? Effect.dieMessage("a Run or Continue sent to a cluster session must carry its accepted message id")
+          : Effect.succeed(inboxId)
+      const route: Supervisor.Service = {
+        // The owner loads the session from the store on its first message: nothing to do here.
+        adopt: () => Effect.void,
+        send: (orgId, sessionId, message) => {
+          const entity = client(sessionId)
+          switch (message._tag) {
+            case "Run":
+              return Effect.flatMap(keyOf(message.inboxId), (inboxId) =>
+                reply(
+                  "run",
+                  entity.Run({
+                    orgId,
+                    inboxId,
+                    text: message.text,
+                    ...(message.context === undefined ? {} : { context: message.context }),
+                    ...(message.notes === undefined ? {} : { notes: message.notes })
+                  })
+                ))
+            case "Continue":
+              return Effect.flatMap(
+                keyOf(message.inboxId),
+                (inboxId) => reply("continue", entity.Continue({ orgId, inboxId, text: message.text }))
+              )
+            case "Approve":
+              return reply(
+                "approve",
+                entity.Approve({
+                  orgId,
+                  requestId: ids.messageId(),
+                  by: { orgId: message.by.orgId, userId: message.by.userId },
+                  token: message.token,
+                  decision: message.decision
+                })
+              )
+            case "Renew":
+              return reply("renew", entity.Renew({ orgId, by: { orgId: message.by.orgId, userId: message.by.userId } }))
+          }
+        },
+        cancel: (orgId, sessionId) =>
+          client(sessionId).Cancel({ orgId }).pipe(
+            Effect.catchAll((error) =>
+              Effect.as(Effect.logWarning(`session ${sessionId}: cancel not delivered: ${String(error)}`), false)
+            )
+          ),
+        landed: (orgId, sessionId) =>
+          client(sessionId).Landed({ orgId }).pipe(
+            Effect.catchAll((error) => Effect.logWarning(`session ${sessionId}: landing not awaited: ${String(error)}`))
+          ),
+        peek: () => Option.none(),
+        live: local.live,
+        admission: local.admission,
+        running: local.running,
+        release: local.release
+      }
+      return route
+    })
+  )

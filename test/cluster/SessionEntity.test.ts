@@ -1,0 +1,152 @@
+import { MessageStorage, TestRunner } from "@effect/cluster"
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Layer, Option } from "effect"
+import { Corral } from "../../src/Corral.js"
+import { Principal } from "../../src/domain/Principal.js"
+import type { Session } from "../../src/domain/Session.js"
+import * as LiveEvents from "../../src/events/LiveEvents.js"
+import { Providers } from "../../src/model/ModelProvider.js"
+import * as Scripted from "../../src/model/Scripted.js"
+import * as Supervisor from "../../src/session/Supervisor.js"
+import * as MemoryStore from "../../src/store/MemoryStore.js"
+import { SessionStore } from "../../src/store/SessionStore.js"
+import * as ToolRegistry from "../../src/tools/ToolRegistry.js"
+import * as Tools from "../support/tools.js"
+
+const alice = new Principal({ orgId: "org_a", userId: "alice" })
+const agent = {
+  id: "triage",
+  version: 1,
+  name: "Triage",
+  instructions: "Find the cause of the incident.",
+  tools: ["echo", "restart"]
+}
+
+/** One script that walks every message kind: a tool turn, a write that waits, its approval, and a follow-up. */
+const script = () =>
+  Scripted.make({
+    script: [
+      Scripted.toolCalls([{ name: "echo", arguments: { q: "logs" } }]),
+      Scripted.toolCalls([{ name: "restart", arguments: { service: "db" } }]),
+      Scripted.text("The restart worked."),
+      Scripted.text("Nothing else is wrong.")
+    ]
+  })
+
+const ports = (model: Scripted.Scripted | ReturnType<typeof Scripted.make>) =>
+  Layer.mergeAll(
+    LiveEvents.layer,
+    ToolRegistry.layer(Tools.all),
+    Layer.succeed(Providers, Providers.fromRoutes({ default: [model] }))
+  ).pipe(Layer.provideMerge(MemoryStore.layerMemory))
+
+/** What a user sees of a session after the script: every view, the transcript, the trajectories' exit reasons. */
+const walk = Effect.gen(function*() {
+  const c = yield* Corral
+  yield* c.publishAgent(alice, agent)
+  const first = yield* c.run(alice, { agentId: "triage", scope: "incident:1", prompt: "why is db down?" })
+  const token = first.pending[0]?.token ?? ""
+  const refused = yield* Effect.flip(c.continue(alice, first.id, "hurry"))
+  const approved = yield* c.approve(alice, first.id, token)
+  const again = yield* Effect.flip(c.approve(alice, first.id, token))
+  const followed = yield* c.continue(alice, first.id, "anything else?")
+  const turns = yield* c.turns(alice, first.id)
+  const trajectories = yield* c.trajectories(alice, first.id)
+  const strip = (v: typeof first) => ({
+    status: v.status,
+    exitReason: v.exitReason,
+    modelCalls: v.modelCalls,
+    toolCalls: v.toolCalls,
+    bursts: v.bursts,
+    usage: v.usage,
+    report: v.report,
+    pending: v.pending.map((p) => ({ tool: p.tool, arguments: p.arguments, hasToken: p.token !== undefined }))
+  })
+  return {
+    views: [strip(first), strip(approved), strip(followed)],
+    refused: refused._tag,
+    again: again._tag,
+    // Accepted-message ids are random per host; that each user turn carries one is what matters.
+    transcript: turns.map((t) => ({
+      seq: t.seq,
+      entry: t.entry.kind === "user" && t.entry.messageId !== undefined
+        ? { ...t.entry, messageId: t.entry.messageId.startsWith("msg_") }
+        : t.entry
+    })),
+    exits: trajectories.map((t) => t.exitReason)
+  }
+})
+
+const cluster = (model: ReturnType<typeof Scripted.make>) =>
+  Corral.layerCluster().pipe(Layer.provideMerge(ports(model)), Layer.provideMerge(TestRunner.layer))
+
+describe("cluster/SessionEntity", () => {
+  // TestRunner's sharding runs on the live clock (it hangs under TestClock): scopedLive, and the scripted model
+  // answers at once, so nothing here waits on time.
+  it.scopedLive("the same script gives the same transcript, exit reasons and counters as the local supervisor", () =>
+    Effect.gen(function*() {
+      const local = yield* Effect.provide(walk, Corral.layer().pipe(Layer.provideMerge(ports(script()))))
+      const { clustered, journal } = yield* Effect.provide(
+        Effect.all({
+          clustered: walk,
+          journal: Effect.map(
+            MessageStorage.MemoryDriver,
+            (driver) => driver.journal.flatMap((e) => "tag" in e ? [e.tag] : [])
+          )
+        }),
+        cluster(script())
+      )
+      // The messages went through the cluster's storage (persisted, so a runner's death does not lose them).
+      expect(journal).toEqual(["Run", "Continue", "Approve", "Approve", "Continue"])
+      expect(local.views.map((v) => v.exitReason)).toEqual(["confirmation_pending", "completed", "completed"])
+      expect(local.refused).toBe("InvalidSessionState")
+      expect(local.again).toBe("AlreadyDecided")
+      expect(clustered).toEqual(local)
+    }))
+
+  it.scopedLive("a message delivered again after it ran is answered, not run again", () =>
+    Effect.gen(function*() {
+      const store = yield* SessionStore
+      const c = yield* Corral
+      yield* c.publishAgent(alice, agent)
+      const first = yield* c.run(alice, { agentId: "triage", scope: "incident:1", prompt: "why?" })
+      yield* c.approve(alice, first.id, first.pending[0]?.token ?? "")
+      const before = yield* c.turns(alice, first.id)
+      const opening = before[0]!.entry
+      if (opening.kind !== "user" || opening.messageId === undefined) throw new Error("no accepted message id")
+      // The runner that ran it died before its answer was stored: the next owner gets the same message again.
+      const host = yield* Supervisor.make({ hosting: "cluster" })
+      const reply = yield* host.send(alice.orgId, first.id, {
+        _tag: "Run",
+        text: "why?",
+        inboxId: opening.messageId
+      })
+      expect(reply.session.state.lastExitReason).toBe("completed")
+      expect(yield* c.turns(alice, first.id)).toEqual(before)
+      expect(yield* store.inbox(first.id)).toEqual([])
+    }).pipe(Effect.provide(cluster(script()))))
+
+  it.scopedLive("a session left running by a dead runner is recovered by its next owner and continues", () =>
+    Effect.gen(function*() {
+      const store = yield* SessionStore
+      const c = yield* Corral
+      yield* c.publishAgent(alice, agent)
+      const first = yield* c.run(alice, { agentId: "triage", scope: "incident:1", prompt: "why?" })
+      const session = Option.getOrThrow(yield* store.getSession(alice.orgId, first.id)) as Session
+      // What a runner killed mid-burst leaves behind: the session reads `running` in the shared store.
+      yield* store.saveState(first.id, { ...session.state, status: "running", pending: [] }, session.updatedAt + 1)
+      // A new runner starting does not touch it (it may be running on another runner)...
+      yield* Supervisor.make({ hosting: "cluster" })
+      expect(Option.getOrThrow(yield* store.getSession(alice.orgId, first.id)).state.status).toBe("running")
+      // ...its owner recovers it when it loads it, and the follow-up runs.
+      const host = yield* Supervisor.make({ hosting: "cluster" })
+      const message = { _tag: "Continue" as const, text: "go on" }
+      const answer = yield* host.send(alice.orgId, first.id, message)
+      expect(answer.session.state.lastExitReason).toBe("completed")
+      expect(answer.session.state.status).toBe("idle")
+      // A local host, by contrast, recovers every running session of the store at start.
+      yield* store.saveState(first.id, { ...answer.session.state, status: "running" }, answer.session.updatedAt + 1)
+      yield* Supervisor.make()
+      expect(Option.getOrThrow(yield* store.getSession(alice.orgId, first.id)).state.status).toBe("interrupted")
+    }).pipe(Effect.provide(cluster(script()))))
+})
