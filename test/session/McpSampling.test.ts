@@ -68,6 +68,30 @@ const run = (options: {
 const results = (turns: ReadonlyArray<Turn>) =>
   turns.flatMap((t) => t.entry.kind === "tool_results" ? t.entry.results : [])
 
+/**
+ * Runs a sampling session over `script` whose tool (a 10 s deadline) asks a sample the model has not answered by the
+ * sample's bound: once the sample waits on the model (a request with no tools and no response schema), the clock
+ * moves 8 s — the call's deadline less the 2 s margin left for the server to answer.
+ */
+const cutByDeadline = (script: ReadonlyArray<Scripted.Step>) =>
+  Effect.gen(function*() {
+    const reached = yield* Deferred.make<void>()
+    const scripted = Scripted.make({ script })
+    const model: ModelProvider = {
+      ...scripted,
+      complete: (request) =>
+        request.tools.length === 0 && request.responseSchema === undefined
+          ? Effect.zipRight(Deferred.succeed(reached, undefined), scripted.complete(request))
+          : scripted.complete(request)
+    }
+    const running = yield* Effect.fork(
+      run({ sampling: true, providers: [model], limits: { toolTimeoutMs: 10_000 }, verify: true })
+    )
+    yield* Deferred.await(reached)
+    yield* TestClock.adjust("8 seconds")
+    return yield* Fiber.join(running)
+  })
+
 describe("MCP sampling in a session", () => {
   it.live(
     "sampling off: the tool hears the refusal that says how to allow it, and the session lands",
@@ -229,29 +253,12 @@ describe("MCP sampling in a session", () => {
     "a sample the model does not answer before the tool's deadline is refused; the call, the burst and the replay go on",
     () =>
       Effect.gen(function*() {
-        const reached = yield* Deferred.make<void>()
-        const scripted = Scripted.make({
-          script: [
-            Scripted.toolCalls([{ name: "sample", arguments: {} }]),
-            Scripted.delay(60_000, Scripted.text("too late")),
-            Scripted.text("done")
-          ]
-        })
-        // Tells the test when the sample reached the model, so the clock moves only then.
-        const model: ModelProvider = {
-          ...scripted,
-          complete: (request) =>
-            request.tools.length === 0 && request.responseSchema === undefined
-              ? Effect.zipRight(Deferred.succeed(reached, undefined), scripted.complete(request))
-              : scripted.complete(request)
-        }
-        const running = yield* Effect.fork(
-          run({ sampling: true, providers: [model], limits: { toolTimeoutMs: 10_000 }, verify: true })
-        )
-        yield* Deferred.await(reached)
         // A 10 s call: the sample may take until 2 s (the margin) before its deadline.
-        yield* TestClock.adjust("8 seconds")
-        const landed = yield* Fiber.join(running)
+        const landed = yield* cutByDeadline([
+          Scripted.toolCalls([{ name: "sample", arguments: {} }]),
+          Scripted.delay(60_000, Scripted.text("too late")),
+          Scripted.text("done")
+        ])
         expect(results(landed.turns).map((r) => r.content)).toEqual([
           "refused: MCP error -32001: the session's model did not answer MCP server \"sampler\" within 8000 ms (the " +
           "calling tool \"sample\"'s deadline, less a margin for the server to answer)"
@@ -269,29 +276,13 @@ describe("MCP sampling in a session", () => {
     "a sample whose retry is still in flight at the tool's deadline replays verified",
     () =>
       Effect.gen(function*() {
-        const reached = yield* Deferred.make<void>()
-        const scripted = Scripted.make({
-          script: [
-            Scripted.toolCalls([{ name: "sample", arguments: {} }]),
-            Scripted.fault("overloaded"),
-            Scripted.delay(60_000, Scripted.text("too late")),
-            Scripted.text("done")
-          ]
-        })
-        const model: ModelProvider = {
-          ...scripted,
-          complete: (request) =>
-            request.tools.length === 0 && request.responseSchema === undefined
-              ? Effect.zipRight(Deferred.succeed(reached, undefined), scripted.complete(request))
-              : scripted.complete(request)
-        }
-        const running = yield* Effect.fork(
-          run({ sampling: true, providers: [model], limits: { toolTimeoutMs: 10_000 }, verify: true })
-        )
-        yield* Deferred.await(reached)
         // The retry's backoff passes, the retry waits on the model, and the sample's bound (8 s) stops it.
-        yield* TestClock.adjust("8 seconds")
-        const landed = yield* Fiber.join(running)
+        const landed = yield* cutByDeadline([
+          Scripted.toolCalls([{ name: "sample", arguments: {} }]),
+          Scripted.fault("overloaded"),
+          Scripted.delay(60_000, Scripted.text("too late")),
+          Scripted.text("done")
+        ])
         expect(results(landed.turns)[0]?.content).toContain("MCP error -32001")
         expect(landed.reason).toBe<ExitReason>("completed")
         const callId = landed.trajectory.toolCalls[0]!.callId

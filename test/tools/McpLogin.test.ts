@@ -7,27 +7,16 @@
  * a registry already running (serve on a shared store) picks a sign-in up at its next retry.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Exit, Fiber, Layer, Option, Schedule, TestClock } from "effect"
+import { Deferred, Effect, Exit, Fiber, Schedule, TestClock } from "effect"
 import * as McpCredentials from "../../src/tools/McpCredentials.js"
 import * as McpLogin from "../../src/tools/McpLogin.js"
 import * as McpRegistry from "../../src/tools/McpRegistry.js"
+import { inspectable } from "../support/Credentials.js"
 import * as McpHttpFixture from "../support/McpHttpFixture.js"
 import { ctx } from "../support/McpServers.js"
 import { eventually } from "../support/ServerHarness.js"
 
 const client = { clientId: "corral-test", clientSecret: "cs-0123456789" }
-
-/** A sealed memory store whose raw values the test can read. */
-const inspectable = () => {
-  const raw = new Map<string, string>()
-  const inner: McpCredentials.Service = {
-    load: (key) => Effect.sync(() => Option.fromNullable(raw.get(key))),
-    save: (key, value) => Effect.sync(() => void raw.set(key, value)),
-    remove: (key) => Effect.sync(() => raw.delete(key))
-  }
-  const key = McpCredentials.keyOf("a test key of enough length")
-  return { raw, layer: Layer.succeed(McpCredentials.McpCredentials, McpCredentials.sealed(inner, key)) }
-}
 
 const signable = (url: string): McpLogin.Signable => ({
   url,

@@ -6,10 +6,11 @@
  * host with nobody to sign in (serve): that server is down saying what to do, the others are not.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { ConfigProvider, Effect, Layer, Option, Schedule } from "effect"
+import { ConfigProvider, Effect, Schedule } from "effect"
 import * as McpCredentials from "../../src/tools/McpCredentials.js"
 import * as McpRegistry from "../../src/tools/McpRegistry.js"
 import type { ToolServerStatus } from "../../src/tools/ToolExecutor.js"
+import { inspectable } from "../support/Credentials.js"
 import * as McpHttpFixture from "../support/McpHttpFixture.js"
 import { ctx, fixture } from "../support/McpServers.js"
 
@@ -19,18 +20,6 @@ const env = ConfigProvider.fromMap(new Map([["REMOTE_CLIENT_SECRET", client.clie
 
 const stateOf = (mcp: McpRegistry.McpRegistry, name: string) =>
   Effect.map(mcp.servers!, (all): ToolServerStatus | undefined => all.find((s) => s.name === name))
-
-/** A memory store whose raw (sealed) values the test can read. */
-const inspectable = () => {
-  const raw = new Map<string, string>()
-  const inner: McpCredentials.Service = {
-    load: (key) => Effect.sync(() => Option.fromNullable(raw.get(key))),
-    save: (key, value) => Effect.sync(() => void raw.set(key, value)),
-    remove: (key) => Effect.sync(() => raw.delete(key))
-  }
-  const key = McpCredentials.keyOf("a test key of enough length")
-  return { raw, layer: Layer.succeed(McpCredentials.McpCredentials, McpCredentials.sealed(inner, key)) }
-}
 
 describe("McpRegistry with OAuth", () => {
   it.scopedLive("gets a token with the client credentials grant (secret from the environment) and calls", () =>
