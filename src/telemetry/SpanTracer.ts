@@ -16,7 +16,7 @@
  * - **a child of a span that is not sampled is that same span**: no ids, no allocation, and attributes and events
  *   on an unsampled span are not even converted — with `always_off` or a ratio a dropped burst costs one sampler
  *   call for the burst and nearly nothing for its model and tool calls;
- * - ids come from a pool of random bytes refilled 512 spans at a time; times are the Effect clock's.
+ * - ids come from the shared pool of CSPRNG bytes (`internal/randomPool`); times are the Effect clock's.
  *
  * The span limits are the SDK's defaults (128 attributes, 128 events — the oldest dropped and counted — per span).
  * An embedder's own tracer keeps working: `Spans.span` falls back to `Tracer.span` for any other tracer.
