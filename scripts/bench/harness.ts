@@ -121,6 +121,12 @@ export interface Driver<S, H> {
     /** Called after the last session is created and before the final GC (e.g. to wait for passivation). */
     readonly settle?: () => Promise<Record<string, unknown>>
   }
+  /**
+   * Scenario A: work the runtime still owes for the sessions it ran (Corral with telemetry on: exporting the spans
+   * they made). Called before each timed batch, untimed, and at its end inside the timed region, so a batch pays
+   * for everything it caused, also what a runtime would otherwise do after the measurement.
+   */
+  readonly drain?: () => Promise<void>
   /** Releases the runtime. */
   readonly close: () => Promise<void>
 }
@@ -246,6 +252,7 @@ const scenarioA = async <S, H>(driver: Driver<S, H>, options: Options): Promise<
     const results: Array<S> = new Array(size)
     const models = new Float64Array(size + 1)
     const tools = new Float64Array(size + 1)
+    await driver.drain?.()
     fullGc()
     models[0] = driver.modelCalls()
     tools[0] = driver.toolCalls()
@@ -256,6 +263,7 @@ const scenarioA = async <S, H>(driver: Driver<S, H>, options: Options): Promise<
       models[n + 1] = driver.modelCalls()
       tools[n + 1] = driver.toolCalls()
     }
+    await driver.drain?.()
     const us = microsSince(start)
     const spent = process.cpuUsage(cpu)
     batchUs.push(us)

@@ -17,7 +17,10 @@
  * the server at `DATABASE_URL`, e.g. `DATABASE_URL=$(bash .ci/postgres.sh)`), `--tracer off`
  * (disables Effect's built-in in-memory span objects, a diagnostic), `--count-fibers` (a diagnostic: prints the
  * fibers started per model turn to stderr at exit), `--passivate` (C: let every actor passivate
- * before measuring, so only the store's share remains). Prints one `RESULT <json>` line (framework `corral`).
+ * before measuring, so only the store's share remains), `--otlp URL [--sampler NAME] [--protocol http/json|http/protobuf]`
+ * (telemetry on, exporting to an OTLP/HTTP receiver such as scripts/bench/otlp-sink.ts; each timed batch of scenario
+ * A ends with `Telemetry.flush`, so it pays for exporting what it made — the SDK's `OTEL_BSP_*` variables apply).
+ * Prints one `RESULT <json>` line (framework `corral`).
  */
 import type { Duration } from "effect"
 import { Config, Effect, Layer, ManagedRuntime, Option, Supervisor as EffectSupervisor } from "effect"
@@ -236,6 +239,8 @@ void Harness.main<SessionView, string>(async (options) => {
   const otlp = options.flags.get("otlp")
   // `--sampler NAME` (with `--otlp`): the trace sampler, as OTEL_TRACES_SAMPLER names it (default parentbased_always_on).
   const sampler = options.flags.get("sampler") as TelemetryConfig.TelemetrySettings["sampler"] | undefined
+  // `--protocol http/json|http/protobuf` (with `--otlp`): the OTLP encoding (default http/json).
+  const protocol = options.flags.get("protocol") as TelemetryConfig.TelemetrySettings["protocol"] | undefined
   // Provided UNDER Corral: the actors are forked while Corral's layers are built, and take its tracer (and the
   // fiber counter) from there.
   const layer = Layer.merge(
@@ -246,7 +251,8 @@ void Harness.main<SessionView, string>(async (options) => {
         Telemetry.layer({
           ...TelemetryConfig.defaults,
           endpoint: otlp,
-          ...(sampler === undefined ? {} : { sampler })
+          ...(sampler === undefined ? {} : { sampler }),
+          ...(protocol === undefined ? {} : { protocol })
         })
       ),
     tracer === "off" ? Layer.setTracerEnabled(false) : Layer.empty
@@ -282,7 +288,9 @@ void Harness.main<SessionView, string>(async (options) => {
     "ManagedRuntime built once; one Corral.run per session through runtime.runPromise; B: Effect.forEach " +
     "with concurrency \"unbounded\"; tool calls of a turn run with concurrency \"unbounded\" (Corral's default)",
     otlp !== undefined
-      ? `telemetry on: Telemetry.layer exporting spans (batched) and metrics over OTLP/HTTP JSON to ${otlp}` +
+      ? `telemetry on: Telemetry.layer exporting spans (batched) and metrics over OTLP/HTTP ${
+        protocol === "http/protobuf" ? "protobuf" : "JSON"
+      } to ${otlp}; each timed batch ends when the processor has exported every span it made (Telemetry.flush)` +
         (sampler === undefined ? "" : `, sampler ${sampler}`)
       : tracer === "off"
       ? "tracer disabled (Layer.setTracerEnabled(false)): no span objects at all"
@@ -342,6 +350,7 @@ void Harness.main<SessionView, string>(async (options) => {
         }
         : {})
     },
+    ...(otlp === undefined ? {} : { drain: () => runtime.runPromise(Telemetry.flush) }),
     close: async () => {
       await runtime.dispose()
       sql?.cleanup()

@@ -59,8 +59,23 @@ const samplerOf = (sdk: TraceSdk, settings: TelemetrySettings): Sampler => {
 export const signalUrl = (endpoint: string, signal: "traces" | "metrics"): string =>
   `${endpoint.replace(/\/+$/, "")}/v1/${signal}`
 
-/** How long closing the layer may spend flushing what is left to the collector. */
+/** How long closing the layer, or one `flush`, may spend sending what is left to the collector. */
 const shutdownTimeout = "5 seconds"
+
+/**
+ * What `flush` runs: the exporting layer's "send every finished span and the metrics now"; nothing when telemetry is
+ * off. A `Context.Reference`, so `flush` needs no layer.
+ */
+export class Flusher extends Context.Reference<Flusher>()("corral/telemetry/Flusher", {
+  defaultValue: (): Effect.Effect<void> => Effect.void
+}) {}
+
+/**
+ * Sends every span that has ended and the current metrics to the collector now, and waits for it (bounded by the
+ * shutdown timeout; an export that fails is logged, never raised). For hosts that freeze or exit between requests
+ * (a serverless function before it returns), and for measuring what exporting costs. Nothing when telemetry is off.
+ */
+export const flush: Effect.Effect<void> = Effect.flatten(Flusher)
 
 /** The exporting layer for an endpoint (see the module header). */
 const exporting = (settings: TelemetrySettings, endpoint: string): Layer.Layer<never> =>
@@ -113,6 +128,13 @@ const exporting = (settings: TelemetrySettings, endpoint: string): Layer.Layer<n
         exportIntervalMillis: settings.metricIntervalMs,
         exportTimeoutMillis: Math.min(settings.metricIntervalMs, 30_000)
       })
+      const flushAll = Effect.promise(() => Promise.all([processor.forceFlush(), reader.forceFlush()])).pipe(
+        Effect.asVoid,
+        Effect.ignoreLogged,
+        Effect.interruptible,
+        Effect.timeoutOption(shutdownTimeout),
+        Effect.asVoid
+      )
       const sdk: Layer.Layer<Resource> = Layer.mergeAll(
         tracer,
         OtelMetrics.layer(() => reader, { shutdownTimeout })
@@ -125,7 +147,8 @@ const exporting = (settings: TelemetrySettings, endpoint: string): Layer.Layer<n
       return Layer.mergeAll(
         Layer.map(sdk, () => Context.empty()),
         Tracing.layer(true),
-        contentLayer(settings.captureContent)
+        contentLayer(settings.captureContent),
+        Layer.succeedContext(Context.make(Flusher, flushAll))
       )
     })
   )

@@ -1,0 +1,39 @@
+/**
+ * `Telemetry.flush`: a host that freezes or exits between requests (a serverless function before it returns) sends
+ * what has ended now, while the layer stays open — the batch processor alone would hold the spans for its 5-second
+ * schedule. With telemetry off it does nothing and needs no layer.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import * as TelemetryConfig from "../../src/config/Telemetry.js"
+import * as Metrics from "../../src/telemetry/Metrics.js"
+import * as Spans from "../../src/telemetry/Spans.js"
+import * as Telemetry from "../../src/telemetry/Telemetry.js"
+import * as OtlpReceiver from "../support/OtlpReceiver.js"
+
+describe("Telemetry.flush", () => {
+  it.scopedLive("sends every ended span and the metrics now, with the layer still open", () =>
+    Effect.gen(function*() {
+      const receiver = yield* OtlpReceiver.make
+      const context = yield* Layer.build(Telemetry.layer({ ...TelemetryConfig.defaults, endpoint: receiver.endpoint }))
+      yield* Effect.sync(() => Metrics.add(Metrics.bursts, 1, "corral.exit_reason", "completed", "corral.tier", "flush"))
+      yield* Effect.void.pipe(
+        Spans.span(() => "execute_tool flushed_tool", () => ({ "gen_ai.tool.name": "flushed_tool" }), "internal", {
+          leaf: true
+        }),
+        Spans.span(() => "invoke_agent flushed", () => ({ "gen_ai.operation.name": "invoke_agent" })),
+        Effect.provide(context)
+      )
+      expect(receiver.spans()).toEqual([])
+      yield* Effect.provide(Telemetry.flush, context)
+      expect(receiver.spans().map((s) => s.name).sort()).toEqual(["execute_tool flushed_tool", "invoke_agent flushed"])
+      expect(receiver.metrics().some((m) => m.name === "corral.bursts" && m.attributes["corral.tier"] === "flush"))
+        .toBe(true)
+    }), 60_000)
+
+  it.effect("does nothing with telemetry off, with or without the layer", () =>
+    Effect.gen(function*() {
+      yield* Telemetry.flush
+      yield* Effect.provide(Telemetry.flush, Telemetry.layer(TelemetryConfig.defaults))
+    }))
+})
