@@ -16,7 +16,9 @@ describe("Telemetry.flush", () => {
     Effect.gen(function*() {
       const receiver = yield* OtlpReceiver.make
       const context = yield* Layer.build(Telemetry.layer({ ...TelemetryConfig.defaults, endpoint: receiver.endpoint }))
-      yield* Effect.sync(() => Metrics.add(Metrics.bursts, 1, "corral.exit_reason", "completed", "corral.tier", "flush"))
+      yield* Effect.sync(() =>
+        Metrics.add(Metrics.bursts, 1, "corral.exit_reason", "completed", "corral.tier", "flush")
+      )
       yield* Effect.void.pipe(
         Spans.span(() => "execute_tool flushed_tool", () => ({ "gen_ai.tool.name": "flushed_tool" }), "internal", {
           leaf: true
