@@ -1,7 +1,7 @@
 /**
- * Where scenario A's time goes: runs `workload.ts` under `node --cpu-prof` and summarises the profile's SELF time by
- * function (mapped back to the TypeScript source) and by area (GC, the Effect runtime, each Corral folder, ajv, the
- * benchmark's own fake model and tool).
+ * Where scenario A's time goes: runs the workload (`internal/workloadBody.ts`, Corral bundled from its sources)
+ * under `node --cpu-prof` and summarises the profile's SELF time by function (mapped back to the TypeScript source)
+ * and by area (GC, the Effect runtime, each Corral folder, ajv, the benchmark's own fake model and tool).
  *
  * Why a bundle: tsx emits each module as one line, so a profile of `node --import tsx workload.ts` names files but
  * not functions. This script bundles `workload.ts` with esbuild (tsx's own transformer; node_modules stay
@@ -33,7 +33,9 @@ const top = topIndex === -1 ? 40 : Number(own[topIndex + 1])
 const main = async () => {
   rmSync(work, { recursive: true, force: true })
   mkdirSync(work, { recursive: true })
-  await CpuProfile.bundle(join(root, "scripts/bench/workload.ts"), bundleFile)
+  // The workload itself, not its entry (`workload.ts` would build dist/ for the package names; here they are
+  // bundled from the sources, so the profile names Corral's functions).
+  await CpuProfile.bundle(join(root, "scripts/bench/internal/workloadBody.ts"), bundleFile, root.replace(/\/$/, ""))
   const profileDir = join(work, "profile")
   const run = spawnSync(
     process.execPath,

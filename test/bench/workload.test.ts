@@ -11,10 +11,23 @@ interface Run {
   readonly stderr: string
 }
 
-/** Runs `scripts/bench/workload.ts --quick` in a fresh process, as the benchmark does, and parses its RESULT lines. */
+/**
+ * Runs `scripts/bench/workload.ts --quick` in a fresh process, as the benchmark does, and parses its RESULT lines —
+ * over the sources (`--conditions=corral-source`), as every test runs Corral: the benchmark's default, the package
+ * build in dist/, is what scripts/pack-check.sh builds and checks.
+ */
 const workload = (scenario: "A" | "B" | "C", sessions: number) =>
   Effect.async<Run>((resume) => {
-    const args = ["--expose-gc", "--import", "tsx", "scripts/bench/workload.ts", "--scenario", scenario, "--quick"]
+    const args = [
+      "--expose-gc",
+      "--conditions=corral-source",
+      "--import",
+      "tsx",
+      "scripts/bench/workload.ts",
+      "--scenario",
+      scenario,
+      "--quick"
+    ]
     const child = execFile(
       process.execPath,
       [...args, "--sessions", String(sessions), "--warmup", "2"],
@@ -45,6 +58,7 @@ describe("workload benchmark program", () => {
       }
       expect(a.results[0]).toMatchObject({ framework: "corral", scenario: "A", checks: "passed", batches: 1 })
       expect(a.results[0]!.batch_us_per_turn).toEqual([a.results[0]!.us_per_turn])
+      expect(String(a.results[0]!.notes)).toContain("Corral from its TypeScript sources")
       expect(b.results[0]).toMatchObject({ framework: "corral", scenario: "B", checks: "passed", sessions: 20 })
       expect(b.results[0]!.peak_rss_mb).toBeGreaterThan(0)
       expect(c.results[0]).toMatchObject({ framework: "corral", scenario: "C", checks: "passed", sessions: 20 })

@@ -31,8 +31,20 @@ interface Profile {
   readonly startTime: number
 }
 
-/** Bundles `entry` to `outfile` (ESM, node20, packages external, external source map). */
-export const bundle = (entry: string, outfile: string) =>
+/** Corral's own package entries, bundled from their sources (so the profile names Corral's functions). */
+const corralEntries = (root: string): Record<string, string> => ({
+  "corral": `${root}/src/index.ts`,
+  "corral/testing": `${root}/src/testing/index.ts`,
+  "corral/providers": `${root}/src/providers.ts`,
+  "corral/sql": `${root}/src/sql.ts`,
+  "corral/mcp": `${root}/src/mcp.ts`
+})
+
+/**
+ * Bundles `entry` to `outfile` (ESM, node20, packages external, external source map); `root`: Corral's checkout,
+ * whose package entries (`import ... from "corral"`) are bundled from its sources rather than left external.
+ */
+export const bundle = (entry: string, outfile: string, root?: string) =>
   build({
     entryPoints: [entry],
     bundle: true,
@@ -40,6 +52,7 @@ export const bundle = (entry: string, outfile: string) =>
     format: "esm",
     target: "node20",
     packages: "external",
+    ...(root === undefined ? {} : { alias: corralEntries(root) }),
     sourcemap: "external",
     outfile,
     logLevel: "warning"
