@@ -7,7 +7,7 @@
  * increment and the provider chain runs. No path reaches the model without incrementing both — a tool server's
  * sample (MCP sampling, `sample`) included: it is a model call of the session and counts against its ceilings.
  */
-import { Clock, Deferred, Effect, Option, Ref, Runtime } from "effect"
+import { Clock, Deferred, Effect, Exit, FiberId, Option, Ref, Runtime } from "effect"
 import { SampleRefused } from "../domain/Errors.js"
 import type { ModelReply, TurnEntry } from "../domain/Message.js"
 import { Usage } from "../domain/Usage.js"
@@ -47,13 +47,33 @@ const gate = (ctx: Burst.Context, burst: Burst.Burst): Effect.Effect<Option.Opti
       })
     ))
 
-/** The tool call a sampler serves: its id, when it ends, and how many of its samples passed the gate. */
+/**
+ * The tool call a sampler serves: its id, whether it has ended, and how many of its samples passed the gate. Every
+ * tool call has one; the signal its samples wait on (`over`) is made only when a sample asks for it — making a
+ * `Deferred` costs more than the rest of a synchronous tool call, and most calls never sample.
+ */
 export interface SampleSlot {
   readonly callId: string
-  /** Done when the call ends, however it ends: its samples stop. */
-  readonly over: Deferred.Deferred<void>
+  /** Whether the call has ended (`endSlot`), however it ended: its samples stop. */
+  ended: boolean
+  /** Done when the call ends; made by the first sample that waits on it (`overOf`). */
+  over: Deferred.Deferred<void> | undefined
   /** Samples that passed the gate (`ToolCallRecord.samples`). */
   passed: number
+}
+
+/** A new slot for the tool call `callId`. */
+export const slotFor = (callId: string): SampleSlot => ({ callId, ended: false, over: undefined, passed: 0 })
+
+/** Marks the slot's call ended: a sample waiting on it stops, and a later one is refused at once. */
+export const endSlot = (slot: SampleSlot): void => {
+  slot.ended = true
+  if (slot.over !== undefined) Deferred.unsafeDone(slot.over, Exit.void)
+}
+
+const overOf = (slot: SampleSlot): Deferred.Deferred<void> => {
+  if (slot.over === undefined) slot.over = Deferred.unsafeMake(FiberId.none)
+  return slot.over
 }
 
 /** `sampleOf`: the tool call whose server asked for this call (a sample), recorded on each of its attempts. */
@@ -199,7 +219,7 @@ const sampleRequest = (request: SampleRequest): ModelRequest => ({
  * so it takes the same road as the loop's — the exit policy's `before_model` checks, BOTH counters, the token budget,
  * the provider chain (sticky index, retries, failover; spending the route is sticky here too) — and its attempts are
  * recorded with `sampled`. The server's conversation never enters the session's transcript, and the agent's system
- * prompt is not sent: the server asked for a completion of its own. Lives no longer than the call (`slot.over`): a
+ * prompt is not sent: the server asked for a completion of its own. Lives no longer than the call (`endSlot`): a
  * server that keeps asking after its call ended (the burst stopped it) spends nothing of a burst that may have
  * landed. Fails with `SampleRefused`: `gate` (a check fired, named in `check`; no model call was made), `provider`
  * (the chain failed) or `ended`; the first two are also the trajectory's `errors` (`sampling.gate`,
@@ -238,9 +258,10 @@ export const sample = (ctx: Burst.Context, burst: Burst.Burst, slot: SampleSlot)
       return Effect.fail(refused)
     })
   )
-  return Effect.flatMap(Deferred.isDone(slot.over), (done) =>
-    done
+  return Effect.suspend(() =>
+    slot.ended
       ? Effect.fail(stopped)
       // Interrupted mid-attempt when the call ends: the chain's attempt is stopped like any interrupted call.
-      : Effect.raceFirst(served, Effect.zipRight(Deferred.await(slot.over), Effect.fail(stopped))))
+      : Effect.raceFirst(served, Effect.zipRight(Deferred.await(overOf(slot)), Effect.fail(stopped)))
+  )
 }

@@ -7,7 +7,7 @@
  * repeat guard, and persisted together as ONE `tool_results` turn — also when the burst is interrupted midway, so
  * every call of the assistant turn always has exactly one result (the pairing invariant).
  */
-import { Cause, Clock, Deferred, Effect, Exit, Fiber, FiberId, Option, Ref, Runtime } from "effect"
+import { Cause, Clock, Effect, Exit, Fiber, Option, Ref, Runtime } from "effect"
 import type { PersistenceFailed } from "../domain/Errors.js"
 import type { ToolCall, ToolResult } from "../domain/Message.js"
 import * as Budget from "../rails/Budget.js"
@@ -281,7 +281,7 @@ export const runTurn = (
         started[i] = now
         // A tool server's sample is a model call of this session, charged to this call (MCP sampling), and lives
         // no longer than the call: once it ends, however it ends, the call's samples stop.
-        const slot: ModelCall.SampleSlot = { callId: call.id, over: Deferred.unsafeMake(FiberId.none), passed: 0 }
+        const slot = ModelCall.slotFor(call.id)
         samples[i] = slot
         const exit = runSync(
           ctx.executor.call(call.name, call.arguments, {
@@ -291,7 +291,7 @@ export const runTurn = (
             timeoutMs: ctx.limits.toolTimeoutMs,
             sample: ModelCall.sample(ctx, burst, slot)
           }).pipe(
-            Effect.ensuring(Deferred.done(slot.over, Exit.void)),
+            Effect.ensuring(Effect.sync(() => ModelCall.endSlot(slot))),
             GenAi.executeTool(call, ctx.tools.get(call.name), ctx.limits.toolResultMaxBytes)
           )
         )
