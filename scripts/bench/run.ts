@@ -45,7 +45,10 @@ const parse = (argv: ReadonlyArray<string>) => {
 /** Runs one program once; resolves with its RESULT, or with the reason it failed. */
 const runOnce = (program: Program, scenario: Scenario, extra: ReadonlyArray<string>) =>
   new Promise<{ readonly result?: Result; readonly failure?: string }>((resolve) => {
-    const args = ["--expose-gc", "--import", "tsx", files[program], "--scenario", scenario, ...extra]
+    // This process's `--conditions` pass on, so `npm run bench:workload` (sources) measures the sources and a plain
+    // run the package build (scripts/bench/workload.ts).
+    const conditions = process.execArgv.filter((arg) => arg.startsWith("--conditions"))
+    const args = ["--expose-gc", ...conditions, "--import", "tsx", files[program], "--scenario", scenario, ...extra]
     const child = spawn(process.execPath, args, { cwd: root, stdio: ["ignore", "pipe", "pipe"] })
     let stdout = ""
     let stderr = ""
