@@ -14,9 +14,17 @@
  * `publish` stays synchronous (the loop publishes streamed deltas from a synchronous callback): the notification is
  * queued and one fiber sends the queue in order. The queue holds at most 10,000 events; beyond that (Postgres stopped
  * answering) events are dropped for other nodes only, which the store-backed replay covers for turns.
+ *
+ * The LISTEN connection can end (a restarted or failed-over database, `pg_terminate_backend`, a cut network) and it
+ * ends silently: the client swallows its error and notifications simply stop. So each node sends itself a heartbeat
+ * on the channel every 2 s, and a LISTEN that has heard none for 8 s (four in a row missed: a slow pool is not a dead
+ * connection) is dropped and opened again, after 0.5 s doubling to at most 10 s between attempts (a database that
+ * is down is not hammered, one that is back is heard again within seconds). Each attempt is logged with its number
+ * and reason. What was published while no LISTEN held is not replayed from the channel; the store covers the turns
+ * (see above).
  */
 import type { PgClient } from "@effect/sql-pg"
-import { Effect, Option, Queue, Schema, Stream } from "effect"
+import { Cause, Clock, Duration, Effect, Option, Queue, Schema, Stream } from "effect"
 import type { Context } from "effect"
 import { SessionEvent } from "../domain/SessionEvent.js"
 import type { SessionEvents } from "../events/SessionEvents.js"
@@ -31,10 +39,20 @@ const maxPayloadBytes = 7_000
 /** Events waiting to be sent to the other nodes, at most. */
 const outboxCapacity = 10_000
 
-/** What travels on the channel: the whole event, or a reference to a stored turn. */
+/** How often a node sends itself a heartbeat on the channel. */
+const heartbeatEvery = Duration.seconds(2)
+
+/** A LISTEN that heard no heartbeat of its own node for this long is taken for dead and opened again. */
+const silenceLimit = Duration.seconds(8)
+
+/** Between attempts to LISTEN again: 0.5 s doubling, at most 10 s. */
+const backoff = (attempt: number) => Duration.millis(Math.min(500 * 2 ** (attempt - 1), 10_000))
+
+/** What travels on the channel: the whole event, a reference to a stored turn, or a node's heartbeat. */
 const Wire = Schema.Union(
   Schema.Struct({ node: Schema.String, event: SessionEvent }),
-  Schema.Struct({ node: Schema.String, sessionId: Schema.String, seq: Schema.Int })
+  Schema.Struct({ node: Schema.String, sessionId: Schema.String, seq: Schema.Int }),
+  Schema.Struct({ node: Schema.String, heartbeat: Schema.Int })
 )
 const encode = Schema.encodeSync(Schema.parseJson(Wire))
 const decode = Schema.decodeUnknownOption(Schema.parseJson(Wire))
@@ -56,10 +74,23 @@ export const relay = (options: {
     const { local, node, pg, store } = options
     /** Sessions followed on this node: their org and how many follow them (a referenced turn is read for these). */
     const followed = new Map<string, { readonly orgId: string; count: number }>()
+    /** When this node last heard its own heartbeat (the LISTEN is alive), and the attempts since it last held. */
+    let heard = yield* Clock.currentTimeMillis
+    let attempts = 0
     const republish = (text: string) =>
       Option.match(decode(text), {
         onNone: () => Effect.logDebug(`cluster events: a notification that is not an event was dropped`),
         onSome: (wire) => {
+          if ("heartbeat" in wire) {
+            if (wire.node !== node) return Effect.void
+            return Effect.flatMap(Clock.currentTimeMillis, (now) => {
+              heard = now
+              if (attempts === 0) return Effect.void
+              const after = attempts
+              attempts = 0
+              return Effect.logInfo(`cluster events: listening on ${channel} again (after ${after} attempt(s))`)
+            })
+          }
           if (wire.node === node) return Effect.void
           if ("event" in wire) return local.publish(wire.event)
           const follower = followed.get(wire.sessionId)
@@ -75,9 +106,42 @@ export const relay = (options: {
           )
         }
       })
-    yield* pg.listen(channel).pipe(
+    // Fails once the LISTEN has been silent too long; the listen's stream never ends on its own.
+    const watchdog = Effect.gen(function*() {
+      heard = yield* Clock.currentTimeMillis
+      while (true) {
+        yield* Effect.sleep(heartbeatEvery)
+        const silent = (yield* Clock.currentTimeMillis) - heard
+        if (silent > Duration.toMillis(silenceLimit)) {
+          return yield* Effect.fail(`no heartbeat heard for ${silent} ms`)
+        }
+      }
+    })
+    const listenOnce = pg.listen(channel).pipe(
       Stream.runForEach(republish),
-      Effect.catchAllCause((cause) => Effect.logWarning("cluster events: the LISTEN connection ended", cause)),
+      Effect.zipRight(Effect.fail("the LISTEN stream ended")),
+      // The verdict never waits on the old connection's UNLISTEN (on a connection that hangs it would never end).
+      Effect.disconnect,
+      Effect.raceFirst(watchdog)
+    )
+    yield* Effect.gen(function*() {
+      while (true) {
+        const cause = yield* Effect.flip(Effect.sandbox(listenOnce))
+        attempts++
+        const wait = backoff(attempts)
+        yield* Effect.logWarning(
+          `cluster events: the LISTEN connection on ${channel} ended (${Cause.pretty(cause).split("\n")[0]}); ` +
+            `listening again in ${Duration.format(wait)} (attempt ${attempts})`
+        ).pipe(Effect.annotateLogs({ channel, node, attempt: attempts }))
+        yield* Effect.sleep(wait)
+      }
+    }).pipe(Effect.forkScoped)
+    // The heartbeat goes through the pool (not the LISTEN connection); a failed one is simply missed.
+    let beats = 0
+    yield* Effect.suspend(() => pg`SELECT pg_notify(${channel}, ${encode({ node, heartbeat: ++beats })})`).pipe(
+      Effect.catchAll((error) => Effect.logDebug(`cluster events: heartbeat not sent: ${error.message}`)),
+      Effect.zipRight(Effect.sleep(heartbeatEvery)),
+      Effect.forever,
       Effect.forkScoped
     )
     const outbox = yield* Queue.dropping<typeof SessionEvent.Type>(outboxCapacity)
