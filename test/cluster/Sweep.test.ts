@@ -10,12 +10,26 @@
  * run on it, and nothing is sent to its sessions afterwards: read through node A, each must stop reading `running` (it reads
  * `interrupted`) and each `[lost]` prompt must run — exactly once — within a bound of a few sweep periods; then a
  * follow-up completes on every session. Postgres only; skipped without CORRAL_TEST_DATABASE_URL.
+ *
+ * In-process first, on the cluster's `TestRunner` (it runs on the live clock, so the test polls; nothing waits on a
+ * fixed time): the same two states made directly in the store, a short sweep period, and what the sweep must leave
+ * alone — a session whose actor is live, a message younger than the period.
  */
+import { TestRunner } from "@effect/cluster"
 import type { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Clock, Effect, Layer, Option } from "effect"
 import type { Scope } from "effect"
 import { randomUUID } from "node:crypto"
+import { Corral } from "../../src/Corral.js"
+import { Principal } from "../../src/domain/Principal.js"
+import * as LiveEvents from "../../src/events/LiveEvents.js"
+import { Providers } from "../../src/model/ModelProvider.js"
+import * as Scripted from "../../src/model/Scripted.js"
+import * as Supervisor from "../../src/session/Supervisor.js"
+import * as MemoryStore from "../../src/store/MemoryStore.js"
+import { SessionStore } from "../../src/store/SessionStore.js"
+import * as ToolRegistry from "../../src/tools/ToolRegistry.js"
 import { skipReason, testDatabaseUrl } from "../store/PostgresFixture.js"
 import { eventually } from "../support/ServerHarness.js"
 import {
@@ -142,7 +156,82 @@ const scenario = ({ sql, start }: {
     }
   })
 
+const alice = new Principal({ orgId: "org_a", userId: "alice" })
+
+/** A cluster of one test runner over the memory store, sweeping every 100 ms; every model call answers at once. */
+const inProcess = Corral.layerCluster({ sweepInterval: "100 millis" }).pipe(
+  Layer.provideMerge(
+    Layer.mergeAll(
+      LiveEvents.layer,
+      ToolRegistry.layer([]),
+      Layer.succeed(
+        Providers,
+        Providers.fromRoutes({ default: [Scripted.make({ script: [], whenDone: Scripted.text("Done.") })] })
+      )
+    ).pipe(Layer.provideMerge(MemoryStore.layerMemory))
+  ),
+  Layer.provideMerge(TestRunner.layer)
+)
+
 describe("the cluster sweep", () => {
+  it.scopedLive("runs an acknowledged message the cluster never got and recovers a session left running, once", () =>
+    Effect.gen(function*() {
+      const store = yield* SessionStore
+      const supervisor = yield* Supervisor.Supervisor
+      const c = yield* Corral
+      yield* c.publishAgent(alice, { id: "triage", version: 1, name: "Triage", instructions: "Look.", tools: [] })
+      const start = (scope: string) => c.run(alice, { agentId: "triage", scope, prompt: "why?" })
+      const [waiting, orphan, live] = yield* Effect.all([start("a"), start("b"), start("c")])
+      const now = yield* Clock.currentTimeMillis
+      // Acknowledged (stored in the inbox) but never handed to the cluster.
+      const message = {
+        id: `msg_${randomUUID().replaceAll("-", "")}`,
+        sessionId: waiting!.id,
+        orgId: alice.orgId,
+        kind: "continue" as const,
+        text: "and the database?",
+        acceptedAt: now - 60_000
+      }
+      yield* store.accept({ message })
+      // Left `running` by a runner that is gone: no live actor holds it.
+      yield* supervisor.release(orphan!.id)
+      const stale = Option.getOrThrow(yield* store.getSession(alice.orgId, orphan!.id))
+      yield* store.saveState(orphan!.id, { ...stale.state, status: "running" }, stale.updatedAt + 1)
+      // `running` too, but its actor is live here: the sweep leaves it to that actor.
+      const held = Option.getOrThrow(yield* store.getSession(alice.orgId, live!.id))
+      yield* store.saveState(live!.id, { ...held.state, status: "running" }, held.updatedAt + 1)
+      // Too young: it may still be on its way through the cluster.
+      yield* store.accept({
+        message: {
+          ...message,
+          id: `msg_${randomUUID().replaceAll("-", "")}`,
+          sessionId: live!.id,
+          acceptedAt: now + 60_000
+        }
+      })
+
+      const turns = yield* eventually(
+        "the waiting message to run and the orphan to be recovered",
+        Effect.gen(function*() {
+          const ran = yield* store.turns(alice.orgId, waiting!.id)
+          const recovered = Option.getOrThrow(yield* store.getSession(alice.orgId, orphan!.id))
+          return ran.some((t) => t.entry.kind === "user" && t.entry.text === message.text) &&
+              recovered.state.status === "interrupted"
+            ? ran
+            : undefined
+        }),
+        "10 seconds"
+      )
+      // Several sweeps ran meanwhile: the message ran once, and it is settled.
+      expect(turns.filter((t) => t.entry.kind === "user" && t.entry.text === message.text)).toHaveLength(1)
+      expect(yield* store.inbox(waiting!.id)).toEqual([])
+      // The session with a live actor and the young message were left alone.
+      expect(Option.getOrThrow(yield* store.getSession(alice.orgId, live!.id)).state.status).toBe("running")
+      expect(yield* store.inbox(live!.id)).toHaveLength(1)
+      // The recovered session resumes with a follow-up.
+      expect((yield* c.continue(alice, orphan!.id, "go on")).exitReason).toBe("completed")
+    }).pipe(Effect.provide(inProcess)))
+
   it.live.skipIf(testDatabaseUrl === undefined)(
     `sessions no message will wake (a dead node's, an acknowledged message the cluster never stored) are woken by their owner${
       testDatabaseUrl === undefined ? ` (${skipReason})` : ""
