@@ -19,16 +19,24 @@
  * A warm-up of min(50, N) sessions (`--warmup`) runs first and is not counted. Sessions must all land `completed`; a failed or
  * stuck session makes the run exit 1 (bound: `--timeout-s`, default 600).
  *
+ * With `--nodes N` (N ≥ 2, Postgres only) the same run measures three set-ups one after the other, each on its own
+ * fresh database: one plain `corral serve`, one `corral serve --cluster` node (sessions hosted as cluster entities:
+ * every message is also stored in the cluster's tables), and N `serve --cluster` nodes on one database, the POSTs
+ * spread over the nodes in turn and each session followed on the node it was posted to (any-node routing: about
+ * (N−1)/N of the messages are posted to a node that does not own the session and cross to its owner). CPU and RSS are
+ * summed over the nodes; the routing hop's cost is the N-node run's CPU per turn against the one-node cluster's.
+ *
  * Usage: `npm run bench:server -- [--sessions 1000] [--warmup 50] [--store postgres|embedded|both] [--profile] [--top 30]
  * [--min-turns 3] [--max-turns 5] [--timeout-s 600] [--keep-db] [--tools both|inproc|mcp] [--follow sse|wait]
- * [--corral DIR]` (`--corral`: serve another checkout, e.g. a worktree of an older commit, to compare in one run). `--store postgres` makes a fresh database on the machine's
+ * [--corral DIR] [--nodes N]` (`--corral`: serve another checkout, e.g. a worktree of an older commit, to compare in one run). `--store postgres` makes a fresh database on the machine's
  * server (.ci/postgres.sh) and drops it after (unless `--keep-db`, which prints its URL); `embedded` uses a fresh PGlite directory. Prints a report and one
- * `RESULT <json>` line per store.
+ * `RESULT <json>` line per store (per set-up with `--nodes`).
  */
 import type { ChildProcess } from "node:child_process"
 import { execFileSync, spawn } from "node:child_process"
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import * as http from "node:http"
+import { createServer } from "node:net"
 import { loadavg, tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -60,6 +68,8 @@ const toolsFlag = flag("tools", "both")
 // `--corral DIR`: serve from another checkout (its sources through tsx), to compare two versions in one run.
 const corralDir = flag("corral", root)
 const followFlag = flag("follow", "sse")
+// `--nodes N`: also a one-node cluster and an N-node cluster, in the same run (see the header).
+const nodes = Number(flag("nodes", "1"))
 
 const agent = {
   id: "bench",
@@ -285,12 +295,14 @@ const maxStartRetries = 30
 /** Tells this run's idempotency keys from an earlier run's on a kept database. */
 const runTag = Date.now().toString(36)
 
-const runMany = async (url: string, count: number, offset: number) => {
+/** Starts `count` sessions at once, the i-th through `urls[i % urls.length]`, and follows each on that node. */
+const runMany = async (urls: ReadonlyArray<string>, count: number, offset: number) => {
   const landings: Array<number> = []
   const reasons = new Map<string, number>()
   const failures: Array<string> = []
   await Promise.all(Array.from({ length: count }, async (_, i) => {
     const n = offset + i
+    const url = urls[i % urls.length]!
     const sent = performance.now()
     try {
       const wait = followFlag === "wait"
@@ -325,7 +337,42 @@ const runMany = async (url: string, count: number, offset: number) => {
   return { landings, reasons, failures }
 }
 
-const benchStore = async (store: "postgres" | "embedded") => {
+/** A free TCP port on 127.0.0.1, for a cluster runner (its address must be fixed before it starts). */
+const freePort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      server.close(() => resolve(typeof address === "object" && address !== null ? address.port : 0))
+    })
+  })
+
+/** Waits until `runners` cluster runners hold the 300 shards between them, about evenly (their advisory locks). */
+const awaitShards = async (database: string, runners: number): Promise<void> => {
+  const query = "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database WHERE l.locktype = " +
+    "'advisory' AND l.granted AND d.datname = current_database() GROUP BY l.pid"
+  for (const deadline = Date.now() + 60_000; Date.now() < deadline;) {
+    const held = execFileSync("psql", [database, "-Atc", query], { encoding: "utf8" }).trim().split("\n")
+      .filter((l) => l !== "").map(Number)
+    if (held.length === runners && held.reduce((a, b) => a + b, 0) === 300 && held.every((n) => n >= 100 / runners)) {
+      return
+    }
+    await new Promise((r) => setTimeout(r, 200))
+  }
+  throw new Error(`the ${runners} runners did not share the shards within 60 s`)
+}
+
+/** What is served: one plain node, or `nodes` cluster nodes on one database. */
+interface Setup {
+  readonly label: string
+  readonly cluster: boolean
+  readonly nodes: number
+}
+
+const plain: Setup = { label: "1 node", cluster: false, nodes: 1 }
+
+const benchStore = async (store: "postgres" | "embedded", setup: Setup = plain) => {
   const dir = mkdtempSync(join(tmpdir(), "corral-bench-server-"))
   let database: string | undefined
   const model = await FakeProvider.start({ fallback: conversation, record: false })
@@ -352,40 +399,58 @@ const benchStore = async (store: "postgres" | "embedded") => {
   }
   const profileDir = profile ? join(work, `profile-${store}`) : undefined
   if (profileDir !== undefined) rmSync(profileDir, { recursive: true, force: true })
-  const server = await startServer(env, profileDir)
-  const pid = server.child.pid!
+  // One after the other: the first node migrates the fresh database.
+  const servers: Array<Awaited<ReturnType<typeof startServer>>> = []
+  const stopAll = () => Promise.all(servers.map((s) => stop(s.child)))
   try {
+    for (let i = 0; i < setup.nodes; i++) {
+      const runner: Record<string, string> = setup.cluster
+        ? { CORRAL_CLUSTER: "true", CORRAL_CLUSTER_HOST: "127.0.0.1", CORRAL_CLUSTER_PORT: String(await freePort()) }
+        : {}
+      servers.push(await startServer({ ...env, ...runner }, profileDir))
+    }
+    if (setup.cluster && database !== undefined) await awaitShards(database, setup.nodes)
+    const server = servers[0]!
+    const urls = servers.map((s) => s.url)
+    const pids = servers.map((s) => s.child.pid!)
+    const rssKb = () => pids.reduce((sum, pid) => sum + statusKb(pid, "VmRSS"), 0)
     const published = await request(`${server.url}/v1/agents`, "POST", agent)
     if (published.status !== 201) throw new Error(`publish: HTTP ${published.status} ${published.body}`)
-    const idleRssMb = statusKb(pid, "VmRSS") / 1024
+    const idleRssMb = rssKb() / 1024
 
-    const warm = await runMany(server.url, warmup, 0)
+    const warm = await runMany(urls, warmup, 0)
     if (warm.failures.length > 0) throw new Error(`warm-up failed: ${warm.failures[0]}`)
+    // What the nodes spend doing nothing (timers, the cluster's polls and lock refreshes, heartbeats), over 2 s.
+    const idle0 = pids.map(cpuMs)
+    await new Promise((r) => setTimeout(r, 2_000))
+    const idleCpuMsPerS = pids.reduce((sum, pid, i) => sum + cpuMs(pid) - idle0[i]!, 0) / 2
 
     let peakKb = 0
-    const sampler = setInterval(() => (peakKb = Math.max(peakKb, statusKb(pid, "VmRSS"))), 100)
+    const sampler = setInterval(() => (peakKb = Math.max(peakKb, rssKb())), 100)
     const turns0 = model.count()
     const trouble0 = { ...streamTrouble }
     const retries0 = startRetries.count
-    const cpu0 = cpuMs(pid)
+    const cpus0 = pids.map(cpuMs)
     const load0 = loadavg()[0]!
     const fromUs = monotonicUs()
     const t0 = performance.now()
     const timer = setTimeout(() => {
       console.error(`bench:server: not every session landed within ${timeoutMs / 1000} s`)
-      server.child.kill("SIGKILL")
+      for (const s of servers) s.child.kill("SIGKILL")
       process.exit(1)
     }, timeoutMs)
-    const run = await runMany(server.url, sessions, 1_000_000)
+    const run = await runMany(urls, sessions, 1_000_000)
     clearTimeout(timer)
     const wallMs = performance.now() - t0
     const toUs = monotonicUs()
-    const cpu = cpuMs(pid) - cpu0
+    const cpus = pids.map((pid, i) => cpuMs(pid) - cpus0[i]!)
+    const cpu = cpus.reduce((a, b) => a + b, 0)
     clearInterval(sampler)
     const turns = model.count() - turns0
     const sorted = [...run.landings].sort((a, b) => a - b)
     const result = {
       store,
+      ...(setup === plain ? {} : { setup: setup.label, nodes: setup.nodes, cluster: setup.cluster }),
       sessions,
       landed: run.landings.length,
       failed: run.failures.length,
@@ -398,15 +463,19 @@ const benchStore = async (store: "postgres" | "embedded") => {
       sessions_per_s: Number((sessions / (wallMs / 1000)).toFixed(1)),
       turns_per_s: Number((turns / (wallMs / 1000)).toFixed(1)),
       server_cpu_ms_per_turn: Number((cpu / Math.max(1, turns)).toFixed(2)),
+      ...(setup.nodes > 1
+        ? { node_cpu_ms_per_turn: cpus.map((c) => Number((c / Math.max(1, turns)).toFixed(2))) }
+        : {}),
       land_p50_ms: Math.round(quantile(sorted, 0.5)),
       land_p99_ms: Math.round(quantile(sorted, 0.99)),
-      peak_rss_mb: Math.round(Math.max(peakKb, statusKb(pid, "VmRSS")) / 1024),
-      vmhwm_mb: Math.round(statusKb(pid, "VmHWM") / 1024),
+      peak_rss_mb: Math.round(Math.max(peakKb, rssKb()) / 1024),
+      vmhwm_mb: Math.round(pids.reduce((sum, pid) => sum + statusKb(pid, "VmHWM"), 0) / 1024),
       idle_rss_mb: Math.round(idleRssMb),
+      idle_cpu_ms_per_s: idleCpuMsPerS,
       ready_ms: Math.round(server.startedMs),
       load_average: [Number(load0.toFixed(2)), Number(loadavg()[0]!.toFixed(2))]
     }
-    console.log(`\n## ${store}: ${sessions} sessions at once\n`)
+    console.log(`\n## ${store}${setup === plain ? "" : `, ${setup.label}`}: ${sessions} sessions at once\n`)
     for (const [key, value] of Object.entries(result)) console.log(`- ${key}: ${JSON.stringify(value)}`)
     if (run.failures.length > 0) console.log(`- first failure: ${run.failures[0]}`)
     for (const [line, n] of [...logTally].sort((a, b) => b[1] - a[1]).slice(0, 8)) {
@@ -415,7 +484,7 @@ const benchStore = async (store: "postgres" | "embedded") => {
     logTally.clear()
     if (startRetries.first !== "") console.log(`- first 503 answer to a start: ${startRetries.first}`)
     if (streamTrouble.firstError !== "") console.log(`- first stream error event: ${streamTrouble.firstError}`)
-    await stop(server.child)
+    await stopAll()
     if (profileDir !== undefined) {
       const file = readdirSync(profileDir).find((f) => f.endsWith(".cpuprofile"))
       if (file === undefined) console.log("\n(no CPU profile was written)")
@@ -435,7 +504,7 @@ const benchStore = async (store: "postgres" | "embedded") => {
     console.log(`RESULT ${JSON.stringify(result)}`)
     return result
   } finally {
-    await stop(server.child)
+    await stopAll()
     await model.close()
     rmSync(dir, { recursive: true, force: true })
     if (database !== undefined && keepDatabase) console.log(`the database is kept: ${database}`)
@@ -477,9 +546,40 @@ const main = async () => {
   }
   const stores = storeFlag === "both" ? (["postgres", "embedded"] as const) : [storeFlag as "postgres" | "embedded"]
   let failed = false
-  for (const store of stores) {
-    const result = await benchStore(store)
-    failed ||= result.failed > 0 || result.landed !== sessions
+  if (nodes > 1) {
+    if (storeFlag !== "postgres" || profile) throw new Error("--nodes needs --store postgres and no --profile")
+    const setups: ReadonlyArray<Setup> = [
+      plain,
+      { label: "cluster, 1 node", cluster: true, nodes: 1 },
+      { label: `cluster, ${nodes} nodes`, cluster: true, nodes }
+    ]
+    const results = []
+    for (const setup of setups) {
+      const result = await benchStore("postgres", setup)
+      failed ||= result.failed > 0 || result.landed !== sessions
+      results.push(result)
+    }
+    const [single, one, many] = results as [typeof results[0], typeof results[0], typeof results[0]]
+    console.log(`\n## ${sessions} sessions: ${nodes} cluster nodes against one\n`)
+    console.log(
+      `- sessions/s: 1 node ${single.sessions_per_s}, cluster of 1 ${one.sessions_per_s}, cluster of ${nodes} ` +
+        `${many.sessions_per_s} (${(many.sessions_per_s / one.sessions_per_s).toFixed(2)}× the cluster of 1)`
+    )
+    console.log(
+      `- CPU ms per turn, all nodes: 1 node ${single.server_cpu_ms_per_turn}, cluster of 1 ` +
+        `${one.server_cpu_ms_per_turn}, cluster of ${nodes} ${many.server_cpu_ms_per_turn}: hosting as entities ` +
+        `${(one.server_cpu_ms_per_turn - single.server_cpu_ms_per_turn).toFixed(2)} ms per turn, the routing hop ` +
+        `${(many.server_cpu_ms_per_turn - one.server_cpu_ms_per_turn).toFixed(2)} ms per turn`
+    )
+    console.log(
+      `- land p50 / p99 ms: 1 node ${single.land_p50_ms} / ${single.land_p99_ms}, cluster of 1 ` +
+        `${one.land_p50_ms} / ${one.land_p99_ms}, cluster of ${nodes} ${many.land_p50_ms} / ${many.land_p99_ms}`
+    )
+  } else {
+    for (const store of stores) {
+      const result = await benchStore(store)
+      failed ||= result.failed > 0 || result.landed !== sessions
+    }
   }
   agentPool.destroy()
   process.exit(failed ? 1 : 0)

@@ -6,19 +6,36 @@
  * sends the event on the Postgres channel `corral_events` (`NOTIFY`); every node `LISTEN`s and republishes what
  * other nodes sent into its own hubs — where nobody follows the session that costs a map lookup. A turn too large
  * for a notification (Postgres caps a payload at 8000 bytes) travels as its sequence number only and the receiving
- * node reads it from the store, which the owner wrote before publishing. Nothing is lost when a notification is:
- * the next turn that arrives makes `LiveEvents` read the gap from the store, and a subscriber that reconnects
- * replays from its last sequence number. What is not stored (tool progress, deltas) is best effort across nodes,
- * as it is within one.
+ * node reads it from the store, which the owner wrote before publishing. What is not stored (tool progress, deltas)
+ * is best effort across nodes, as it is within one.
+ *
+ * A notification can still be lost (a full outbox, a failed send, a LISTEN that was down), and what a follower waits
+ * for last — the burst's `exit` and `report` — is not a turn, so no later turn brings it back: without more, the
+ * follower would wait for the landing forever (the two-node benchmark at 1,000 sessions at once did). So each node
+ * numbers its events as it publishes them; a receiver that sees a gap in a node's numbering, or that has just opened
+ * its LISTEN again, catches every session followed on it up from the store: the turns after the last that reached
+ * its hubs, and the session's last landing if the session no longer runs and the landing had not arrived. A
+ * subscriber that reconnects replays from its last sequence number anyway.
  *
  * `publish` stays synchronous (the loop publishes streamed deltas from a synchronous callback): the notification is
- * queued and one fiber sends the queue in order. The queue holds at most 10,000 events; beyond that (Postgres stopped
- * answering) events are dropped for other nodes only, which the store-backed replay covers for turns.
+ * queued and one fiber sends what queued meanwhile in one statement (up to 256, in order), so under load one round
+ * trip carries many events. The queue holds at most 10,000 events; beyond that (Postgres stopped answering) events
+ * are dropped for other nodes only — a gap their receivers see.
+ *
+ * The LISTEN connection can end (a restarted or failed-over database, `pg_terminate_backend`, a cut network) and it
+ * ends silently: the client swallows its error and notifications simply stop. So each node sends itself a heartbeat
+ * on the channel every 2 s, and a LISTEN that has heard nothing for 15 s — no event, not even its own heartbeat — is
+ * dropped and opened again, after 0.5 s doubling to at most 10 s between attempts (a database that is down is not
+ * hammered, one that is back is heard again within seconds). Each attempt is logged with its number and reason.
+ * Why 15 s: a slow pool is not a dead connection — under load the heartbeat and the events wait for a pooled
+ * connection behind the cluster's message storage, and the benchmark saw 8 s of silence on a saturated single node;
+ * a process that was itself stalled is not judged at all.
  */
 import type { PgClient } from "@effect/sql-pg"
-import { Effect, Option, Queue, Schema, Stream } from "effect"
+import { Cause, Chunk, Clock, Duration, Effect, Option, Queue, Schema, Stream } from "effect"
 import type { Context } from "effect"
 import { SessionEvent } from "../domain/SessionEvent.js"
+import * as Landings from "../events/Landings.js"
 import type { SessionEvents } from "../events/SessionEvents.js"
 import type { SessionStore } from "../store/SessionStore.js"
 
@@ -31,10 +48,29 @@ const maxPayloadBytes = 7_000
 /** Events waiting to be sent to the other nodes, at most. */
 const outboxCapacity = 10_000
 
-/** What travels on the channel: the whole event, or a reference to a stored turn. */
+/** Notifications sent in one statement, at most: one round trip carries what queued meanwhile. */
+const batchSize = 256
+
+/** Followed sessions caught up from the store at once, at most, after notifications were lost. */
+const catchUpConcurrency = 8
+
+/** How often a node sends itself a heartbeat on the channel. */
+const heartbeatEvery = Duration.seconds(2)
+
+/** A LISTEN that heard nothing, not even its own node's heartbeat, for this long is taken for dead and opened again. */
+const silenceLimit = Duration.seconds(15)
+
+/** Between attempts to LISTEN again: 0.5 s doubling, at most 10 s. */
+const backoff = (attempt: number) => Duration.millis(Math.min(500 * 2 ** (attempt - 1), 10_000))
+
+/**
+ * What travels on the channel: the whole event, a reference to a stored turn, or a node's heartbeat. `n` numbers a
+ * node's events in the order published, so a receiver sees when some never reached it.
+ */
 const Wire = Schema.Union(
-  Schema.Struct({ node: Schema.String, event: SessionEvent }),
-  Schema.Struct({ node: Schema.String, sessionId: Schema.String, seq: Schema.Int })
+  Schema.Struct({ node: Schema.String, n: Schema.Int, event: SessionEvent }),
+  Schema.Struct({ node: Schema.String, n: Schema.Int, sessionId: Schema.String, seq: Schema.Int }),
+  Schema.Struct({ node: Schema.String, heartbeat: Schema.Int })
 )
 const encode = Schema.encodeSync(Schema.parseJson(Wire))
 const decode = Schema.decodeUnknownOption(Schema.parseJson(Wire))
@@ -54,54 +90,204 @@ export const relay = (options: {
 }) =>
   Effect.gen(function*() {
     const { local, node, pg, store } = options
-    /** Sessions followed on this node: their org and how many follow them (a referenced turn is read for these). */
-    const followed = new Map<string, { readonly orgId: string; count: number }>()
+    const scope = yield* Effect.scope
+    /**
+     * Sessions followed on this node: their org, how many follow them (a referenced turn is read for these), and the
+     * last turn and landing that reached this node's hubs (where a catch-up from the store starts).
+     */
+    const followed = new Map<string, { readonly orgId: string; count: number; seq: number; landed: number }>()
+    const saw = (event: typeof SessionEvent.Type) => {
+      const entry = followed.get(event.sessionId)
+      if (entry === undefined) return
+      if (event._tag === "turn") entry.seq = Math.max(entry.seq, event.seq)
+      else if (event._tag === "exit") entry.landed = Math.max(entry.landed, event.seq)
+    }
+    /** The last `n` heard from each other node. */
+    const lastHeard = new Map<string, number>()
+    /** When this node last heard its own heartbeat (the LISTEN is alive), and the attempts since it last held. */
+    let heard = yield* Clock.currentTimeMillis
+    let attempts = 0
+    /**
+     * What a lost notification kept from this node's followers, read from the store: the turns after the last one
+     * that reached them, and the last landing if it did not (only once the session is no longer running, so it is
+     * the landing a follower waits for). Duplicates are harmless (`LiveEvents` drops a turn it has; an exit comes
+     * twice at worst), a miss is not: a follower on this node would wait for the landing forever.
+     */
+    const catchUpSession = (sessionId: string, entry: { readonly orgId: string; seq: number; landed: number }) =>
+      Effect.gen(function*() {
+        for (const turn of yield* store.turns(entry.orgId, sessionId, entry.seq)) {
+          const event = { _tag: "turn" as const, sessionId, seq: turn.seq, turn }
+          saw(event)
+          yield* local.publish(event)
+        }
+        const session = yield* store.getSession(entry.orgId, sessionId)
+        if (Option.isNone(session) || session.value.state.status === "running") return
+        const landing = Landings.fromStore(
+          sessionId,
+          yield* store.trajectories(entry.orgId, sessionId),
+          Option.some(session.value.state)
+        )
+          .at(-1)
+        if (landing === undefined || landing.seq <= entry.landed) return
+        for (const event of landing.events) {
+          saw(event)
+          yield* local.publish(event)
+        }
+      }).pipe(
+        Effect.catchAll((error) =>
+          Effect.logWarning(`cluster events: session ${sessionId}: not caught up from the store: ${error.message}`)
+        )
+      )
+    /** One catch-up of every followed session at a time; a loss meanwhile runs another after it. */
+    let catchingUp = false
+    let again = false
+    const catchUp = (why: string): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        if (catchingUp) {
+          again = true
+          return Effect.void
+        }
+        catchingUp = true
+        return Effect.gen(function*() {
+          do {
+            again = false
+            yield* Effect.logInfo(
+              `cluster events: ${why}; ${followed.size} followed session(s) caught up from the store`
+            )
+            yield* Effect.forEach([...followed], ([sessionId, entry]) => catchUpSession(sessionId, entry), {
+              concurrency: catchUpConcurrency,
+              discard: true
+            })
+          } while (again)
+        }).pipe(
+          Effect.ensuring(Effect.sync(() => (catchingUp = false))),
+          Effect.forkIn(scope),
+          Effect.asVoid
+        )
+      })
     const republish = (text: string) =>
+      // Any notification proves the LISTEN alive (under load the events themselves do, whatever the heartbeat's
+      // wait for a pooled connection); this node's own heartbeat proves it when nothing else is said.
+      Effect.zipRight(
+        Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => (heard = now))),
+        republishWire(text)
+      )
+    const republishWire = (text: string) =>
       Option.match(decode(text), {
         onNone: () => Effect.logDebug(`cluster events: a notification that is not an event was dropped`),
         onSome: (wire) => {
+          if ("heartbeat" in wire) {
+            if (wire.node !== node || attempts === 0) return Effect.void
+            const after = attempts
+            attempts = 0
+            return Effect.zipRight(
+              Effect.logInfo(`cluster events: listening on ${channel} again (after ${after} attempt(s))`),
+              catchUp("the LISTEN connection was opened again")
+            )
+          }
           if (wire.node === node) return Effect.void
-          if ("event" in wire) return local.publish(wire.event)
+          const before = lastHeard.get(wire.node)
+          lastHeard.set(wire.node, wire.n)
+          const lost = before !== undefined && wire.n > before + 1
+            ? catchUp(`${wire.n - before - 1} notification(s) of node ${wire.node} did not arrive`)
+            : Effect.void
+          if ("event" in wire) {
+            saw(wire.event)
+            return Effect.zipRight(local.publish(wire.event), lost)
+          }
           const follower = followed.get(wire.sessionId)
-          if (follower === undefined) return Effect.void
+          if (follower === undefined) return lost
           return store.turns(follower.orgId, wire.sessionId, wire.seq - 1).pipe(
             Effect.flatMap((turns) => {
               const turn = turns.find((t) => t.seq === wire.seq)
-              return turn === undefined
-                ? Effect.void
-                : local.publish({ _tag: "turn", sessionId: wire.sessionId, seq: turn.seq, turn })
+              if (turn === undefined) return Effect.void
+              const event = { _tag: "turn" as const, sessionId: wire.sessionId, seq: turn.seq, turn }
+              saw(event)
+              return local.publish(event)
             }),
-            Effect.catchAll((error) => Effect.logDebug(`cluster events: turn ${wire.seq} not read: ${error.message}`))
+            Effect.catchAll((error) => Effect.logDebug(`cluster events: turn ${wire.seq} not read: ${error.message}`)),
+            Effect.zipRight(lost)
           )
         }
       })
-    yield* pg.listen(channel).pipe(
+    // Fails once the LISTEN has been silent too long; the listen's stream never ends on its own.
+    const watchdog = Effect.gen(function*() {
+      heard = yield* Clock.currentTimeMillis
+      let tick = heard
+      while (true) {
+        yield* Effect.sleep(heartbeatEvery)
+        const now = yield* Clock.currentTimeMillis
+        // A timer that fires far too late means this process was stalled (a saturated event loop runs timers before
+        // the notifications that arrived meanwhile): that silence is not the connection's, so it is not judged.
+        if (now - tick > 2 * Duration.toMillis(heartbeatEvery)) heard = now
+        tick = now
+        const silent = now - heard
+        if (silent > Duration.toMillis(silenceLimit)) {
+          return yield* Effect.fail(`nothing heard for ${silent} ms, not even this node's heartbeat`)
+        }
+      }
+    })
+    const listenOnce = pg.listen(channel).pipe(
       Stream.runForEach(republish),
-      Effect.catchAllCause((cause) => Effect.logWarning("cluster events: the LISTEN connection ended", cause)),
+      Effect.zipRight(Effect.fail("the LISTEN stream ended")),
+      // The verdict never waits on the old connection's UNLISTEN (on a connection that hangs it would never end).
+      Effect.disconnect,
+      Effect.raceFirst(watchdog)
+    )
+    yield* Effect.gen(function*() {
+      while (true) {
+        const cause = yield* Effect.flip(Effect.sandbox(listenOnce))
+        attempts++
+        const wait = backoff(attempts)
+        yield* Effect.logWarning(
+          `cluster events: the LISTEN connection on ${channel} ended (${Cause.pretty(cause).split("\n")[0]}); ` +
+            `listening again in ${Duration.format(wait)} (attempt ${attempts})`
+        ).pipe(Effect.annotateLogs({ channel, node, attempt: attempts }))
+        yield* Effect.sleep(wait)
+      }
+    }).pipe(Effect.forkScoped)
+    // The heartbeat goes through the pool (not the LISTEN connection); a failed one is simply missed.
+    let beats = 0
+    yield* Effect.suspend(() => pg`SELECT pg_notify(${channel}, ${encode({ node, heartbeat: ++beats })})`).pipe(
+      Effect.catchAll((error) => Effect.logDebug(`cluster events: heartbeat not sent: ${error.message}`)),
+      Effect.zipRight(Effect.sleep(heartbeatEvery)),
+      Effect.forever,
       Effect.forkScoped
     )
-    const outbox = yield* Queue.dropping<typeof SessionEvent.Type>(outboxCapacity)
-    const send = (event: typeof SessionEvent.Type) => {
-      const whole = encode({ node, event })
+    // Numbered as published, so an event dropped here (a full outbox, a failed send) is a gap the receivers see.
+    let published = 0
+    const outbox = yield* Queue.dropping<{ readonly n: number; readonly event: typeof SessionEvent.Type }>(
+      outboxCapacity
+    )
+    const payloadOf = ({ event, n }: { readonly n: number; readonly event: typeof SessionEvent.Type }) => {
+      const whole = encode({ node, n, event })
       const payload = Buffer.byteLength(whole) < maxPayloadBytes || event._tag !== "turn"
         ? whole
-        : encode({ node, sessionId: event.sessionId, seq: event.seq })
-      if (Buffer.byteLength(payload) >= maxPayloadBytes) return Effect.void
-      // `pg_notify` with bound parameters: `NOTIFY channel, $1` (PgClient.notify) is refused by Postgres, whose NOTIFY
-      // takes a literal payload only.
-      return pg`SELECT pg_notify(${channel}, ${payload})`.pipe(
+        : encode({ node, n, sessionId: event.sessionId, seq: event.seq })
+      return Buffer.byteLength(payload) < maxPayloadBytes ? [payload] : []
+    }
+    // What queued meanwhile goes in one statement, in order. `pg_notify` with bound parameters: `NOTIFY channel, $1`
+    // (PgClient.notify) is refused by Postgres, whose NOTIFY takes a literal payload only.
+    const send = (batch: ReadonlyArray<{ readonly n: number; readonly event: typeof SessionEvent.Type }>) => {
+      const payloads = batch.flatMap(payloadOf)
+      if (payloads.length === 0) return Effect.void
+      return pg`SELECT count(pg_notify(${channel}, p)) FROM unnest(${payloads}::text[]) AS p`.pipe(
         Effect.catchAll((error) =>
-          Effect.logWarning(`cluster events: session ${event.sessionId}: not sent to other nodes: ${error.message}`)
+          Effect.logWarning(`cluster events: ${payloads.length} event(s) not sent to other nodes: ${error.message}`)
         )
       )
     }
-    yield* Queue.take(outbox).pipe(Effect.flatMap(send), Effect.forever, Effect.forkScoped)
+    yield* Queue.takeBetween(outbox, 1, batchSize).pipe(
+      Effect.flatMap((chunk) => send(Chunk.toReadonlyArray(chunk))),
+      Effect.forever,
+      Effect.forkScoped
+    )
     const service: Context.Tag.Service<SessionEvents> = {
       subscribe: (orgId, sessionId, fromSeq, subscribeOptions) =>
         Stream.acquireRelease(
           Effect.sync(() => {
             const entry = followed.get(sessionId)
-            if (entry === undefined) followed.set(sessionId, { orgId, count: 1 })
+            if (entry === undefined) followed.set(sessionId, { orgId, count: 1, seq: 0, landed: -1 })
             else entry.count++
           }),
           () =>
@@ -111,7 +297,13 @@ export const relay = (options: {
             })
         ).pipe(Stream.flatMap(() => local.subscribe(orgId, sessionId, fromSeq, subscribeOptions))),
       publish: (event) =>
-        Effect.zipRight(local.publish(event), Effect.sync(() => void Queue.unsafeOffer(outbox, event)))
+        Effect.zipRight(
+          local.publish(event),
+          Effect.sync(() => {
+            saw(event)
+            Queue.unsafeOffer(outbox, { n: ++published, event })
+          })
+        )
     }
     return service
   })

@@ -21,11 +21,14 @@
  * moves, or it passivates) the local actor is released: queued messages are refused (the cluster delivers them
  * again where the session now lives), the running burst is cancelled and landed within the entity's termination time.
  *
+ * `Wake` is volatile too: the runner's sweep (cluster/Sweep) sends it to sessions of its own shards that no message
+ * will reach (an accepted message the cluster never stored, a session left `running` whose message the cluster holds
+ * as answered); the owner runs what waits in the session's inbox and recovers the session by loading it.
+ *
  * `layer` gives the `Supervisor` the `Corral` service talks to: every call goes through the entity client to the
- * owning runner (this one or another), so any node answers any request.
+ * owning runner (this one or another), so any node answers any request. It also runs the sweep.
  */
-import { ClusterSchema, Entity } from "@effect/cluster"
-import type { Sharding } from "@effect/cluster"
+import { ClusterSchema, Entity, EntityId, Sharding } from "@effect/cluster"
 import { Rpc } from "@effect/rpc"
 import { Duration, Effect, Layer, Option, Schema } from "effect"
 import {
@@ -40,6 +43,8 @@ import { Session } from "../domain/Session.js"
 import { Ids } from "../session/Ids.js"
 import type * as SessionActor from "../session/SessionActor.js"
 import * as Supervisor from "../session/Supervisor.js"
+import { SessionStore } from "../store/SessionStore.js"
+import * as Sweep from "./Sweep.js"
 
 /** An approval token as issued by a burst (shown once to the session's user). */
 const IssuedToken = Schema.Struct({ callId: Schema.String, token: Schema.String, expiresAt: Schema.Number })
@@ -102,8 +107,14 @@ export const Cancel = Rpc.make("Cancel", { payload: { orgId: Schema.String }, su
 /** Completes when the owner's running burst has landed (at once when none runs). */
 export const Landed = Rpc.make("Landed", { payload: { orgId: Schema.String } })
 
+/**
+ * Wakes the session on its owner (cluster/Sweep): runs the accepted messages that never reached it, oldest first,
+ * and recovers it if it was left `running` with no live actor. Volatile: the sweep sends it again next round.
+ */
+export const Wake = Rpc.make("Wake", { payload: { orgId: Schema.String } })
+
 /** The session entity: entity id = session id. */
-export const SessionEntity = Entity.make("CorralSession", [Run, Continue, Approve, Renew, Cancel, Landed])
+export const SessionEntity = Entity.make("CorralSession", [Run, Continue, Approve, Renew, Cancel, Landed, Wake])
 
 /** How long a stopping entity waits for its burst to land (under the cluster's 15 s entity termination timeout). */
 const releaseWait = Duration.seconds(10)
@@ -113,6 +124,8 @@ export const handlers = (local: Supervisor.Service) =>
   Effect.gen(function*() {
     const address = yield* Entity.CurrentAddress
     const sessionId = address.entityId
+    const store = yield* SessionStore
+    const ids = yield* Ids
     yield* Effect.addFinalizer(() =>
       local.release(sessionId).pipe(
         Effect.timeout(releaseWait),
@@ -138,7 +151,32 @@ export const handlers = (local: Supervisor.Service) =>
         local.peek(payload.orgId, sessionId).pipe(
           Option.match({ onNone: () => Effect.succeed(false), onSome: () => local.cancel(payload.orgId, sessionId) })
         ),
-      Landed: ({ payload }) => local.landed(payload.orgId, sessionId)
+      Landed: ({ payload }) => local.landed(payload.orgId, sessionId),
+      Wake: ({ payload }) =>
+        Effect.gen(function*() {
+          const waiting = yield* store.inbox(sessionId)
+          if (waiting.length === 0) {
+            // Nothing waits, but the session may have been left `running`: loading it recovers it (`interrupted`),
+            // as the supervisor recovers any session it loads in that state. A message id nobody accepted is never
+            // run by the cluster-hosted supervisor (it runs only accepted messages still waiting), so this only loads
+            // the session — or finds its live actor, which is left alone.
+            yield* local.send(payload.orgId, sessionId, { _tag: "Continue", text: "", inboxId: ids.messageId() })
+            return
+          }
+          // One after the other, in the order accepted; one that already ran (or runs now) is not run again. A refusal
+          // (a follow-up while a write waits) is the message's answer, as it would have been on delivery.
+          for (const message of waiting) {
+            yield* local.send(message.orgId, sessionId, Supervisor.fromInbox(message)).pipe(
+              Effect.catchIf(
+                (error) => error._tag !== "PersistenceFailed",
+                (refused) =>
+                  Effect.logInfo(`session ${sessionId}: accepted message ${message.id} refused: ${refused.message}`)
+              )
+            )
+          }
+        }).pipe(
+          Effect.catchAll((error) => Effect.logWarning(`session ${sessionId}: not woken: ${error.message}`))
+        )
     })
   })
 
@@ -154,8 +192,14 @@ const asSendError = (operation: string) => (error: unknown): SendError =>
         : String(error)
     })
 
-/** Options of `layer`: the local supervisor's (hosting is always `"cluster"`). */
-export type Options = Omit<Supervisor.Options, "hosting">
+/** Options of `layer`: the local supervisor's (hosting is always `"cluster"`), and the sweep's period. */
+export interface Options extends Omit<Supervisor.Options, "hosting"> {
+  /**
+   * How often this runner sweeps the sessions of its shards that nothing else will wake (cluster/Sweep), and how
+   * old an accepted message must be before the sweep delivers it. Default 30 seconds.
+   */
+  readonly sweepInterval?: Duration.DurationInput
+}
 
 /**
  * Registers the session entity on this runner (its handlers over a local supervisor) and provides the routing
@@ -169,7 +213,8 @@ export const layer = (
   Layer.scoped(
     Supervisor.Supervisor,
     Effect.gen(function*() {
-      const local = yield* Supervisor.make({ ...options, hosting: "cluster" })
+      const { sweepInterval, ...supervisorOptions } = options
+      const local = yield* Supervisor.make({ ...supervisorOptions, hosting: "cluster" })
       const idle = Duration.decode(options.idleTimeout ?? Duration.minutes(5))
       yield* Layer.buildWithScope(
         SessionEntity.toLayer(handlers(local), { concurrency: "unbounded", maxIdleTime: idle }),
@@ -177,6 +222,16 @@ export const layer = (
       )
       const client = yield* SessionEntity.client
       const ids = yield* Ids
+      const sharding = yield* Sharding.Sharding
+      yield* Effect.forkScoped(Sweep.run({
+        local,
+        wake: (sessionId, orgId) => client(sessionId).Wake({ orgId }, { discard: true }),
+        owns: (sessionId) => {
+          const entityId = EntityId.make(sessionId)
+          return sharding.hasShardId(sharding.getShardId(entityId, SessionEntity.getShardGroup(entityId)))
+        },
+        every: sweepInterval ?? Duration.seconds(30)
+      }))
       const reply = (
         operation: string,
         call: Effect.Effect<typeof Reply.Type, unknown>

@@ -511,7 +511,11 @@ export const layer = (
     Layer.provideMerge(
       cluster === undefined
         ? Corral.layer(hosting)
-        : Layer.provide(Corral.layerCluster(hosting), cluster.runner)
+        : Layer.provide(
+          // The sweep runs as often as a shard lock lives: about as soon as a dead node's shards move anyway.
+          Corral.layerCluster({ ...hosting, sweepInterval: Duration.millis(settings.cluster.lockExpirationMs) }),
+          cluster.runner
+        )
     ),
     Layer.provideMerge(Layer.provideMerge(readiness, ports)),
     Layer.provideMerge(AgentFeed.layer)

@@ -1,0 +1,86 @@
+/**
+ * The sweep: sessions of this runner's shards that nothing else would ever wake.
+ *
+ * The cluster wakes a session by delivering a message to it, and it delivers again every persisted message its
+ * runner died before answering — so a session whose owner died mid-burst is normally recovered at once by its next
+ * owner. Two states escape that: an accepted message whose cluster message was never stored (the node died, or the
+ * cluster's storage failed, between storing the session's message — the acknowledgement — and handing it to the
+ * cluster), which would wait in the session's inbox until the session's next message; and a session left `running`
+ * whose message the cluster holds as answered (its delivery failed on the next owner), which would read `running`
+ * forever. On one node the supervisor's start-up recovery covers both; in a cluster no node may run it over the
+ * whole store (other nodes' sessions are live), so each runner sweeps its own shards instead.
+ *
+ * Every `every`, the runner lists the sessions the store says are `running` with no live actor here, and the accepted
+ * messages older than `every`, keeps those of the shards it owns, and sends each such session one volatile `Wake`
+ * (SessionEntity) through the cluster. The owner delivers the waiting messages in order — the cluster-hosted
+ * supervisor runs a message only if it still waits and no burst took it up, so a message that is merely slow, or is
+ * delivered by the cluster meanwhile, never runs twice — and loading the session recovers it as the local start-up
+ * recovery does (`interrupted`, resumable with a follow-up; the same code, in the supervisor). Why the bound sits at
+ * `every`: a message younger than one period may still be on its way through the cluster; the sweep costs two indexed
+ * queries per period per node, so the period can be about a shard lock's life (the wiring uses
+ * `cluster.lockExpirationMs`), which is how soon a dead node's shards move anyway.
+ */
+import { Clock, Duration, Effect, Option } from "effect"
+import type { PersistenceFailed } from "../domain/Errors.js"
+import type * as Supervisor from "../session/Supervisor.js"
+import { SessionStore } from "../store/SessionStore.js"
+
+/** Wakes sent at once, at most (each is one message handed to the cluster, not awaited). */
+const concurrency = 16
+
+/** What the sweep needs of its runner. */
+export interface Options {
+  /** This runner's own supervisor (which sessions have a live actor here). */
+  readonly local: Supervisor.Service
+  /** Sends the session's `Wake` to its owner, not awaiting it. */
+  readonly wake: (sessionId: string, orgId: string) => Effect.Effect<void, unknown>
+  /** Whether this runner owns the session's shard now. */
+  readonly owns: (sessionId: string) => boolean
+  /** The period, and the age an accepted message must reach before the sweep delivers it. */
+  readonly every: Duration.DurationInput
+}
+
+/**
+ * One round: the sessions to wake (session id → org), woken. Fails only when the store cannot be read (the next
+ * round tries again).
+ */
+export const round = (options: Options): Effect.Effect<ReadonlyMap<string, string>, PersistenceFailed, SessionStore> =>
+  Effect.gen(function*() {
+    const store = yield* SessionStore
+    const now = yield* Clock.currentTimeMillis
+    const grace = Duration.toMillis(options.every)
+    const targets = new Map<string, string>()
+    for (const session of yield* store.listRunning()) {
+      const orgId = session.principal.orgId
+      if (options.owns(session.id) && Option.isNone(options.local.peek(orgId, session.id))) {
+        targets.set(session.id, orgId)
+      }
+    }
+    for (const message of yield* store.inbox()) {
+      if (now - message.acceptedAt >= grace && options.owns(message.sessionId)) {
+        targets.set(message.sessionId, message.orgId)
+      }
+    }
+    if (targets.size === 0) return targets
+    yield* Effect.logInfo(`cluster sweep: waking ${targets.size} session(s) nothing else would wake`).pipe(
+      Effect.annotateLogs({ sessions: [...targets.keys()].slice(0, 20).join(",") })
+    )
+    yield* Effect.forEach(targets, ([sessionId, orgId]) =>
+      options.wake(sessionId, orgId).pipe(
+        Effect.catchAll((error) =>
+          Effect.logWarning(`cluster sweep: session ${sessionId}: not woken: ${String(error)}`)
+        )
+      ), { concurrency, discard: true })
+    return targets
+  })
+
+/** Sweeps every `every` until interrupted; a round that fails is logged and the next one runs. */
+export const run = (options: Options): Effect.Effect<never, never, SessionStore> =>
+  Effect.sleep(options.every).pipe(
+    Effect.zipRight(
+      round(options).pipe(
+        Effect.catchAll((error) => Effect.logWarning(`cluster sweep: the store could not be read: ${error.message}`))
+      )
+    ),
+    Effect.forever
+  )
