@@ -18,11 +18,11 @@ import { randomUUID } from "node:crypto"
 import { skipReason, testDatabaseUrl } from "../store/PostgresFixture.js"
 import { eventually } from "../support/ServerHarness.js"
 import {
+  awaitFollowUps,
+  awaitSettled,
   awaitShards,
   expectExactlyOnce,
   followUp,
-  isUser,
-  json,
   liveActors,
   shardHolders,
   SHARDS,
@@ -98,14 +98,7 @@ const scenario = ({ sql, start }: {
 
     // No session is left `running`: A's cut bursts landed (cancelled) or read `interrupted` on B.
     const all = [...first, ...during]
-    yield* eventually(
-      "every session to land or be taken over",
-      Effect.map(
-        Effect.forEach(all, (id) => json(`${b.url}/v1/sessions/${id}`)),
-        (views) => views.every((v) => v.status === "idle" || v.status === "interrupted") ? views : undefined
-      ),
-      "30 seconds"
-    )
+    yield* awaitSettled(b.url, all, "30 seconds")
 
     // Node A again, on the same runner address; the shards are shared out again.
     const again = yield* start({ runnerPort: a.runnerPort })
@@ -117,20 +110,7 @@ const scenario = ({ sql, start }: {
       sent.get(id)!.push(text)
       return followUp(i % 2 === 0 ? again.url : b.url, id, text)
     }, { concurrency: 4 })
-    const landed = yield* eventually(
-      "every follow-up to land",
-      Effect.map(
-        Effect.forEach(all, (id) => Effect.zip(json(`${again.url}/v1/sessions/${id}`), turnsOf(b.url, id))),
-        (views) =>
-          views.every(([view, turns]) =>
-              view.status === "idle" && view.exitReason === "completed" &&
-              turns.some((t) => isUser(t, sent.get(view.id)!.at(-1)))
-            )
-            ? views
-            : undefined
-      ),
-      "30 seconds"
-    )
+    const landed = yield* awaitFollowUps(again.url, b.url, all, (id) => sent.get(id)!.at(-1), "30 seconds")
     for (const [view, turns] of landed) expectExactlyOnce(turns, sent.get(view.id)!)
   })
 

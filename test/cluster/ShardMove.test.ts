@@ -13,11 +13,11 @@ import { randomUUID } from "node:crypto"
 import { skipReason, testDatabaseUrl } from "../store/PostgresFixture.js"
 import { eventually } from "../support/ServerHarness.js"
 import {
+  awaitFollowUps,
+  awaitSettled,
   awaitShards,
   expectExactlyOnce,
   followUp,
-  isUser,
-  json,
   liveActors,
   startSession,
   turnsOf,
@@ -63,14 +63,7 @@ const scenario = ({ sql, start }: {
     yield* awaitShards(sql, 3, "45 seconds")
 
     // Every burst landed (on the node that ran it, or after the move), none is left running.
-    yield* eventually(
-      "every session to land",
-      Effect.map(
-        Effect.forEach(ids, (id) => json(`${c.url}/v1/sessions/${id}`)),
-        (views) => views.every((v) => v.status === "idle" || v.status === "interrupted") ? true : undefined
-      ),
-      "30 seconds"
-    )
+    yield* awaitSettled(c.url, ids, "30 seconds")
 
     // A follow-up to every session through the new node: each completes wherever its session now lives.
     yield* Effect.forEach(ids, (id) => {
@@ -78,20 +71,7 @@ const scenario = ({ sql, start }: {
       sent.get(id)!.push(text)
       return followUp(c.url, id, text)
     }, { concurrency: 4 })
-    const landed = yield* eventually(
-      "every follow-up to land",
-      Effect.map(
-        Effect.forEach(ids, (id) => Effect.zip(json(`${c.url}/v1/sessions/${id}`), turnsOf(c.url, id))),
-        (views) =>
-          views.every(([view, turns]) =>
-              view.status === "idle" && view.exitReason === "completed" &&
-              turns.some((t) => isUser(t, sent.get(view.id)!.at(-1)))
-            )
-            ? views
-            : undefined
-      ),
-      "30 seconds"
-    )
+    const landed = yield* awaitFollowUps(c.url, c.url, ids, (id) => sent.get(id)!.at(-1), "30 seconds")
     for (const [view, turns] of landed) expectExactlyOnce(turns, sent.get(view.id)!)
     // The new node owns a third of the shards, so some sessions moved to it (none of 24 would be (2/3)^24 ≈ 1 in 16,000).
     expect(yield* liveActors(c.url)).toBeGreaterThan(0)

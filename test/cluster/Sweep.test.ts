@@ -33,6 +33,7 @@ import * as ToolRegistry from "../../src/tools/ToolRegistry.js"
 import { skipReason, testDatabaseUrl } from "../store/PostgresFixture.js"
 import { eventually } from "../support/ServerHarness.js"
 import {
+  awaitFollowUps,
   awaitShards,
   expectExactlyOnce,
   followUp,
@@ -134,21 +135,11 @@ const scenario = ({ sql, start }: {
     yield* Effect.forEach(all, ({ sessionId }) => followUp(a.url, sessionId, followUps.get(sessionId)!), {
       concurrency: 4
     })
-    const landed = yield* eventually(
-      "every follow-up to land",
-      Effect.map(
-        Effect.forEach(
-          all,
-          ({ sessionId }) => Effect.zip(json(`${a.url}/v1/sessions/${sessionId}`), turnsOf(a.url, sessionId))
-        ),
-        (sessions) =>
-          sessions.every(([view, turns]) =>
-              view.status === "idle" && view.exitReason === "completed" &&
-              turns.some((t) => isUser(t, followUps.get(view.id)))
-            )
-            ? sessions
-            : undefined
-      ),
+    const landed = yield* awaitFollowUps(
+      a.url,
+      a.url,
+      all.map(({ sessionId }) => sessionId),
+      (id) => followUps.get(id),
       "30 seconds"
     )
     for (const [index, [view, turns]] of landed.entries()) {

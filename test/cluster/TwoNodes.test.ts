@@ -19,6 +19,8 @@ import { skipReason, testDatabaseUrl } from "../store/PostgresFixture.js"
 import { eventually, readSse } from "../support/ServerHarness.js"
 import type { SseEvent } from "../support/ServerHarness.js"
 import {
+  awaitFollowUps,
+  awaitSettled,
   awaitShards,
   expectExactlyOnce,
   followUp,
@@ -84,14 +86,7 @@ const scenario = ({ sql, start }: {
     yield* stop(b, "SIGKILL")
 
     // Node A takes node B's sessions over: none stays `running` (B's read `interrupted` once A has loaded them).
-    const settled = yield* eventually(
-      "every session to land or be taken over",
-      Effect.map(
-        Effect.forEach(acked, ({ sessionId }) => json(`${a.url}/v1/sessions/${sessionId}`)),
-        (views) => views.every((v) => v.status === "idle" || v.status === "interrupted") ? views : undefined
-      ),
-      "60 seconds"
-    )
+    const settled = yield* awaitSettled(a.url, acked.map(({ sessionId }) => sessionId), "60 seconds")
     const interrupted = settled.filter((v) => v.status === "interrupted")
     // Node B owned some sessions and died in their bursts; node A ran its own to the end.
     const transcripts = yield* Effect.forEach(acked, ({ sessionId }) => turnsOf(a.url, sessionId))
@@ -113,21 +108,11 @@ const scenario = ({ sql, start }: {
 
     // A follow-up to every session, through node A: the taken-over ones resume there.
     for (const { sessionId } of acked) yield* followUp(a.url, sessionId, followUps.get(sessionId)!)
-    const landed = yield* eventually(
-      "every follow-up to land",
-      Effect.map(
-        Effect.forEach(acked, ({ sessionId }) =>
-          Effect.zip(json(`${a.url}/v1/sessions/${sessionId}`), turnsOf(a.url, sessionId))),
-        (all) =>
-          all.every(([view, turns]) =>
-              view.status === "idle" && view.exitReason === "completed" &&
-              turns.some((t) =>
-                isUser(t, followUps.get(view.id))
-              )
-            )
-            ? all
-            : undefined
-      ),
+    const landed = yield* awaitFollowUps(
+      a.url,
+      a.url,
+      acked.map(({ sessionId }) => sessionId),
+      (id) => followUps.get(id),
       "60 seconds"
     )
     // Every acknowledged message exactly once, in order; no turn lost or repeated.

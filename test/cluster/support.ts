@@ -190,6 +190,52 @@ export const followUp = (url: string, sessionId: string, text: string) =>
     expect(sent.status, sent.text).toBe(202)
   })
 
+/** A session as `GET /v1/sessions/{id}` shows it (the fields these tests read). */
+export interface View {
+  readonly id: string
+  readonly status: string
+  readonly exitReason?: string
+}
+
+/** Waits until no session of `ids` is running (each landed or was taken over: `idle` or `interrupted`), read at `url`. */
+export const awaitSettled = (url: string, ids: ReadonlyArray<string>, within: Duration.DurationInput) =>
+  eventually(
+    "every session to land or be taken over",
+    Effect.map(
+      Effect.forEach(ids, (id) => json(`${url}/v1/sessions/${id}`) as Effect.Effect<View>),
+      (views) => views.every((v) => v.status === "idle" || v.status === "interrupted") ? views : undefined
+    ),
+    within
+  )
+
+/**
+ * Waits until every session of `ids` completed a burst after its follow-up `last(id)` (its view read at `viewUrl`,
+ * its transcript at `turnsUrl`); the views and transcripts, in the order of `ids`.
+ */
+export const awaitFollowUps = (
+  viewUrl: string,
+  turnsUrl: string,
+  ids: ReadonlyArray<string>,
+  last: (id: string) => string | undefined,
+  within: Duration.DurationInput
+) =>
+  eventually(
+    "every follow-up to land",
+    Effect.map(
+      Effect.forEach(ids, (id) =>
+        Effect.zip(json(`${viewUrl}/v1/sessions/${id}`) as Effect.Effect<View>, turnsOf(turnsUrl, id))),
+      (sessions) =>
+        sessions.every(([view, turns]) =>
+            view.status === "idle" && view.exitReason === "completed" && turns.some((t) =>
+              isUser(t, last(view.id))
+            )
+          )
+          ? sessions
+          : undefined
+    ),
+    within
+  )
+
 /**
  * Every acknowledged message of the session ran exactly once, in the order sent (one user turn each), and the
  * transcript has no lost or repeated turn (sequence numbers 1..n).
