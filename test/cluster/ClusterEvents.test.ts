@@ -9,12 +9,11 @@
 import type { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
-import type { Scope } from "effect"
 import { skipReason, testDatabaseUrl } from "../store/PostgresFixture.js"
 import { eventually, readSse } from "../support/ServerHarness.js"
 import type { SseEvent } from "../support/ServerHarness.js"
-import { awaitShards, startSession, turnsOf, withCluster } from "./support.js"
-import type { Node } from "./support.js"
+import { startSession, startTwo, turnsOf, withCluster } from "./support.js"
+import type { Cluster, Node } from "./support.js"
 
 const env = { CORRAL_DEMO_DELAY_MS: "100", CORRAL_CLUSTER_LOCK_EXPIRATION_MS: "3000" }
 
@@ -54,14 +53,10 @@ const expectFollowed = (
       }
     }), { discard: true })
 
-const scenario = ({ sql, start }: {
-  readonly sql: SqlClient.SqlClient
-  readonly start: () => Effect.Effect<Node, never, Scope.Scope>
-}) =>
+const scenario = (cluster: Cluster) =>
   Effect.gen(function*() {
-    const a = yield* start()
-    const b = yield* start()
-    yield* awaitShards(sql, 2, "30 seconds")
+    const [a, b] = yield* startTwo(cluster)
+    const { sql } = cluster
     const before = yield* eventually(
       "both nodes to LISTEN",
       Effect.map(listeners(sql), (pids) => pids.length === 2 ? pids : undefined),

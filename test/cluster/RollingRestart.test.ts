@@ -10,10 +10,8 @@
  * sent through node B while A is stopping are acknowledged messages too. Postgres only; skipped without
  * CORRAL_TEST_DATABASE_URL. Wall time only because real processes are the subject; every wait is bounded.
  */
-import type { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import type { Scope } from "effect"
 import { randomUUID } from "node:crypto"
 import { skipReason, testDatabaseUrl } from "../store/PostgresFixture.js"
 import { eventually } from "../support/ServerHarness.js"
@@ -27,11 +25,12 @@ import {
   shardHolders,
   SHARDS,
   startSession,
+  startTwo,
   stop,
   turnsOf,
   withCluster
 } from "./support.js"
-import type { Node } from "./support.js"
+import type { Cluster, Node } from "./support.js"
 
 const SESSIONS = 10
 /**
@@ -45,14 +44,10 @@ const STOP_WITHIN = "20 seconds"
 /** Bursts of ~4 × 2 × 400 ms: in flight for ~3 s, long enough to be cut by the stop. */
 const env = { CORRAL_DEMO_DELAY_MS: "400", CORRAL_CLUSTER_LOCK_EXPIRATION_MS: String(LOCK_EXPIRATION_MS) }
 
-const scenario = ({ sql, start }: {
-  readonly sql: SqlClient.SqlClient
-  readonly start: (options?: { readonly runnerPort?: number }) => Effect.Effect<Node, never, Scope.Scope>
-}) =>
+const scenario = (cluster: Cluster) =>
   Effect.gen(function*() {
-    const a = yield* start()
-    const b = yield* start()
-    yield* awaitShards(sql, 2, "30 seconds")
+    const [a, b] = yield* startTwo(cluster)
+    const { sql, start } = cluster
 
     // Sessions started through both nodes, half each; both nodes own some of them.
     const sent = new Map<string, Array<string>>()

@@ -5,10 +5,8 @@
  * completes on every session, some of them now hosted by it, and nothing acknowledged is lost or run twice.
  * Postgres only; skipped without CORRAL_TEST_DATABASE_URL.
  */
-import type { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import type { Scope } from "effect"
 import { randomUUID } from "node:crypto"
 import { skipReason, testDatabaseUrl } from "../store/PostgresFixture.js"
 import { eventually } from "../support/ServerHarness.js"
@@ -20,23 +18,20 @@ import {
   followUp,
   liveActors,
   startSession,
+  startTwo,
   turnsOf,
   withCluster
 } from "./support.js"
-import type { Node } from "./support.js"
+import type { Cluster } from "./support.js"
 
 const SESSIONS = 24
 /** Locks that outlive the test's waits: every shard that moves is handed over by a live node, none expires. */
 const env = { CORRAL_DEMO_DELAY_MS: "400", CORRAL_CLUSTER_LOCK_EXPIRATION_MS: "30000" }
 
-const scenario = ({ sql, start }: {
-  readonly sql: SqlClient.SqlClient
-  readonly start: () => Effect.Effect<Node, never, Scope.Scope>
-}) =>
+const scenario = (cluster: Cluster) =>
   Effect.gen(function*() {
-    const a = yield* start()
-    const b = yield* start()
-    yield* awaitShards(sql, 2, "30 seconds")
+    const [a, b] = yield* startTwo(cluster)
+    const { sql, start } = cluster
     const sent = new Map<string, Array<string>>()
     const ids = yield* Effect.forEach(Array.from({ length: SESSIONS }, (_, i) => i), (i) =>
       Effect.map(startSession(i % 2 === 0 ? a.url : b.url, `move-${i}`), ({ prompt, sessionId }) => {

@@ -19,7 +19,6 @@ import { TestRunner } from "@effect/cluster"
 import type { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
 import { Clock, Effect, Layer, Option } from "effect"
-import type { Scope } from "effect"
 import { randomUUID } from "node:crypto"
 import { Corral } from "../../src/Corral.js"
 import { Principal } from "../../src/domain/Principal.js"
@@ -34,18 +33,18 @@ import { skipReason, testDatabaseUrl } from "../store/PostgresFixture.js"
 import { eventually } from "../support/ServerHarness.js"
 import {
   awaitFollowUps,
-  awaitShards,
   expectExactlyOnce,
   followUp,
   isUser,
   json,
   liveActors,
   post,
+  startTwo,
   stop,
   turnsOf,
   withCluster
 } from "./support.js"
-import type { Node } from "./support.js"
+import type { Cluster, Node } from "./support.js"
 
 /** Short locks: node B's shards move within seconds, and the sweep runs as often as a lock lives. */
 const LOCK_EXPIRATION_MS = 3_000
@@ -71,14 +70,10 @@ const begin = (via: Node, marker: string, i: number) =>
     return { sessionId: JSON.parse(started.text).sessionId as string, prompt }
   })
 
-const scenario = ({ sql, start }: {
-  readonly sql: SqlClient.SqlClient
-  readonly start: () => Effect.Effect<Node, never, Scope.Scope>
-}) =>
+const scenario = (cluster: Cluster) =>
   Effect.gen(function*() {
-    const a = yield* start()
-    const b = yield* start()
-    yield* awaitShards(sql, 2, "30 seconds")
+    const [a, b] = yield* startTwo(cluster)
+    const { sql } = cluster
     yield* refuseLost(sql)
 
     const settled = yield* Effect.forEach(Array.from({ length: 8 }, (_, i) => i), (i) =>

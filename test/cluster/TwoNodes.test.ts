@@ -9,10 +9,8 @@
  * and on the SSE stream). Postgres only (the embedded store cannot be shared); skipped without
  * CORRAL_TEST_DATABASE_URL. Wall time only because real processes are the subject; every wait is bounded.
  */
-import type { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
-import type { Scope } from "effect"
 import { randomUUID } from "node:crypto"
 import type { Turn } from "../../src/domain/Message.js"
 import { skipReason, testDatabaseUrl } from "../store/PostgresFixture.js"
@@ -21,18 +19,18 @@ import type { SseEvent } from "../support/ServerHarness.js"
 import {
   awaitFollowUps,
   awaitSettled,
-  awaitShards,
   expectExactlyOnce,
   followUp,
   isUser,
   json,
   liveActors,
   startSession,
+  startTwo,
   stop,
   turnsOf,
   withCluster
 } from "./support.js"
-import type { Node } from "./support.js"
+import type { Cluster } from "./support.js"
 
 const SESSIONS = 12
 /** How long a dead node's shard locks outlive it: short, so the takeover fits the test's bounds. */
@@ -41,17 +39,9 @@ const LOCK_EXPIRATION_MS = 3_000
 /** Each demo reply takes ~2 × 700 ms and a burst makes four: bursts are in flight for ~6 s, long enough to be cut. */
 const env = { CORRAL_DEMO_DELAY_MS: "700", CORRAL_CLUSTER_LOCK_EXPIRATION_MS: String(LOCK_EXPIRATION_MS) }
 
-const scenario = ({ sql, start }: {
-  readonly sql: SqlClient.SqlClient
-  readonly start: () => Effect.Effect<Node, never, Scope.Scope>
-}) =>
+const scenario = (cluster: Cluster) =>
   Effect.gen(function*() {
-    // One after the other: the first node migrates the fresh database (the store's and the cluster's tables).
-    const a = yield* start()
-    const b = yield* start()
-    // Both runners registered and every shard held: sessions go to both from the first message (node A gave up
-    // node B's half first, so it routes there already).
-    yield* awaitShards(sql, 2, "30 seconds")
+    const [a, b] = yield* startTwo(cluster)
 
     // Start every session through node A; each 202 is an acknowledged prompt.
     const acked = yield* Effect.forEach(

@@ -246,6 +246,24 @@ export const expectExactlyOnce = (turns: ReadonlyArray<Turn>, sent: ReadonlyArra
   expect(turns.map((t) => t.seq)).toEqual(turns.map((_, i) => i + 1))
 }
 
+/** What a scenario gets from `withCluster`: the database, and a way to start a node on it. */
+export interface Cluster {
+  readonly sql: SqlClient.SqlClient
+  readonly start: (options?: { readonly runnerPort?: number }) => Effect.Effect<Node, never, Scope.Scope>
+}
+
+/**
+ * Starts two nodes one after the other (the first migrates the fresh database: the store's and the cluster's
+ * tables) and waits until they hold every shard between them, so sessions go to both from the first message.
+ */
+export const startTwo = ({ sql, start }: Cluster) =>
+  Effect.gen(function*() {
+    const a = yield* start()
+    const b = yield* start()
+    yield* awaitShards(sql, 2, "30 seconds")
+    return [a, b] as const
+  })
+
 /**
  * Runs `body` with a fresh database and a `cluster` on it (`env` added to every node's), then closes both; when
  * anything failed, prints what the nodes said (after the scope closed, so every node's output is in).
@@ -253,10 +271,7 @@ export const expectExactlyOnce = (turns: ReadonlyArray<Turn>, sent: ReadonlyArra
 export const withCluster = <A, E>(
   adminUrl: string,
   env: Record<string, string>,
-  body: (context: {
-    readonly sql: SqlClient.SqlClient
-    readonly start: (options?: { readonly runnerPort?: number }) => Effect.Effect<Node, never, Scope.Scope>
-  }) => Effect.Effect<A, E, Scope.Scope>
+  body: (context: Cluster) => Effect.Effect<A, E, Scope.Scope>
 ): Effect.Effect<A, E | unknown> => {
   const logs: Logs = []
   return Effect.gen(function*() {
