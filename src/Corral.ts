@@ -51,6 +51,7 @@ import * as SessionActor from "./session/SessionActor.js"
 import * as Supervisor from "./session/Supervisor.js"
 import * as MemoryStore from "./store/MemoryStore.js"
 import { SessionStore } from "./store/SessionStore.js"
+import * as Approvals from "./tools/Approvals.js"
 import { ToolExecutor } from "./tools/ToolExecutor.js"
 import * as ToolRegistry from "./tools/ToolRegistry.js"
 
@@ -548,7 +549,7 @@ export const make: Effect.Effect<
           ? Effect.succeed(accepted.first.answer)
           : Effect.as(detach(by, sessionId, accepted.opening), accepted.answer)),
     approve: (by, sessionId, token, decision = "approve") =>
-      send(by, sessionId, { _tag: "Approve", by, token, decision }),
+      send(by, sessionId, { _tag: "Approve", by, tokenHash: Approvals.hashToken(token), decision }),
     renewApprovals: (by, sessionId) => send(by, sessionId, { _tag: "Renew", by }),
     cancel: (by, sessionId) =>
       Effect.gen(function*() {

@@ -10,8 +10,8 @@
  * delivers them again to the next owner when their runner dies before answering). `Run` and `Continue` are keyed by
  * the accepted message id, so a message sent twice is stored once. `Approve` is keyed by a fresh id per call: a
  * second decision with the same token must reach the actor and be refused `AlreadyDecided` (naming the decision that
- * stands), as it is locally — the store's single-use token, not the cluster, keeps a decision from running twice. A delivery after a runner
- * died may find the message already run (its burst stored the user turn before the runner died): the supervisor
+ * stands), as it is locally — the store's single-use token, not the cluster, keeps a decision from running twice. A
+ * delivery after a runner died may find the message already run (its burst stored the user turn before the runner died): the supervisor
  * then answers the session as it stands and does not run it again. `Cancel`, `Landed` and `Renew` are volatile:
  * they only mean something to a live burst or a live person, and a burst whose runner died is already over
  * (`interrupted` when the next owner loads it).
@@ -20,6 +20,10 @@
  * `Cancel` reaches a running burst instead of queueing behind it. When the entity stops on this runner (its shard
  * moves, or it passivates) the local actor is released: queued messages are refused (the cluster delivers them
  * again where the session now lives), the running burst is cancelled and landed within the entity's termination time.
+ *
+ * No approval token is ever in the cluster's tables (a token is a bearer secret; the store keeps only its hash): a
+ * persisted `Approve` carries the token's hash, and a persisted message's answer says only whether its burst issued
+ * tokens (`Answer`) — the sending node then fetches them with a `Renew`, which is volatile.
  *
  * `Wake` is volatile too: the runner's sweep (cluster/Sweep) sends it to sessions of its own shards that no message
  * will reach (an accepted message the cluster never stored, a session left `running` whose message the cluster holds
@@ -49,8 +53,21 @@ import * as Sweep from "./Sweep.js"
 /** An approval token as issued by a burst (shown once to the session's user). */
 const IssuedToken = Schema.Struct({ callId: Schema.String, token: Schema.String, expiresAt: Schema.Number })
 
-/** What processing a message answers: the session as it stands after it, and the tokens it issued. */
+/** What `Renew` answers (volatile, never stored): the session as it stands, and the fresh tokens it issued. */
 export const Reply = Schema.Struct({ session: Session, tokens: Schema.Array(IssuedToken) })
+
+/**
+ * What processing a persisted message answers: the session as it stands after it, and whether the burst issued
+ * approval tokens — not the tokens. The cluster stores this answer in `cluster_replies`, and a token is a bearer
+ * secret (the store keeps only its hash): the sending node fetches the tokens with a `Renew`, which is volatile,
+ * revoking the unseen ones the burst issued.
+ */
+export const Answer = Schema.Struct({ session: Session, issued: Schema.Boolean })
+
+const answerOf = (reply: SessionActor.Reply): typeof Answer.Type => ({
+  session: reply.session,
+  issued: reply.tokens.length > 0
+})
 
 /** The failures a session message can end with: `SendError` (domain/Errors), on the wire. */
 export const Failure = Schema.Union(PersistenceFailed, InvalidSessionState, AlreadyDecided, SessionNotFound)
@@ -67,7 +84,7 @@ export const Run = Rpc.make("Run", {
     context: Schema.optional(Schema.String),
     notes: Schema.optional(Schema.Array(Note))
   },
-  success: Reply,
+  success: Answer,
   error: Failure,
   primaryKey: (payload) => payload.inboxId
 }).annotate(ClusterSchema.Persisted, true)
@@ -75,7 +92,7 @@ export const Run = Rpc.make("Run", {
 /** A follow-up, by its accepted message id. */
 export const Continue = Rpc.make("Continue", {
   payload: { orgId: Schema.String, inboxId: Schema.String, text: Schema.String },
-  success: Reply,
+  success: Answer,
   error: Failure,
   primaryKey: (payload) => payload.inboxId
 }).annotate(ClusterSchema.Persisted, true)
@@ -86,10 +103,11 @@ export const Approve = Rpc.make("Approve", {
     orgId: Schema.String,
     requestId: Schema.String,
     by: Principal,
-    token: Schema.String,
+    /** The token's SHA-256, never the token: this message is stored in `cluster_messages`. */
+    tokenHash: Schema.String,
     decision: Schema.Literal("approve", "reject")
   },
-  success: Reply,
+  success: Answer,
   error: Failure,
   primaryKey: (payload) => payload.requestId
 }).annotate(ClusterSchema.Persisted, true)
@@ -135,17 +153,28 @@ export const handlers = (local: Supervisor.Service) =>
     const send = (orgId: string, message: SessionActor.Message) => local.send(orgId, sessionId, message)
     return SessionEntity.of({
       Run: ({ payload }) =>
-        send(payload.orgId, {
-          _tag: "Run",
-          text: payload.text,
-          inboxId: payload.inboxId,
-          ...(payload.context === undefined ? {} : { context: payload.context }),
-          ...(payload.notes === undefined ? {} : { notes: payload.notes })
-        }),
+        Effect.map(
+          send(payload.orgId, {
+            _tag: "Run",
+            text: payload.text,
+            inboxId: payload.inboxId,
+            ...(payload.context === undefined ? {} : { context: payload.context }),
+            ...(payload.notes === undefined ? {} : { notes: payload.notes })
+          }),
+          answerOf
+        ),
       Continue: ({ payload }) =>
-        send(payload.orgId, { _tag: "Continue", text: payload.text, inboxId: payload.inboxId }),
+        Effect.map(send(payload.orgId, { _tag: "Continue", text: payload.text, inboxId: payload.inboxId }), answerOf),
       Approve: ({ payload }) =>
-        send(payload.orgId, { _tag: "Approve", by: payload.by, token: payload.token, decision: payload.decision }),
+        Effect.map(
+          send(payload.orgId, {
+            _tag: "Approve",
+            by: payload.by,
+            tokenHash: payload.tokenHash,
+            decision: payload.decision
+          }),
+          answerOf
+        ),
       Renew: ({ payload }) => send(payload.orgId, { _tag: "Renew", by: payload.by }),
       Cancel: ({ payload }) =>
         local.peek(payload.orgId, sessionId).pipe(
@@ -232,10 +261,7 @@ export const layer = (
         },
         every: sweepInterval ?? Duration.seconds(30)
       }))
-      const reply = (
-        operation: string,
-        call: Effect.Effect<typeof Reply.Type, unknown>
-      ): Effect.Effect<SessionActor.Reply, SendError> =>
+      const delivered = <A>(operation: string, call: Effect.Effect<A, unknown>): Effect.Effect<A, SendError> =>
         call.pipe(
           Effect.tapError((error) =>
             isCorralError(error)
@@ -244,6 +270,24 @@ export const layer = (
           ),
           Effect.mapError(asSendError(operation))
         )
+      // A persisted message's answer (stored by the cluster) says whether tokens were issued, not which: they come
+      // by a volatile `Renew` for the session's user, so no token is ever in the cluster's tables (see `Answer`).
+      const answered = (
+        operation: string,
+        orgId: string,
+        sessionId: string,
+        call: Effect.Effect<typeof Answer.Type, unknown>
+      ): Effect.Effect<SessionActor.Reply, SendError> =>
+        Effect.flatMap(delivered(operation, call), ({ issued, session }) =>
+          issued
+            ? delivered(
+              "renew",
+              client(sessionId).Renew({
+                orgId,
+                by: { orgId: session.principal.orgId, userId: session.principal.userId }
+              })
+            )
+            : Effect.succeed({ session, tokens: [] }))
       // Run and Continue always come from the durable mailbox (Corral accepts them first): the id is their key.
       const keyOf = (inboxId: string | undefined) =>
         inboxId === undefined
@@ -257,8 +301,10 @@ export const layer = (
           switch (message._tag) {
             case "Run":
               return Effect.flatMap(keyOf(message.inboxId), (inboxId) =>
-                reply(
+                answered(
                   "run",
+                  orgId,
+                  sessionId,
                   entity.Run({
                     orgId,
                     inboxId,
@@ -270,21 +316,27 @@ export const layer = (
             case "Continue":
               return Effect.flatMap(
                 keyOf(message.inboxId),
-                (inboxId) => reply("continue", entity.Continue({ orgId, inboxId, text: message.text }))
+                (inboxId) =>
+                  answered("continue", orgId, sessionId, entity.Continue({ orgId, inboxId, text: message.text }))
               )
             case "Approve":
-              return reply(
+              return answered(
                 "approve",
+                orgId,
+                sessionId,
                 entity.Approve({
                   orgId,
                   requestId: ids.messageId(),
                   by: { orgId: message.by.orgId, userId: message.by.userId },
-                  token: message.token,
+                  tokenHash: message.tokenHash,
                   decision: message.decision
                 })
               )
             case "Renew":
-              return reply("renew", entity.Renew({ orgId, by: { orgId: message.by.orgId, userId: message.by.userId } }))
+              return delivered(
+                "renew",
+                entity.Renew({ orgId, by: { orgId: message.by.orgId, userId: message.by.userId } })
+              )
           }
         },
         cancel: (orgId, sessionId) =>

@@ -50,7 +50,11 @@ export type Message =
   | {
     readonly _tag: "Approve"
     readonly by: Principal
-    readonly token: string
+    /**
+     * The SHA-256 of the approval token (`Approvals.hashToken`): the raw token is a bearer secret and never travels
+     * further than the request that presented it (a message may be stored on its way, as the cluster stores it).
+     */
+    readonly tokenHash: string
     readonly decision: "approve" | "reject"
   }
   /** Issues fresh approval tokens for the writes still waiting (revoking their old ones); the session's user only. */
@@ -300,11 +304,10 @@ export const make = (options: {
     )
   }
 
-  const approve = (by: Principal, token: string, decision: "approve" | "reject") =>
+  const approve = (by: Principal, tokenHash: string, decision: "approve" | "reject") =>
     Effect.gen(function*() {
       const store = yield* SessionStore
       const now = yield* Clock.currentTimeMillis
-      const tokenHash = Approvals.hashToken(token)
       const record = yield* store.findApproval(session.principal.orgId, session.id, tokenHash)
       const verdict = Approvals.check({ record, by, session, now })
       // Deciding twice is refused and recorded: the first decision stands, and the client is told which it was (a
@@ -441,7 +444,7 @@ export const make = (options: {
           ...(message.inboxId === undefined ? {} : { messageId: message.inboxId })
         })
       case "Approve":
-        return approve(message.by, message.token, message.decision)
+        return approve(message.by, message.tokenHash, message.decision)
       case "Renew":
         return renew(message.by)
     }

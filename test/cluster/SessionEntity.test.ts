@@ -10,6 +10,7 @@ import * as Scripted from "../../src/model/Scripted.js"
 import * as Supervisor from "../../src/session/Supervisor.js"
 import * as MemoryStore from "../../src/store/MemoryStore.js"
 import { SessionStore } from "../../src/store/SessionStore.js"
+import * as Approvals from "../../src/tools/Approvals.js"
 import * as ToolRegistry from "../../src/tools/ToolRegistry.js"
 import * as Tools from "../support/tools.js"
 
@@ -103,6 +104,26 @@ describe("cluster/SessionEntity", () => {
       expect(local.again).toBe("AlreadyDecided")
       expect(clustered).toEqual(local)
     }))
+
+  it.scopedLive("no approval token is stored by the cluster: messages carry its hash, answers say only that tokens were issued", () =>
+    Effect.gen(function*() {
+      const c = yield* Corral
+      const driver = yield* MessageStorage.MemoryDriver
+      yield* c.publishAgent(alice, agent)
+      const first = yield* c.run(alice, { agentId: "triage", scope: "incident:1", prompt: "why is db down?" })
+      // The user still gets the token of the write that waits (fetched by a volatile Renew), and it works.
+      const token = first.pending[0]?.token
+      expect(token).toMatch(/\S{20,}/)
+      const approved = yield* c.approve(alice, first.id, token!)
+      expect(approved.exitReason).toBe("completed")
+      // What the cluster stored — every persisted message and every answer — holds no token; the Approve holds its hash.
+      const stored = JSON.stringify(
+        [...driver.requests.values()].map((e) => ({ envelope: e.envelope, replies: e.replies }))
+      )
+      expect(stored).not.toContain(token!)
+      expect(stored).toContain(Approvals.hashToken(token!))
+      expect(stored).toContain("\"issued\":true")
+    }).pipe(Effect.provide(cluster(script()))))
 
   it.scopedLive("a message delivered again after it ran is answered, not run again", () =>
     Effect.gen(function*() {
