@@ -32,7 +32,8 @@ import {
 } from "./support.js"
 import type { Cluster } from "./support.js"
 
-const SESSIONS = 12
+/** The figure: enough that both runners own several, and the bursts B owns are cut in several states. */
+const SESSIONS = 40
 /** How long a dead node's shard locks outlive it: short, so the takeover fits the test's bounds. */
 const LOCK_EXPIRATION_MS = 3_000
 
