@@ -272,6 +272,8 @@ export const layer = (
         )
       // A persisted message's answer (stored by the cluster) says whether tokens were issued, not which: they come
       // by a volatile `Renew` for the session's user, so no token is ever in the cluster's tables (see `Answer`).
+      // The message has run by then: a `Renew` that fails does not fail it — the session is answered without tokens
+      // (its user renews them: `POST /v1/sessions/{id}/approvals/tokens`), and the failure is logged with the session id.
       const answered = (
         operation: string,
         orgId: string,
@@ -286,6 +288,15 @@ export const layer = (
                 orgId,
                 by: { orgId: session.principal.orgId, userId: session.principal.userId }
               })
+            ).pipe(
+              Effect.catchAll((error) =>
+                Effect.as(
+                  Effect.logWarning(
+                    `session ${sessionId}: ${operation} ran, but its approval tokens were not fetched: ${error.message}`
+                  ),
+                  { session, tokens: [] }
+                )
+              )
             )
             : Effect.succeed({ session, tokens: [] }))
       // Run and Continue always come from the durable mailbox (Corral accepts them first): the id is their key.
