@@ -1,5 +1,10 @@
-#!/usr/bin/env node
+#!/usr/bin/env -S node --max-semi-space-size=64
 /* global URL */
+// `--max-semi-space-size=64` (MB, V8's young generation; Node's default is 16): a server with hundreds of sessions in
+// flight allocates short-lived objects fast enough that a 16 MB nursery promotes many still-live ones to the old
+// generation, to die there and be collected by the costlier major GC. 64 MB took 15–25 % off the server's CPU per
+// model turn at 1,000 sessions at once (docs/benchmarks.md, "The young generation"); it is a ceiling, not a
+// reservation (the nursery grows to it only under load; idle RSS is unchanged).
 // The `corral` command. Installed from the package it runs the built CLI with plain Node: the bundle
 // (dist/cli/bundle/main.js, see scripts/build-cli.mjs: far fewer modules to load at start), else dist/cli/main.js. In a
 // clone of the repository (a .git next to bin/, or no build at all) it runs the TypeScript sources through tsx (a

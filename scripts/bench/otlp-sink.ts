@@ -1,6 +1,6 @@
 /**
  * A local OTLP/HTTP sink for the telemetry cost measurement: accepts `POST /v1/traces` and `/v1/metrics` (JSON),
- * reads and discards the body, answers `{}` like a collector, and prints how many requests and bytes it took on
+ * answers `{}` like a collector as soon as a body has arrived, then counts its spans, and prints how many requests and bytes it took on
  * exit. Run: `node --import tsx scripts/bench/otlp-sink.ts [port]` (default 4318), then pass
  * `--otlp http://127.0.0.1:4318` to `scripts/bench/run.ts`.
  */
@@ -18,6 +18,9 @@ const server = createServer((request, response) => {
   })
   request.on("end", () => {
     requests++
+    // Answered first, counted after: the sender's flush waits for the answer, and what is measured is the sender's
+    // cost, not this sink's JSON parse (a collector elsewhere parses on its own cores).
+    response.writeHead(200, { "content-type": "application/json" }).end("{}")
     if (request.url === "/v1/traces") {
       try {
         const body = JSON.parse(Buffer.concat(chunks).toString("utf8"))
@@ -33,7 +36,6 @@ const server = createServer((request, response) => {
         // not JSON: counted in bytes only
       }
     }
-    response.writeHead(200, { "content-type": "application/json" }).end("{}")
   })
 })
 server.listen(port, "127.0.0.1", () => process.stdout.write(`otlp sink on http://127.0.0.1:${port}\n`))

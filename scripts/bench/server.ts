@@ -28,7 +28,7 @@
  *
  * Usage: `npm run bench:server -- [--sessions 1000] [--warmup 50] [--store postgres|embedded|both] [--profile] [--top 30]
  * [--min-turns 3] [--max-turns 5] [--timeout-s 600] [--keep-db] [--tools both|inproc|mcp] [--follow sse|wait]
- * [--corral DIR] [--nodes N]` (`--corral`: serve another checkout, e.g. a worktree of an older commit, to compare in one run). `--store postgres` makes a fresh database on the machine's
+ * [--corral DIR] [--nodes N] [--server-node-args "FLAGS"]` (`--corral`: serve another checkout, e.g. a worktree of an older commit, to compare in one run). `--store postgres` makes a fresh database on the machine's
  * server (.ci/postgres.sh) and drops it after (unless `--keep-db`, which prints its URL); `embedded` uses a fresh PGlite directory. Prints a report and one
  * `RESULT <json>` line per store (per set-up with `--nodes`).
  */
@@ -68,6 +68,15 @@ const toolsFlag = flag("tools", "both")
 // `--corral DIR`: serve from another checkout (its sources through tsx), to compare two versions in one run.
 const corralDir = flag("corral", root)
 const followFlag = flag("follow", "sse")
+// The server runs with the Node flags the installed `corral` command runs with (its shebang, bin/corral.js), unless
+// `--server-node-args "FLAGS"` says otherwise ("" for none), to measure what a flag buys.
+const binFlags = (readFileSync(join(root, "bin/corral.js"), "utf8").split("\n")[0] ?? "").split(" ").filter((a) =>
+  a.startsWith("--")
+)
+const serverNodeArgsIndex = argv.indexOf("--server-node-args")
+const serverNodeArgs = serverNodeArgsIndex === -1
+  ? binFlags
+  : (argv[serverNodeArgsIndex + 1] ?? "").split(" ").filter((a) => a !== "")
 // `--nodes N`: also a one-node cluster and an N-node cluster, in the same run (see the header).
 const nodes = Number(flag("nodes", "1"))
 
@@ -254,8 +263,8 @@ const startServer = async (
 ): Promise<{ readonly child: ChildProcess; readonly url: string; readonly startedMs: number }> => {
   const started = performance.now()
   const args = profileDir !== undefined
-    ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`, bundleFile, "serve"]
-    : ["--conditions=corral-source", "--import", "tsx", join(corralDir, "src/cli/main.ts"), "serve"]
+    ? [...serverNodeArgs, "--cpu-prof", `--cpu-prof-dir=${profileDir}`, bundleFile, "serve"]
+    : [...serverNodeArgs, "--conditions=corral-source", "--import", "tsx", join(corralDir, "src/cli/main.ts"), "serve"]
   const child = spawn(process.execPath, args, {
     cwd: root,
     env: { ...process.env, ...env },
@@ -473,7 +482,8 @@ const benchStore = async (store: "postgres" | "embedded", setup: Setup = plain) 
       idle_rss_mb: Math.round(idleRssMb),
       idle_cpu_ms_per_s: idleCpuMsPerS,
       ready_ms: Math.round(server.startedMs),
-      load_average: [Number(load0.toFixed(2)), Number(loadavg()[0]!.toFixed(2))]
+      load_average: [Number(load0.toFixed(2)), Number(loadavg()[0]!.toFixed(2))],
+      server_node_args: serverNodeArgs.join(" ")
     }
     console.log(`\n## ${store}${setup === plain ? "" : `, ${setup.label}`}: ${sessions} sessions at once\n`)
     for (const [key, value] of Object.entries(result)) console.log(`- ${key}: ${JSON.stringify(value)}`)
