@@ -11,7 +11,7 @@
  * Store failures are logged in full and answered 503 `Unavailable`: a driver's error text is not the client's
  * business.
  */
-import { HttpApiBuilder, HttpApiError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder, HttpApiError, HttpServerRequest } from "@effect/platform"
 import { Clock, Effect, Layer, Option } from "effect"
 import type { StartRequest } from "../Corral.js"
 import { Corral } from "../Corral.js"
@@ -252,7 +252,7 @@ const sessions = (options: Options) =>
             const by = yield* CurrentPrincipal
             // Resolve the session first: a missing one is a 404, not an empty stream.
             yield* orUnavailable(provide(current(by, path.id)))
-            const body = Sse.stream({
+            return yield* Sse.response({
               corral,
               principal: by,
               sessionId: path.id,
@@ -260,11 +260,7 @@ const sessions = (options: Options) =>
               after: urlParams.after ?? headers["last-event-id"] ?? 0,
               keepAliveMs: options.keepAliveMs,
               until: shutdown.signal
-            })
-            return HttpServerResponse.stream(body, {
-              contentType: "text/event-stream",
-              headers: { "cache-control": "no-cache, no-transform", "x-accel-buffering": "no" }
-            })
+            }, { "cache-control": "no-cache, no-transform", "x-accel-buffering": "no" })
           }))
     }))
 

@@ -13,7 +13,10 @@
  * the subscription exists. Keep-alive comments every `keepAliveMs` keep proxies from closing an idle stream; the
  * stream ends when the server drains.
  */
-import { Chunk, Effect, Schedule, Schema, Stream } from "effect"
+import { HttpServerResponse } from "@effect/platform"
+import type { Chunk } from "effect"
+import { Effect, Fiber, FiberId, Schema, Stream } from "effect"
+import { Readable } from "node:stream"
 import type { Service as CorralService } from "../Corral.js"
 import type { Principal } from "../domain/Principal.js"
 import type { SessionView } from "../domain/Session.js"
@@ -58,36 +61,71 @@ export interface Options {
 }
 
 /**
- * The framed event stream of one session, as UTF-8. Never fails: a store error mid-stream is sent as an `error`
- * event and ends the stream (the client reconnects with its last id).
+ * The framed event stream of one session as an HTTP response. Never fails: a store error mid-stream is sent as an
+ * `error` event and ends the stream (the client reconnects with its last id).
+ *
+ * The body is a Node `Readable` the server pipes to the socket, fed by ONE fiber that runs the session's events: no
+ * Stream stages between the events and the socket (a merge with a keep-alive stream, a race with the drain, text
+ * encoding, the HTTP layer's own sink), which cost a followed session about as much server CPU as running it
+ * (docs/benchmarks.md, "Following a session costs as much as running it"). Keep-alive comments come from a timer;
+ * the drain interrupts the fiber, which then ends the body. A client that goes away destroys the body, which
+ * interrupts the fiber. A slow client holds the fiber at its next write until the socket takes more (the session's
+ * events wait in its hub, as before). Both fibers are children of the request's fiber, so none outlives it.
  */
-export const stream = (options: Options): Stream.Stream<Uint8Array> => {
-  const { after, corral, principal, sessionId } = options
-  let subscribed = false
-  // A chunk of events (what was ready when pulled) becomes ONE string, so ONE write: a followed turn's events
-  // often arrive together (its turn, a tool start, deltas), and each write is a system call.
-  const framed = (events: Chunk.Chunk<SessionEvent>, first: string): Chunk.Chunk<string> => {
-    let out = first
-    for (const event of events) if (!(event._tag === "turn" && event.seq <= after)) out += frame(event)
-    return out === "" ? Chunk.empty() : Chunk.of(out)
-  }
-  const events = corral.events(principal, sessionId, Math.max(0, after - 1)).pipe(
-    Stream.mapChunksEffect((chunk) => {
-      if (subscribed) return Effect.succeed(framed(chunk, ""))
-      subscribed = true
-      return Effect.map(
-        Effect.option(options.current),
-        (view) => framed(chunk, view._tag === "Some" ? snapshot(view.value) : "")
-      )
-    }),
-    Stream.catchAll((error) =>
-      Stream.make(`event: error\n${data({ _tag: error._tag, message: "stream interrupted" })}`)
+export const response = (
+  options: Options,
+  headers: Readonly<Record<string, string>>
+): Effect.Effect<HttpServerResponse.HttpServerResponse> =>
+  Effect.gen(function*() {
+    const { after, corral, principal, sessionId } = options
+    // Open while the socket takes more; closed by a write it refused, opened again when it asks for more (`read`).
+    const writable = Effect.unsafeMakeLatch(true)
+    let ended = false
+    const body = new Readable({ read: () => writable.unsafeOpen() })
+    const write = (text: string): Effect.Effect<void> => {
+      if (ended || text === "" || body.push(text)) return Effect.void
+      writable.unsafeClose()
+      return writable.await
+    }
+    let subscribed = false
+    // A chunk of events (what was ready when pulled) becomes ONE string, so ONE write: a followed turn's events
+    // often arrive together (its turn, a tool start, deltas), and each write is a system call.
+    const framed = (events: Chunk.Chunk<SessionEvent>, first: string): string => {
+      let out = first
+      for (const event of events) if (!(event._tag === "turn" && event.seq <= after)) out += frame(event)
+      return out
+    }
+    const run = Stream.runForEachChunk(
+      corral.events(principal, sessionId, Math.max(0, after - 1)),
+      (chunk) => {
+        if (subscribed) return write(framed(chunk, ""))
+        subscribed = true
+        return Effect.flatMap(
+          Effect.option(options.current),
+          (view) => write(framed(chunk, view._tag === "Some" ? snapshot(view.value) : ""))
+        )
+      }
+    ).pipe(
+      Effect.catchAll((error) => write(`event: error\n${data({ _tag: error._tag, message: "stream interrupted" })}`))
     )
-  )
-  const keepAlive = Stream.fromSchedule(Schedule.spaced(options.keepAliveMs)).pipe(Stream.as(": keep-alive\n\n"))
-  return Stream.make("retry: 2000\n\n: connected\n\n").pipe(
-    Stream.concat(Stream.merge(events, keepAlive, { haltStrategy: "left" })),
-    Stream.interruptWhen(options.until),
-    Stream.encodeText
-  )
-}
+    const keepAlive = setInterval(() => {
+      if (!ended) body.push(": keep-alive\n\n")
+    }, options.keepAliveMs)
+    const end = () => {
+      if (ended) return
+      ended = true
+      clearInterval(keepAlive)
+      writable.unsafeOpen()
+      body.push(null)
+    }
+    body.push("retry: 2000\n\n: connected\n\n")
+    const pump = yield* Effect.fork(Effect.ensuring(run, Effect.sync(end)))
+    const drain = yield* Effect.fork(Effect.zipRight(options.until, Fiber.interrupt(pump)))
+    pump.addObserver(() => drain.unsafeInterruptAsFork(FiberId.none))
+    // Destroyed: the client went away (or the server stopped writing); ended: the events ran out.
+    body.once("close", () => {
+      end()
+      pump.unsafeInterruptAsFork(FiberId.none)
+    })
+    return HttpServerResponse.raw(body, { contentType: "text/event-stream", headers })
+  })

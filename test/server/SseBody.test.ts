@@ -1,0 +1,116 @@
+/**
+ * The SSE response body (`Sse.response`): a Node `Readable` fed by one fiber. What a follower and an operator would
+ * notice: the client going away stops the session's subscription (nothing keeps following a closed socket), the
+ * server's drain ends the body, a client that does not read holds the events back instead of buffering them all,
+ * and a store failure mid-stream is sent as an `error` event that ends the stream.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Deferred, Effect, Stream } from "effect"
+import type { Readable } from "node:stream"
+import type { Service as CorralService } from "../../src/Corral.js"
+import { PersistenceFailed } from "../../src/domain/Errors.js"
+import type { SessionEvent } from "../../src/domain/SessionEvent.js"
+import * as Sse from "../../src/server/Sse.js"
+
+const principal = { orgId: "org", userId: "u" }
+const delta = (seq: number): SessionEvent => ({ _tag: "delta", sessionId: "s", seq, text: "x".repeat(1000) })
+
+const bodyOf = (
+  events: Stream.Stream<SessionEvent, PersistenceFailed>,
+  until: Effect.Effect<void> = Effect.never
+) =>
+  Effect.map(
+    Sse.response({
+      corral: { events: () => events } as unknown as CorralService,
+      principal,
+      sessionId: "s",
+      current: Effect.fail("no snapshot in this test"),
+      after: 0,
+      keepAliveMs: 60_000,
+      until
+    }, {}),
+    (response) => (response.body as unknown as { readonly body: Readable }).body
+  )
+
+/** Everything the body sends until it ends. */
+const readAll = (body: Readable) =>
+  Effect.promise(async () => {
+    let text = ""
+    for await (const chunk of body) text += String(chunk)
+    return text
+  })
+
+/** What the body sends until `text` arrived (read without switching it to flowing mode). */
+const readUntil = (body: Readable, text: string) =>
+  Effect.promise(() =>
+    new Promise<string>((resolve) => {
+      let seen = ""
+      const onReadable = () => {
+        for (let chunk = body.read(); chunk !== null; chunk = body.read()) seen += String(chunk)
+        if (!seen.includes(text)) return
+        body.off("readable", onReadable)
+        resolve(seen)
+      }
+      body.on("readable", onReadable)
+      onReadable()
+    })
+  )
+
+const macrotask = Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
+
+describe("Sse.response", () => {
+  it.live("stops following when the client goes away", () =>
+    Effect.gen(function*() {
+      const stopped = yield* Deferred.make<void>()
+      const body = yield* bodyOf(
+        Stream.concat(Stream.make(delta(1)), Stream.never).pipe(
+          Stream.ensuring(Deferred.succeed(stopped, undefined))
+        )
+      )
+      const first = yield* readUntil(body, ": connected")
+      expect(first).toContain(": connected")
+      body.destroy()
+      yield* Deferred.await(stopped).pipe(Effect.timeout("5 seconds"))
+    }))
+
+  it.live("ends the body when the server drains", () =>
+    Effect.gen(function*() {
+      const drain = yield* Deferred.make<void>()
+      const body = yield* bodyOf(Stream.concat(Stream.make(delta(1)), Stream.never), Deferred.await(drain))
+      expect(yield* readUntil(body, "event: delta")).toContain(": connected")
+      yield* Deferred.succeed(drain, undefined)
+      // The body ends: reading it to its end returns.
+      yield* readAll(body).pipe(Effect.timeout("5 seconds"))
+    }))
+
+  it.live("holds the events back while the client does not read", () =>
+    Effect.gen(function*() {
+      let pulled = 0
+      const events = Stream.iterate(1, (n) => n + 1).pipe(
+        Stream.map((seq) => {
+          pulled = seq
+          return delta(seq)
+        })
+      )
+      const body = yield* bodyOf(events)
+      // ~1 KB per event and a 16 KB buffer: once the buffer is full the pump waits for the client.
+      while (body.readableLength < body.readableHighWaterMark) yield* macrotask
+      const atFull = pulled
+      for (let i = 0; i < 20; i++) yield* macrotask
+      expect(atFull).toBeLessThan(100)
+      expect(pulled - atFull).toBeLessThanOrEqual(1)
+      body.destroy()
+    }))
+
+  it.live("sends a store failure as an error event and ends the stream", () =>
+    Effect.gen(function*() {
+      const failing = Stream.concat(
+        Stream.make(delta(1)),
+        Stream.fail(new PersistenceFailed({ operation: "turns", message: "down" }))
+      )
+      const sent = yield* bodyOf(failing).pipe(Effect.flatMap(readAll), Effect.timeout("5 seconds"))
+      expect(sent).toMatch(
+        /event: delta[\s\S]*event: error\ndata: \{"_tag":"PersistenceFailed","message":"stream interrupted"\}/
+      )
+    }))
+})
