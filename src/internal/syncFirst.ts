@@ -6,11 +6,13 @@
  * itself (docs/benchmarks.md, "the turn path"). `start` runs the effect synchronously on a fresh fiber with the
  * caller's context (its services, span, log annotations, clock): `Done` with the exit when it finished, otherwise
  * `Suspended` with the fiber, which keeps running on the normal scheduler — and which the caller must join under its
- * bound and interrupt if it stops waiting (`joinWithin`). The bound is then exactly what it was: the effect did not
- * wait for anything outside the process before the fiber was handed over.
+ * bound and interrupt if it stops waiting (`within` does, with `boundedWait.joinWithin`: no further fiber). The
+ * bound is then exactly what it was: the effect did not wait for anything outside the process before the fiber was
+ * handed over.
  */
-import { Cause, Effect, Exit, Fiber, Option, Runtime } from "effect"
-import type { Duration } from "effect"
+import { Cause, Effect, Exit, Option, Runtime } from "effect"
+import type { Duration, Fiber } from "effect"
+import * as BoundedWait from "./boundedWait.js"
 
 /** The effect finished without suspending, or the fiber it still runs on. */
 export type Started<A, E> =
@@ -42,9 +44,5 @@ export const within = <A, E, E2>(
   Effect.flatMap(Effect.runtime<never>(), (runtime) => {
     const started = start(runtime, self)
     if (started._tag === "Done") return started.exit
-    const fiber = started.fiber
-    return Fiber.join(fiber).pipe(
-      Effect.onInterrupt(() => Fiber.interrupt(fiber)),
-      Effect.timeoutFail({ duration, onTimeout })
-    )
+    return BoundedWait.joinWithin(started.fiber, { duration, onTimeout })
   })

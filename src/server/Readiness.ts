@@ -5,6 +5,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Context, Duration, Effect, Layer, Schema } from "effect"
+import * as BoundedWait from "../internal/boundedWait.js"
 import * as Migrations from "../store/Migrations.js"
 
 /** The probe: the checks that passed, or the one that failed and why. */
@@ -47,8 +48,7 @@ export const layerSql: Layer.Layer<Readiness, never, SqlClient.SqlClient> = Laye
       return { database: "reachable", migrations: `${applied}/${expected} applied` }
     })
     const check = Effect.catchAllDefect(probe, () => Effect.fail({ database: "probe failed" })).pipe(
-      Effect.disconnect,
-      Effect.timeoutFail({
+      BoundedWait.disconnected({
         duration: Duration.millis(probeTimeoutMs),
         onTimeout: () => ({ database: `unreachable: timed out after ${probeTimeoutMs / 1000} s` })
       })

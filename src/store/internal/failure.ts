@@ -6,8 +6,9 @@
  * It is also where a store call gets its deadline (`within`): a partition leaves a statement waiting on a socket
  * that never answers, and the caller must hear "no answer" at the persistence timeout, not when TCP gives up.
  */
-import { Cause, Duration, Effect } from "effect"
+import { Cause, Effect } from "effect"
 import { PersistenceFailed } from "../../domain/Errors.js"
+import * as BoundedWait from "../../internal/boundedWait.js"
 
 const field = (value: unknown, key: string): unknown => {
   if (typeof value !== "object" || value === null) return undefined
@@ -58,10 +59,8 @@ export const timedOut = (operation: string, timeoutMs: number) =>
  * Fails `self` with `timedOut` once `timeoutMs` passed. The statement is left behind (disconnected), not waited
  * for: interrupting a query on a silent socket runs the driver's cancel (a second statement, on another connection,
  * itself up to 5 s), and the caller's bound must not include it. The driver's own statement timeout then ends the
- * abandoned statement and discards its connection (Database.ts).
+ * abandoned statement and discards its connection (Database.ts). One fiber per call (internal/boundedWait.ts): every
+ * store statement but appendTurn goes through here.
  */
 export const within = (operation: string, timeoutMs: number) => <A, E, R>(self: Effect.Effect<A, E, R>) =>
-  Effect.timeoutFail(Effect.disconnect(self), {
-    duration: Duration.millis(timeoutMs),
-    onTimeout: () => timedOut(operation, timeoutMs)
-  })
+  BoundedWait.disconnected(self, { duration: timeoutMs, onTimeout: () => timedOut(operation, timeoutMs) })
