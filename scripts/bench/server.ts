@@ -227,7 +227,14 @@ const cpuMs = (pid: number): number => {
 }
 
 const statusKb = (pid: number, key: "VmRSS" | "VmHWM"): number => {
-  const line = readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith(`${key}:`))
+  let status: string
+  try {
+    status = readFileSync(`/proc/${pid}/status`, "utf8")
+  } catch {
+    // The server exited: its exit is reported where the run waits for it.
+    return 0
+  }
+  const line = status.split("\n").find((l) => l.startsWith(`${key}:`))
   return Number(/(\d+)/.exec(line ?? "")?.[1] ?? 0)
 }
 
@@ -289,6 +296,12 @@ const startServer = async (
     child.once("exit", (code) => reject(new Error(`the server exited (${code}) before listening:\n${out}\n${log}`)))
   })
   child.stdout!.on("data", tallyLog)
+  // A server that dies mid-run ends the run with its last log lines (`stop`'s SIGTERM exits 0; its SIGKILL is its own).
+  child.once("exit", (code, signal) => {
+    if (code === 0 || signal === "SIGKILL") return
+    console.error(`the server exited mid-run (code ${code}, signal ${signal}); its last log lines:\n${log.slice(-8_000)}`)
+    process.exit(1)
+  })
   // Ready = /readyz 200 with the MCP server up (its tool is one of the agent's).
   for (const deadline = Date.now() + 60_000; Date.now() < deadline;) {
     const ready = await request(`${url}/readyz`, "GET").catch(() => undefined)
