@@ -299,7 +299,9 @@ const startServer = async (
   // A server that dies mid-run ends the run with its last log lines (`stop`'s SIGTERM exits 0; its SIGKILL is its own).
   child.once("exit", (code, signal) => {
     if (code === 0 || signal === "SIGKILL") return
-    console.error(`the server exited mid-run (code ${code}, signal ${signal}); its last log lines:\n${log.slice(-8_000)}`)
+    console.error(
+      `the server exited mid-run (code ${code}, signal ${signal}); its last log lines:\n${log.slice(-8_000)}`
+    )
     process.exit(1)
   })
   // Ready = /readyz 200 with the MCP server up (its tool is one of the agent's).
