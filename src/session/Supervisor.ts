@@ -115,13 +115,26 @@ export interface Options {
    * no burst took it up.
    */
   readonly hosting?: "local" | "cluster"
+  /**
+   * Local hosting: how often the inbox sweep runs, and how old an accepted message must be before it delivers it
+   * (`inboxSweep` below). Default 30 seconds.
+   */
+  readonly inboxSweep?: Duration.DurationInput
 }
 
 /**
  * How an accepted message that the store kept from its burst is delivered again: soon (after 0.5 s, doubling to 5 s, so it
- * runs within seconds of the store's return), for at most 10 minutes — then it stays in the inbox for the session's
- * next message or the next start, and the log says so. A session whose deliveries keep failing after the store answered
- * (it reads but does not write) is given up after `maxRedeliveries` rounds in a row, also logged.
+ * runs within seconds of the store's return), for at most 10 minutes — then it is left to the inbox sweep, and the log
+ * says so. A session whose deliveries keep failing after the store answered (it reads but does not write) is left to
+ * the sweep after `maxRedeliveries` rounds in a row, also logged.
+ *
+ * The inbox sweep (local hosting) is the bound on everything else: every period (`Options.inboxSweep`, 30 s by
+ * default) it lists the accepted messages older than one period that no caller and no actor holds, and delivers them
+ * (through a live actor, or by loading the session). So an accepted message never waits on an event that may not come
+ * — a next message, a restart — once the store answers again: it runs within two periods of that. Why the bound
+ * sits at 30 s: it is the slow lane behind the redelivery above (which runs within seconds of the store's return), so
+ * it only has to be short next to an outage; a round is one indexed read of the inbox, cheap at that period even
+ * when thousands of messages wait. A message younger than one period may still be on its way to its actor.
  */
 const maxRedeliveries = 10
 const firstRedelivery = "500 millis"
@@ -160,6 +173,7 @@ export const make = (
     const redelivering = new Set<string>()
     /** Deliveries again in a row per session that did not end in a processed message (a store that reads but never writes). */
     const redeliveries = new Map<string, number>()
+    const inboxSweep = Duration.decode(options.inboxSweep ?? Duration.seconds(30))
 
     /**
      * Closes the trajectories a process left open (it died mid-burst) as `crashed`, and bills what they recorded:
@@ -244,10 +258,18 @@ export const make = (
       )
     }
 
-    /** Rebuilds the actor when accepted messages still wait (it delivers them: see `load`). */
+    /**
+     * Delivers the accepted messages that still wait: by rebuilding the actor when none is live (it delivers them: see
+     * `load`), or through the live actor (local hosting) when no caller or actor holds them already.
+     */
     const pendingInbox = (orgId: string, sessionId: string) =>
-      Effect.flatMap(store.inbox(sessionId), (waiting) =>
-        waiting.length === 0 || actors.has(sessionId) ? Effect.void : Effect.asVoid(acquire(orgId, sessionId)))
+      Effect.flatMap(store.inbox(sessionId), (waiting) => {
+        if (waiting.length === 0) return Effect.void
+        const live = actors.get(sessionId)
+        if (live === undefined || live.closed()) return Effect.asVoid(acquire(orgId, sessionId))
+        if (clustered || waiting.every((message) => claimed.has(message.id))) return Effect.void
+        return Effect.flatMap(store.turns(orgId, sessionId), (turns) => deliverInbox(live, takenIds(turns), waiting))
+      })
 
     const spawn = (session: Session, spec: AgentSpec, history: ReadonlyArray<TurnEntry>) =>
       Effect.map(Clock.currentTimeMillis, (now) => {
@@ -325,22 +347,23 @@ export const make = (
         }
         const actor = yield* spawn(session, spec.value, entries)
         if (!clustered) {
-          yield* deliverInbox(actor, entries)
+          const waiting = yield* store.inbox(sessionId)
+          if (waiting.length > 0) yield* deliverInbox(actor, takenIds(entries.map((entry) => ({ entry }))), waiting)
         }
         return actor
       })
 
     /**
-     * Delivers the accepted messages of the session that no burst took up (its user turn carries the message id
-     * when one did), oldest first, ahead of anything sent after; the ones already taken up are settled.
+     * Delivers the accepted messages of the session that no burst took up (`taken`: its user turn carries the message
+     * id when one did), oldest first, ahead of anything sent after; the ones already taken up are settled. A message
+     * offered here is held (`claimed`) until its actor answers it, so no other delivery offers it again meanwhile.
      */
-    const deliverInbox = (actor: SessionActor.Actor, entries: ReadonlyArray<TurnEntry>) =>
+    const deliverInbox = (
+      actor: SessionActor.Actor,
+      taken: ReadonlySet<string>,
+      waiting: ReadonlyArray<InboxMessage>
+    ) =>
       Effect.gen(function*() {
-        const waiting = yield* store.inbox(actor.sessionId)
-        if (waiting.length === 0) {
-          return
-        }
-        const taken = takenIds(entries.map((entry) => ({ entry })))
         for (const message of waiting) {
           if (claimed.has(message.id)) {
             continue
@@ -352,13 +375,11 @@ export const make = (
           yield* Effect.logInfo(`session ${actor.sessionId}: running accepted message ${message.id} (${message.kind})`)
           const reply = actor.offer(fromInbox(message))
           if (Option.isSome(reply)) {
+            claimed.add(message.id)
             runDrain(
               Deferred.await(reply.value).pipe(
-                Effect.tap(() =>
-                  Effect.sync(() =>
-                    redeliveries.delete(actor.sessionId)
-                  )
-                ),
+                Effect.ensuring(Effect.sync(() => void claimed.delete(message.id))),
+                Effect.tap(() => Effect.sync(() => redeliveries.delete(actor.sessionId))),
                 Effect.catchAll((error) =>
                   Effect.zipRight(
                     Effect.logWarning(
@@ -411,7 +432,9 @@ export const make = (
         redeliveries.delete(sessionId)
         runDrain(Effect.logError(
           `session ${sessionId}: accepted messages failed ${maxRedeliveries} deliveries in a row (the store failed in ` +
-            `${error.operation}: ${error.message}); they stay in the inbox for the session's next message or the next start`
+            `${error.operation}: ${error.message}); the inbox sweep delivers them again (every ${
+              Duration.format(inboxSweep)
+            })`
         ))
         return
       }
@@ -430,8 +453,8 @@ export const make = (
           Effect.zipRight(Effect.logInfo(`session ${sessionId}: the accepted messages are delivered`)),
           Effect.catchAll((last) =>
             Effect.logError(
-              `session ${sessionId}: accepted messages not delivered within 10 minutes (${last.message}); they run ` +
-                "with the session's next message or at the next start"
+              `session ${sessionId}: accepted messages not delivered within 10 minutes (${last.message}); the inbox ` +
+                `sweep delivers them once the store answers (every ${Duration.format(inboxSweep)})`
             )
           ),
           Effect.ensuring(Effect.sync(() => void redelivering.delete(sessionId)))
@@ -517,6 +540,36 @@ export const make = (
           ), { discard: true, concurrency: 8 }),
         { immediate: false }
       )
+    }
+
+    // The inbox sweep (see `inboxSweep` above): accepted messages older than a period that nothing holds.
+    const sweepRound = Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      const grace = Duration.toMillis(inboxSweep)
+      const targets = new Map<string, string>()
+      for (const message of yield* store.inbox()) {
+        if (now - message.acceptedAt >= grace && !claimed.has(message.id) && !redelivering.has(message.sessionId)) {
+          targets.set(message.sessionId, message.orgId)
+        }
+      }
+      if (targets.size === 0) return
+      yield* Effect.logWarning(
+        `inbox sweep: accepted messages of ${targets.size} session(s) waited with nothing to deliver them; delivering`
+      ).pipe(Effect.annotateLogs({ sessions: [...targets.keys()].slice(0, 20).join(",") }))
+      yield* Effect.forEach(targets, ([sessionId, orgId]) =>
+        pendingInbox(orgId, sessionId).pipe(
+          Effect.catchAll((error) =>
+            Effect.logWarning(`inbox sweep: session ${sessionId}: accepted messages not delivered: ${error.message}`)
+          )
+        ), { discard: true, concurrency: 8 })
+    })
+    if (!clustered) {
+      yield* Effect.forkScoped(Effect.forever(Effect.zipRight(
+        Effect.sleep(inboxSweep),
+        Effect.suspend(() => stopping ? Effect.void : sweepRound).pipe(
+          Effect.catchAll((error) => Effect.logWarning(`inbox sweep: the store could not be read: ${error.message}`))
+        )
+      )))
     }
 
     return {

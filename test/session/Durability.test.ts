@@ -374,3 +374,79 @@ describe("the trajectory after a crash", () => {
       )))
     }))
 })
+
+describe("an accepted message never waits forever", () => {
+  /** A store that refuses writes of turns while `down` is set (it reads fine): bursts fail before taking the prompt up. */
+  const refusingTurns = (base: SessionStore["Type"]) => {
+    const state = { down: true, refused: 0 }
+    const store: SessionStore["Type"] = {
+      ...base,
+      appendTurn: (...args) =>
+        Effect.suspend(() => {
+          if (!state.down) return base.appendTurn(...args)
+          state.refused++
+          return Effect.fail(new PersistenceFailed({ operation: "appendTurn", message: "disk full" }))
+        })
+    }
+    return { store, state }
+  }
+
+  /** Waits, on the TestClock, up to `minutes` for the session to land `bursts` bursts. */
+  const landedWithin = (c: Corral["Type"], id: string, minutes: number) =>
+    Effect.gen(function*() {
+      for (let i = 0; i < minutes * 12; i++) {
+        const v = yield* c.get(alice, id)
+        if (v.status !== "running" && v.exitReason === "completed") return v
+        yield* TestClock.adjust("5 seconds")
+      }
+      return yield* Effect.dieMessage(`session ${id} never landed in ${minutes} minutes`)
+    })
+
+  it.effect("a prompt whose bursts the store refused past every redelivery runs once the store writes again", () =>
+    Effect.gen(function*() {
+      const base = yield* makeMemory
+      const refusing = refusingTurns(base)
+      const model = Scripted.make({ script: [Scripted.text("it is")] })
+      yield* Effect.gen(function*() {
+        const c = yield* Corral
+        yield* c.publishAgent(alice, agent)
+        const v = yield* c.start(alice, { agentId: "triage", scope: "incident:1", prompt: "is the queue backed up?" })
+        // Long enough for every fast redelivery to be spent.
+        for (let i = 0; i < 15 * 12; i++) yield* TestClock.adjust("5 seconds")
+        expect(refusing.state.refused).toBeGreaterThan(10)
+        expect((yield* base.inbox(v.id)).map((m) => m.text)).toEqual(["is the queue backed up?"])
+        // The store writes again; nobody sends anything: the prompt still runs, once.
+        refusing.state.down = false
+        const done = yield* landedWithin(c, v.id, 2)
+        expect(done.exitReason).toBe("completed")
+        expect(yield* userTexts(c, v.id)).toEqual(["is the queue backed up?"])
+        expect(model.requests.length).toBe(1)
+        expect(yield* base.inbox()).toEqual([])
+      }).pipe(Effect.provide(runtime(refusing.store, model)))
+    }))
+
+  it.effect("a prompt accepted before a store outage longer than the redelivery window runs after it", () =>
+    Effect.gen(function*() {
+      const base = yield* makeMemory
+      const outage = outageStore(base)
+      const model = Scripted.make({ script: [Scripted.text("it is")] })
+      yield* Effect.gen(function*() {
+        const c = yield* Corral
+        yield* c.publishAgent(alice, agent)
+        outage.state.down = true
+        // Stored just before the outage (written through the base store), then delivered into it.
+        const v = yield* Effect.acquireUseRelease(
+          Effect.sync(() => (outage.state.down = false)),
+          () => c.start(alice, { agentId: "triage", scope: "incident:1", prompt: "is the queue backed up?" }),
+          () => Effect.sync(() => (outage.state.down = true))
+        )
+        for (let i = 0; i < 15 * 12; i++) yield* TestClock.adjust("5 seconds")
+        expect((yield* base.inbox(v.id)).length).toBe(1)
+        outage.state.down = false
+        const done = yield* landedWithin(c, v.id, 2)
+        expect(done.exitReason).toBe("completed")
+        expect(yield* userTexts(c, v.id)).toEqual(["is the queue backed up?"])
+        expect(model.requests.length).toBe(1)
+      }).pipe(Effect.provide(runtime(outage.store, model)))
+    }))
+})
