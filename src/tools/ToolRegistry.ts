@@ -21,6 +21,7 @@ import { Ajv } from "ajv"
 import type { ValidateFunction } from "ajv"
 import { Cause, Context, Effect, Either, Exit, Fiber, JSONSchema, Layer, ParseResult, Runtime, Schema } from "effect"
 import type { JsonSchema } from "../domain/AgentSpec.js"
+import * as BoundedWait from "../internal/boundedWait.js"
 import { Limits } from "../rails/Limits.js"
 import * as Arguments from "./internal/arguments.js"
 import * as Texts from "./internal/texts.js"
@@ -246,7 +247,8 @@ const causeOutcome = (name: string, cause: Cause.Cause<unknown>): ToolOutcome =>
  * Runs a tool. Most in-process tools finish without ever going asynchronous, and a racing timer (two forked fibers
  * and a platform timer, ~45 µs) would cost more than the tool itself at benchmark rates. So the tool first runs
  * synchronously on a fiber of the caller's runtime (same services, same `Limits`, same span); only if it suspends
- * is its still-running fiber awaited against the deadline. Time spent before the first suspension is CPU the
+ * is its still-running fiber awaited against the deadline, on the fiber's observer or a timer
+ * (internal/boundedWait.ts: no further fiber). Time spent before the first suspension is CPU the
  * caller would have spent anyway, and cannot be interrupted by a timer in either design.
  */
 /**
@@ -265,6 +267,11 @@ const runNow = (
   }
   return Exit.isExit(effect) ? effect as Exit.Exit<ToolReturn, unknown> : Runtime.runSyncExit(runtime)(effect)
 }
+
+// What a suspended tool's wait fails with at its deadline: private, so no tool's own failure can be mistaken for it.
+const deadlinePassed: unique symbol = Symbol("ToolRegistry.deadlinePassed")
+const toDeadline = () => deadlinePassed
+const isDeadline = (cause: Cause.Cause<unknown>): boolean => Cause.isFailType(cause) && cause.error === deadlinePassed
 
 const runEntry = (entry: Entry, args: unknown, ctx: ToolContext): Effect.Effect<ToolOutcome> =>
   // The runtime is captured OUTSIDE the mask: the tool's fiber inherits the caller's interruptibility, not the mask's.
@@ -285,16 +292,14 @@ const runEntry = (entry: Entry, args: unknown, ctx: ToolContext): Effect.Effect<
       const limit = ctx.timeoutMs ?? Context.get(runtime.context, Limits).toolTimeoutMs
       const own = entry.handler.timeoutMs
       const ms = own === undefined ? limit : Math.min(own, limit)
-      return restore(Effect.timeoutTo(Fiber.await(fiber), {
-        duration: ms,
-        onSuccess: (exit): ToolOutcome | undefined =>
-          Exit.isSuccess(exit) ? toOutcome(exit.value) : causeOutcome(name, exit.cause),
-        onTimeout: (): ToolOutcome | undefined => undefined
+      // At the deadline `joinWithin` interrupts the tool and fails with `deadlinePassed` once it has ended; the match
+      // runs inside `restore`, so when the CALLER is interrupted it is skipped and the interruption propagates.
+      return restore(Effect.matchCause(BoundedWait.joinWithin(fiber, { duration: ms, onTimeout: toDeadline }), {
+        onFailure: (cause) => isDeadline(cause) ? Texts.timedOut(name, ms) : causeOutcome(name, cause),
+        onSuccess: toOutcome
       })).pipe(
-        Effect.flatMap((outcome) =>
-          outcome !== undefined ? Effect.succeed(outcome) : Effect.as(Fiber.interrupt(fiber), Texts.timedOut(name, ms))
-        ),
-        // The tool's fiber is not a child of the caller: carry the caller's interruption over by hand.
+        // The tool's fiber is not a child of the caller: carry the caller's interruption over by hand (`joinWithin`
+        // does once it waits; this covers an interruption landing as `restore` begins, before it does).
         Effect.onInterrupt(() => Fiber.interrupt(fiber))
       )
     }))

@@ -223,6 +223,68 @@ describe("ToolRegistry", () => {
       expect(yield* Deferred.isDone(stopped)).toBe(true)
     }))
 
+  it.effect("at the deadline the timed-out result waits until the interrupted tool has ended", () =>
+    Effect.gen(function*() {
+      const interrupted = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const r = ToolRegistry.make([
+        tool("stubborn", () =>
+          Effect.never.pipe(
+            Effect.onInterrupt(() => Effect.zipRight(Deferred.succeed(interrupted, void 0), Deferred.await(release)))
+          ))
+      ])
+      const fiber = yield* r.call("stubborn", "{}", ctx).pipe(withToolTimeout(1_000), Effect.fork)
+      yield* TestClock.adjust(1_000)
+      yield* Deferred.await(interrupted)
+      for (let turn = 0; turn < 50; turn++) yield* Effect.yieldNow()
+      expect(fiber.unsafePoll()).toBeNull()
+      yield* Deferred.succeed(release, void 0)
+      expect((yield* Fiber.join(fiber)).failure).toBe("timeout")
+    }))
+
+  it.effect("interrupting the caller of a suspended tool ends it only once the tool has ended", () =>
+    Effect.gen(function*() {
+      const started = yield* Deferred.make<void>()
+      const interrupted = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const r = ToolRegistry.make([
+        tool("stubborn", () =>
+          Deferred.succeed(started, void 0).pipe(
+            Effect.zipRight(Effect.never),
+            Effect.onInterrupt(() => Effect.zipRight(Deferred.succeed(interrupted, void 0), Deferred.await(release)))
+          ))
+      ])
+      const fiber = yield* Effect.fork(r.call("stubborn", "{}", ctx))
+      yield* Deferred.await(started)
+      const stopping = yield* Effect.fork(Fiber.interrupt(fiber))
+      yield* Deferred.await(interrupted)
+      for (let turn = 0; turn < 50; turn++) yield* Effect.yieldNow()
+      expect(stopping.unsafePoll()).toBeNull()
+      yield* Deferred.succeed(release, void 0)
+      expect(Exit.isInterrupted(yield* Fiber.join(stopping))).toBe(true)
+    }))
+
+  it.effect("a tool that suspends, then interrupts itself or dies, yields an interrupted or a failed result", () =>
+    Effect.gen(function*() {
+      const r = ToolRegistry.make([
+        tool("quit_later", () => Effect.zipRight(Effect.sleep(100), Effect.interrupt)),
+        tool("dies_later", () => Effect.zipRight(Effect.sleep(100), Effect.die(new Error("kaput"))))
+      ])
+      const quit = yield* Effect.fork(r.call("quit_later", "{}", ctx).pipe(withToolTimeout(1_000)))
+      const died = yield* Effect.fork(r.call("dies_later", "{}", ctx).pipe(withToolTimeout(1_000)))
+      yield* TestClock.adjust(100)
+      const quitOutcome = yield* Fiber.join(quit)
+      expect({ failure: quitOutcome.failure, isError: quitOutcome.isError }).toEqual({
+        failure: "interrupted",
+        isError: true
+      })
+      expect(yield* Fiber.join(died)).toEqual({
+        content: "tool \"dies_later\" failed: kaput",
+        isError: true,
+        failure: "tool_error"
+      })
+    }))
+
   it.effect("a tool that interrupts itself yields an interrupted result", () =>
     Effect.gen(function*() {
       const r = ToolRegistry.make([tool("quit", () => Effect.interrupt)])

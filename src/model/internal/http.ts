@@ -12,6 +12,7 @@ import { Clock, Effect, Either, ParseResult, Schema } from "effect"
 import type { Redacted } from "effect"
 import type { ErrorKind } from "../../domain/ErrorKind.js"
 import type { Usage } from "../../domain/Usage.js"
+import * as BoundedWait from "../../internal/boundedWait.js"
 import * as Spans from "../../telemetry/Spans.js"
 import { classifyStatus, parseRetryAfter, ProviderError } from "../ProviderError.js"
 import * as ReadBody from "./readBody.js"
@@ -293,15 +294,20 @@ export const post = (
       HttpClientRequest.bodyUnsafeJson(payload)
     )
     // The HTTP client's request span goes under the model attempt that sends it (a leaf span: see Spans).
-    const response = yield* Spans.asParentOfOthers(transport.client.execute(request)).pipe(
+    const sent = Spans.asParentOfOthers(transport.client.execute(request)).pipe(
       Effect.retry({ times: staleConnectionRetries, while: staleConnection }),
-      Effect.mapError((error) => requestFailed(transport, error)),
-      Effect.timeoutFail({
+      Effect.mapError((error) => requestFailed(transport, error))
+    )
+    // One fiber per request, not `timeoutFail`'s two (its race forks the request and the timer): the request runs on
+    // a child fiber that the caller awaits under the deadline (internal/boundedWait.ts). As with `timeoutFail`, at
+    // the deadline the request is interrupted (aborted) and waited for before the caller fails, and an interrupted
+    // caller interrupts it and waits too; being a child, it also ends with a caller interrupted before the wait began.
+    const response = yield* Effect.flatMap(Effect.fork(sent), (sending) =>
+      BoundedWait.joinWithin(sending, {
         duration: transport.firstByteTimeoutMs,
         onTimeout: () =>
           fail(transport, "timeout", `no response from ${transport.provider} within ${transport.firstByteTimeoutMs} ms`)
-      })
-    )
+      }))
     if (response.status >= 200 && response.status < 300) return response
     return yield* Effect.flip(statusError(transport, response))
   })

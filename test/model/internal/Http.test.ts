@@ -3,7 +3,7 @@ import type { HttpClientResponse } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import type { Scope } from "effect"
-import { Chunk, Effect, Either, Fiber, Layer, Option, Queue } from "effect"
+import { Chunk, Deferred, Effect, Either, Exit, Fiber, Layer, Option, Queue } from "effect"
 import * as TestClock from "effect/TestClock"
 import http from "node:http"
 import type { AddressInfo } from "node:net"
@@ -208,6 +208,97 @@ describe.each(clients)("internal/http body reading over %s", (name, clientLayer)
         held.end()
       }))
   }
+})
+
+// A server that takes requests and never answers them: each arrival resolves once the client hangs up.
+const silentServer = Effect.gen(function*() {
+  const arrivals = yield* Queue.unbounded<Promise<void>>()
+  const server = yield* Effect.acquireRelease(
+    Effect.promise(() =>
+      new Promise<http.Server>((resolve) => {
+        const server = http.createServer((req, res) => {
+          req.resume()
+          Queue.unsafeOffer(arrivals, new Promise<void>((done) => res.on("close", () => done())))
+        })
+        server.listen(0, "127.0.0.1", () => resolve(server))
+      })
+    ),
+    (server) =>
+      Effect.promise(() =>
+        new Promise<void>((done) => {
+          server.closeAllConnections()
+          server.close(() => done())
+        })
+      )
+  )
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`, arrivals }
+})
+
+describe.each(clients)("internal/http first-byte deadline over %s", (_name, clientLayer) => {
+  it.scoped("no headers within firstByteTimeoutMs fails timeout at the deadline, not before, and aborts the request", () =>
+    Effect.gen(function*() {
+      const server = yield* silentServer
+      const transport = transportFor(yield* HttpClient.HttpClient)
+      const posting = yield* Effect.fork(Http.post(transport, server.url, {}, {}))
+      const closed = yield* Queue.take(server.arrivals)
+      yield* sleepUntil(5_000)
+      yield* TestClock.adjust(4_999)
+      expect(Option.isNone(yield* Fiber.poll(posting))).toBe(true)
+      yield* TestClock.adjust(1)
+      const error = yield* Effect.flip(Fiber.join(posting))
+      expect({ kind: error.kind, message: error.message }).toEqual({
+        kind: "timeout",
+        message: "no response from fake within 5000 ms"
+      })
+      yield* Effect.promise(() => closed)
+    }).pipe(Effect.provide(clientLayer)))
+})
+
+describe("internal/http first-byte deadline and the request's end", () => {
+  // A client whose request never answers and, once interrupted, ends only when the test releases it.
+  const stuckClient = Effect.gen(function*() {
+    const started = yield* Deferred.make<void>()
+    const interrupted = yield* Deferred.make<void>()
+    const release = yield* Deferred.make<void>()
+    const client = HttpClient.make(() =>
+      Deferred.succeed(started, undefined).pipe(
+        Effect.zipRight(Effect.never),
+        Effect.onInterrupt(() => Effect.zipRight(Deferred.succeed(interrupted, undefined), Deferred.await(release)))
+      )
+    )
+    return { transport: transportFor(client), started, interrupted, release }
+  })
+  // Whether `fiber` is still running after the scheduler had a number of turns to end it.
+  const stillRunning = (fiber: Fiber.RuntimeFiber<unknown, unknown>) =>
+    Effect.gen(function*() {
+      for (let turn = 0; turn < 50; turn++) yield* Effect.yieldNow()
+      return fiber.unsafePoll() === null
+    })
+
+  it.effect("at the deadline the caller fails only once the interrupted request has ended", () =>
+    Effect.gen(function*() {
+      const stuck = yield* stuckClient
+      const posting = yield* Effect.fork(Http.post(stuck.transport, "http://127.0.0.1:9/", {}, {}))
+      yield* Deferred.await(stuck.started)
+      yield* sleepUntil(5_000)
+      yield* TestClock.adjust(5_000)
+      yield* Deferred.await(stuck.interrupted)
+      expect(yield* stillRunning(posting)).toBe(true)
+      yield* Deferred.succeed(stuck.release, undefined)
+      expect((yield* Effect.flip(Fiber.join(posting))).kind).toBe("timeout")
+    }))
+
+  it.effect("an interrupted caller interrupts the request and ends once the request has ended", () =>
+    Effect.gen(function*() {
+      const stuck = yield* stuckClient
+      const posting = yield* Effect.fork(Http.post(stuck.transport, "http://127.0.0.1:9/", {}, {}))
+      yield* Deferred.await(stuck.started)
+      const stopping = yield* Effect.fork(Fiber.interrupt(posting))
+      yield* Deferred.await(stuck.interrupted)
+      expect(yield* stillRunning(stopping)).toBe(true)
+      yield* Deferred.succeed(stuck.release, undefined)
+      expect(Exit.isInterrupted(yield* Fiber.join(stopping))).toBe(true)
+    }))
 })
 
 describe("internal/http connection reuse over undici", () => {
