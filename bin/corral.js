@@ -1,10 +1,16 @@
-#!/usr/bin/env -S node --max-semi-space-size=64
+#!/usr/bin/env -S node --max-semi-space-size=64 --liftoff-only
 /* global URL */
 // `--max-semi-space-size=64` (MB, V8's young generation; Node's default is 16): a server with hundreds of sessions in
 // flight allocates short-lived objects fast enough that a 16 MB nursery promotes many still-live ones to the old
 // generation, to die there and be collected by the costlier major GC. 64 MB took 15–25 % off the server's CPU per
 // model turn at 1,000 sessions at once (docs/benchmarks.md, "The young generation"); it is a ceiling, not a
 // reservation (the nursery grows to it only under load; idle RSS is unchanged).
+// `--liftoff-only`: WebAssembly runs on V8's baseline compiler, never tiered up to TurboFan. The only WebAssembly is the
+// embedded store (PGlite's Postgres), whose start-up is mostly compiling and running its start code once: without
+// tier-up a warm `corral run --demo` took 1.3–1.5 s instead of 1.8–2.1 s, and `corral serve` idled at 250–260 MB RSS
+// instead of 326–329 MB (the TurboFan code); at 300 sessions at once on the embedded store sessions/s and CPU per
+// turn did not move, while the peak RSS was ~150 MB higher (docs/benchmarks.md, "Issue 14, eighth pass"). No effect
+// on Postgres.
 // The `corral` command. Installed from the package it runs the built CLI with plain Node: the bundle
 // (dist/cli/bundle/main.js, see scripts/build-cli.mjs: far fewer modules to load at start), else dist/cli/main.js. In a
 // clone of the repository (a .git next to bin/, or no build at all) it runs the TypeScript sources through tsx (a
