@@ -5,12 +5,12 @@
 // generation, to die there and be collected by the costlier major GC. 64 MB took 15–25 % off the server's CPU per
 // model turn at 1,000 sessions at once (docs/benchmarks.md, "The young generation"); it is a ceiling, not a
 // reservation (the nursery grows to it only under load; idle RSS is unchanged).
-// `--liftoff-only`: WebAssembly runs on V8's baseline compiler, never tiered up to TurboFan. The only WebAssembly is the
-// embedded store (PGlite's Postgres), whose start-up is mostly compiling and running its start code once: without
-// tier-up a warm `corral run --demo` took 1.3–1.5 s instead of 1.8–2.1 s, and `corral serve` idled at 250–260 MB RSS
-// instead of 326–329 MB (the TurboFan code); at 300 sessions at once on the embedded store sessions/s and CPU per
-// turn did not move, while the peak RSS was ~150 MB higher (docs/benchmarks.md, "Issue 14, eighth pass"). No effect
-// on Postgres.
+// `--liftoff-only`: WebAssembly runs on V8's baseline compiler, never tiered up to TurboFan. Corral's WebAssembly is
+// the embedded store (PGlite's Postgres) and undici's HTTP parser (llhttp); both are mostly run a little, where
+// TurboFan's compiling on two cores costs more than its faster code saves: a warm `corral run --demo` took 1.3–1.5 s
+// instead of 1.8–2.1 s, `corral serve` idled at 244–254 MB RSS instead of 318–321 MB (the TurboFan code), and 400
+// sessions at once on Postgres cost 12–18 % less server CPU per turn; at 300 at once on the embedded store CPU per
+// turn did not move and the peak RSS was ~150 MB higher (docs/benchmarks.md, "Issue 14, eighth pass").
 // The `corral` command. Installed from the package it runs the built CLI with plain Node: the bundle
 // (dist/cli/bundle/main.js, see scripts/build-cli.mjs: far fewer modules to load at start), else dist/cli/main.js. In a
 // clone of the repository (a .git next to bin/, or no build at all) it runs the TypeScript sources through tsx (a
