@@ -16,7 +16,8 @@ cd "$(dirname "$0")/.."
 root="$PWD"
 work="$(mktemp -d "${TMPDIR:-/tmp}/corral-pack-check.XXXXXX")"
 fake_pid=""
-serve_pid=""
+# shellcheck source=scripts/lib/serve-smoke.sh
+source "$root/scripts/lib/serve-smoke.sh"
 cleanup() {
   if [ -n "$fake_pid" ]; then kill "$fake_pid" 2> /dev/null || true; fi
   if [ -n "$serve_pid" ]; then kill -9 "$serve_pid" 2> /dev/null || true; fi
@@ -87,38 +88,5 @@ for compiled in examples-out/*.js; do
   fi
 done
 echo "pack-check (e): corral serve from the installed package (the bundled CLI, embedded store in a new directory)"
-serve="$work/serve"
-mkdir -p "$serve"
-printf '{ "server": { "port": 0 }, "database": { "dataDir": "%s" }, "demo": { "delayMs": 0 } }\n' "$serve/data" > "$serve/corral.json"
-started="$(date +%s%N)"
-CORRAL_CONFIG="$serve/corral.json" node node_modules/corral/bin/corral.js serve > "$serve/log" 2>&1 &
-serve_pid=$!
-url=""
-for _ in $(seq 1 1200); do
-  url="$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$serve/log" | head -n 1 | sed 's/listening on //' || true)"
-  if [ -n "$url" ] && curl -sf "$url/readyz" > /dev/null; then break; fi
-  if ! kill -0 "$serve_pid" 2> /dev/null; then break; fi
-  url=""
-  sleep 0.1
-done
-if [ -z "$url" ]; then
-  echo "pack-check: corral serve did not become ready:" >&2
-  cat "$serve/log" >&2
-  exit 1
-fi
-echo "pack-check: corral serve ready in $((($(date +%s%N) - started) / 1000000)) ms (first start: the embedded database is created)"
-landed="$(curl -sf -XPOST "$url/v1/sessions?wait=true" -H 'content-type: application/json' \
-  -d '{"agentId":"demo","scope":"pack-check","prompt":"Why is checkout failing?"}')"
-if ! grep -q '"exitReason":"completed"' <<< "$landed"; then
-  echo "pack-check: the demo session did not complete: ${landed}" >&2
-  exit 1
-fi
-echo "pack-check: a demo session landed completed; server RSS $(awk '/VmRSS/ { print int($2 / 1024) }' "/proc/${serve_pid}/status") MB"
-kill -TERM "$serve_pid"
-if ! wait "$serve_pid"; then
-  echo "pack-check: corral serve did not exit 0 on SIGTERM:" >&2
-  cat "$serve/log" >&2
-  exit 1
-fi
-serve_pid=""
+serve_smoke "$work/serve" "pack-check" node node_modules/corral/bin/corral.js serve
 echo "pack-check: ok"
