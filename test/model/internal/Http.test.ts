@@ -10,6 +10,15 @@ import type { AddressInfo } from "node:net"
 import * as Http from "../../../src/model/internal/http.js"
 import * as ReadBody from "../../../src/model/internal/readBody.js"
 
+/** Closes a test server and every connection it holds. */
+const closeServer = (server: http.Server) =>
+  Effect.promise(() =>
+    new Promise<void>((done) => {
+      server.closeAllConnections()
+      server.close(() => done())
+    })
+  )
+
 /** One request held open by the test: it writes the body when it wants and learns when the client hung up. */
 interface Held {
   readonly write: (chunk: string | Uint8Array) => void
@@ -43,13 +52,7 @@ const heldServer = (contentType: string) =>
           server.listen(0, "127.0.0.1", () => resolve(server))
         })
       ),
-      (server) =>
-        Effect.promise(() =>
-          new Promise<void>((done) => {
-            server.closeAllConnections()
-            server.close(() => done())
-          })
-        )
+      closeServer
     )
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`
     return { url, arrivals }
@@ -223,13 +226,7 @@ const silentServer = Effect.gen(function*() {
         server.listen(0, "127.0.0.1", () => resolve(server))
       })
     ),
-    (server) =>
-      Effect.promise(() =>
-        new Promise<void>((done) => {
-          server.closeAllConnections()
-          server.close(() => done())
-        })
-      )
+    closeServer
   )
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`, arrivals }
 })
