@@ -7,7 +7,7 @@
 // reservation (the nursery grows to it only under load; idle RSS is unchanged).
 // `--liftoff-only`: WebAssembly runs on V8's baseline compiler, never tiered up to TurboFan. Corral's WebAssembly is
 // the embedded store (PGlite's Postgres) and undici's HTTP parser (llhttp); both are mostly run a little, where
-// TurboFan's compiling on two cores costs more than its faster code saves: a warm `corral run --demo` took 1.3–1.5 s
+// TurboFan's compiling on two cores costs more than its faster code saves: a warm `corral run --demo` took 1.3–1.7 s
 // instead of 1.8–2.1 s, `corral serve` idled at 244–254 MB RSS instead of 318–321 MB (the TurboFan code), and 400
 // sessions at once on Postgres cost 12–18 % less server CPU per turn; at 300 at once on the embedded store CPU per
 // turn did not move and the peak RSS was ~150 MB higher (docs/benchmarks.md, "Issue 14, eighth pass").

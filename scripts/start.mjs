@@ -13,7 +13,7 @@
 import { execFileSync } from "node:child_process"
 import { existsSync, readdirSync, statSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
-import { fileURLToPath } from "node:url"
+import { fileURLToPath, pathToFileURL } from "node:url"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
 const bundle = join(root, "dist", "cli", "bundle", "main.js")
@@ -44,4 +44,4 @@ if (!existsSync(bundle) || !existsSync(stamp) || statSync(stamp).mtimeMs < lates
 }
 
 process.argv.splice(2, 0, "serve")
-await import(new URL(`file://${bundle}`).href)
+await import(pathToFileURL(bundle).href)
