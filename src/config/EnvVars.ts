@@ -189,8 +189,7 @@ export const all: ReadonlyArray<EnvVar> = [
   {
     name: "OTEL_EXPORTER_OTLP_PROTOCOL",
     key: "telemetry.protocol",
-    description:
-      "\"http/json\" or \"http/protobuf\" (the bundled exporters send JSON; a collector's 4318 port takes both)",
+    description: "\"http/json\" or \"http/protobuf\" (a collector's 4318 port takes both)",
     default: "http/json"
   },
   {
@@ -228,6 +227,30 @@ export const all: ReadonlyArray<EnvVar> = [
     key: "telemetry.metricIntervalMs",
     description: "Interval of metric exports, in milliseconds",
     default: "60000"
+  },
+  {
+    name: "OTEL_BSP_MAX_QUEUE_SIZE",
+    key: "-",
+    description: "Most spans held for export at once (in the open batch and unanswered exports); more are dropped",
+    default: "2048"
+  },
+  {
+    name: "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
+    key: "-",
+    description: "Spans per export request (a batch leaves when it is this full, or after OTEL_BSP_SCHEDULE_DELAY)",
+    default: "512"
+  },
+  {
+    name: "OTEL_BSP_SCHEDULE_DELAY",
+    key: "-",
+    description: "Longest a span waits for its batch to leave, in milliseconds",
+    default: "5000"
+  },
+  {
+    name: "OTEL_BSP_EXPORT_TIMEOUT",
+    key: "-",
+    description: "Longest one span export may take, retries included, in milliseconds (then its spans are dropped)",
+    default: "30000"
   },
   {
     name: "OTEL_SDK_DISABLED",

@@ -11,7 +11,7 @@ import { Config as EffectConfig, ConfigError, Effect, Either, Option, ParseResul
 import { FieldIssue } from "../domain/Errors.js"
 import * as EnvVars from "./EnvVars.js"
 
-/** The OTLP transports Corral can speak (both over HTTP; the installed exporters serialise JSON). */
+/** The OTLP transports Corral can speak (both over HTTP). */
 export const Protocol = Schema.Literal("http/json", "http/protobuf")
 export type Protocol = typeof Protocol.Type
 
@@ -60,9 +60,19 @@ export interface TelemetrySettings {
   readonly sampler: Sampler
   readonly samplerArg: number
   readonly metricIntervalMs: number
+  /** How finished spans are batched for export (`OTEL_BSP_*`, telemetry/OtlpSpans). */
+  readonly batch: SpanBatching
   /** Record prompt and completion content on spans (`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`). */
   readonly captureContent: boolean
   readonly logFormat: LogFormat
+}
+
+/** The span batching bounds (`OTEL_BSP_*`; the defaults are the OpenTelemetry SDK's). */
+export interface SpanBatching {
+  readonly maxQueueSize: number
+  readonly maxExportBatchSize: number
+  readonly scheduleDelayMs: number
+  readonly exportTimeoutMs: number
 }
 
 /** The defaults: no export, service `corral`, everything sampled, content never captured, logs by terminal. */
@@ -73,6 +83,7 @@ export const defaults: TelemetrySettings = {
   sampler: "parentbased_always_on",
   samplerArg: 1,
   metricIntervalMs: 60_000,
+  batch: { maxQueueSize: 2048, maxExportBatchSize: 512, scheduleDelayMs: 5000, exportTimeoutMs: 30_000 },
   captureContent: false,
   logFormat: "auto"
 }
@@ -98,6 +109,15 @@ export const parseList = (text: string): Either.Either<ReadonlyArray<readonly [s
   }
   return Either.right(out)
 }
+
+const positiveInteger = (name: string, fallback: number): EffectConfig.Config<number> =>
+  described(
+    name,
+    EffectConfig.integer(name).pipe(
+      EffectConfig.validate({ message: "Expected a positive integer", validation: (n) => n > 0 }),
+      EffectConfig.withDefault(fallback)
+    )
+  )
 
 const described = <A>(name: string, config: EffectConfig.Config<A>): EffectConfig.Config<A> =>
   EffectConfig.withDescription(config, EnvVars.byName(name).description)
@@ -178,6 +198,12 @@ export const environment = (
           EffectConfig.withDefault(file?.metricIntervalMs ?? defaults.metricIntervalMs)
         )
       ),
+      batch: EffectConfig.all({
+        maxQueueSize: positiveInteger("OTEL_BSP_MAX_QUEUE_SIZE", defaults.batch.maxQueueSize),
+        maxExportBatchSize: positiveInteger("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", defaults.batch.maxExportBatchSize),
+        scheduleDelayMs: positiveInteger("OTEL_BSP_SCHEDULE_DELAY", defaults.batch.scheduleDelayMs),
+        exportTimeoutMs: positiveInteger("OTEL_BSP_EXPORT_TIMEOUT", defaults.batch.exportTimeoutMs)
+      }),
       captureContent: described(
         "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
         EffectConfig.boolean("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT").pipe(
@@ -210,6 +236,7 @@ export const environment = (
         sampler: env.sampler,
         samplerArg: env.samplerArg,
         metricIntervalMs: env.metricIntervalMs,
+        batch: env.batch,
         captureContent: env.captureContent,
         logFormat: env.logFormat
       }

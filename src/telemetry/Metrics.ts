@@ -106,6 +106,12 @@ export const approvalsPending = Metric.gauge("corral.approvals.pending", {
   description: "Writes waiting for a person's approval (live approval tokens in the store)"
 })
 
+/** Finished spans the OTLP exporter could not deliver, by reason (telemetry/OtlpSpans). */
+export const spansDropped = Metric.counter("corral.telemetry.spans.dropped", {
+  description: "Finished spans not exported, by reason (queue_full, export_failed, export_timeout)",
+  incremental: true
+})
+
 /** The unit of each metric, for the Prometheus suffix (`_seconds`); absent: a count. */
 export const units: Readonly<Record<string, string>> = {
   "gen_ai.client.operation.duration": "seconds",

@@ -61,7 +61,8 @@ const emptyContext: Context.Context<never> = Context.empty()
 const noLinks: ReadonlyArray<EffectTracer.SpanLink> = []
 const maxAttributes = 128
 const maxEvents = 128
-const scope = { name: "corral" }
+/** The instrumentation scope of every span Corral makes. */
+export const scope: { readonly name: string } = { name: "corral" }
 
 /**
  * Epoch nanoseconds as OpenTelemetry's `[seconds, nanoseconds]`, in floating point (exact to 256 ns at today's

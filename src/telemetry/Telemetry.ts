@@ -6,19 +6,21 @@
  *
  * Off unless an endpoint is set: then the layer is empty, Corral's spans are not made (`Tracing`), and the SDK is
  * never loaded. On, it loads the OpenTelemetry SDK lazily (a dynamic import inside the layer, so `corral --help` and
- * start-up do not pay for it), installs Corral's tracer (`SpanTracer`, handing finished spans to the SDK's batch
- * processor), exports spans in batches and
- * Effect's metrics every `metricIntervalMs`, and flushes both when the layer closes (bounded by its shutdown
- * timeout: a collector that does not answer never holds the process). An embedder with its own tracer provides
- * that tracer plus `Tracing.layer(true)` instead.
+ * start-up do not pay for it), installs Corral's tracer (`SpanTracer`, handing finished spans to `OtlpSpans`, which
+ * encodes each as it ends and sends them in batches through the SDK's OTLP/HTTP delegate), exports Effect's metrics
+ * every `metricIntervalMs`, logs (WARN) and meters spans it had to drop, and flushes both when the layer closes
+ * (bounded by its shutdown timeout: a collector that does not answer never holds the process). An embedder with its
+ * own tracer provides that tracer plus `Tracing.layer(true)` instead.
  */
 import type { Resource } from "@effect/opentelemetry/Resource"
 import type * as TraceSdkModule from "@opentelemetry/sdk-trace-base"
 import type { Sampler } from "@opentelemetry/sdk-trace-base"
-import { Context, Effect, Layer, Redacted } from "effect"
+import { Context, Effect, Layer, Redacted, Ref, Schedule } from "effect"
 import type { ConfigError } from "effect"
 import * as TelemetryConfig from "../config/Telemetry.js"
 import type { TelemetrySettings } from "../config/Telemetry.js"
+import * as Metrics from "./Metrics.js"
+import * as OtlpSpans from "./OtlpSpans.js"
 import * as Spans from "./Spans.js"
 import * as SpanTracer from "./SpanTracer.js"
 import * as Tracing from "./Tracing.js"
@@ -30,8 +32,9 @@ const loadSdk = Effect.promise(() =>
     import("@effect/opentelemetry/Metrics"),
     import("@opentelemetry/sdk-trace-base"),
     import("@opentelemetry/sdk-metrics"),
-    import("@opentelemetry/exporter-trace-otlp-http"),
-    import("@opentelemetry/exporter-metrics-otlp-http")
+    import("@opentelemetry/exporter-metrics-otlp-http"),
+    import("@opentelemetry/otlp-exporter-base/node-http"),
+    import("@opentelemetry/otlp-transformer")
   ])
 )
 
@@ -77,49 +80,97 @@ export class Flusher extends Context.Reference<Flusher>()("corral/telemetry/Flus
  */
 export const flush: Effect.Effect<void> = Effect.flatten(Flusher)
 
+/** One request body of the span exporter and how many spans it holds. */
+interface OutgoingBatch {
+  readonly body: Uint8Array
+  readonly spans: number
+}
+
+/** How often spans the exporter dropped are logged (WARN, the counts since the last line) and metered. */
+const dropReportInterval = "10 seconds"
+
+/** Logs and meters the spans `processor` dropped since the counts in `reported`. */
+const reportDrops = (processor: OtlpSpans.Processor, reported: Record<OtlpSpans.DropReason, number>) =>
+  Effect.suspend(() => {
+    const lines: Array<string> = []
+    for (const reason of ["queue_full", "export_failed", "export_timeout"] as const) {
+      const fresh = processor.dropped[reason] - reported[reason]
+      if (fresh <= 0) continue
+      reported[reason] = processor.dropped[reason]
+      Metrics.add(Metrics.spansDropped, fresh, "reason", reason)
+      lines.push(`${fresh} ${reason.replace("_", " ")}`)
+    }
+    return lines.length === 0
+      ? Effect.void
+      : Effect.logWarning(
+        `telemetry: spans dropped (${lines.join(", ")}): raise OTEL_BSP_MAX_QUEUE_SIZE or check the collector`
+      )
+  })
+
 /** The exporting layer for an endpoint (see the module header). */
 const exporting = (settings: TelemetrySettings, endpoint: string): Layer.Layer<never> =>
   Layer.unwrapEffect(
     Effect.gen(function*() {
-      const [api, OtelResource, OtelMetrics, traceSdk, metricSdk, traceExporter, metricExporter] = yield* loadSdk
+      const spanProcessor = yield* Ref.make<OtlpSpans.Processor | undefined>(undefined)
+      const reported: Record<OtlpSpans.DropReason, number> = { queue_full: 0, export_failed: 0, export_timeout: 0 }
+      const [api, OtelResource, OtelMetrics, traceSdk, metricSdk, metricExporter, exporterBase, transformer] =
+        yield* loadSdk
       const headers = Object.fromEntries(settings.headers === undefined ? [] : Redacted.value(settings.headers))
-      const tracesUrl = signalUrl(endpoint, "traces")
+      const protobuf = settings.protocol === "http/protobuf"
       const metricsUrl = signalUrl(endpoint, "metrics")
-      // The protobuf exporters are loaded only when asked for (same version line as the JSON ones).
-      const [spans, metrics] = settings.protocol === "http/protobuf"
+      // The protobuf metric exporter is loaded only when asked for (same version line as the JSON one).
+      const metrics = protobuf
         ? yield* Effect.promise(() =>
-          Promise.all([
-            import("@opentelemetry/exporter-trace-otlp-proto"),
-            import("@opentelemetry/exporter-metrics-otlp-proto")
-          ]).then(([trace, metric]) =>
-            [
-              new trace.OTLPTraceExporter({ url: tracesUrl, headers }),
-              new metric.OTLPMetricExporter({ url: metricsUrl, headers })
-            ] as const
+          import("@opentelemetry/exporter-metrics-otlp-proto").then((metric) =>
+            new metric.OTLPMetricExporter({ url: metricsUrl, headers })
           )
         )
-        : [
-          new traceExporter.OTLPTraceExporter({ url: tracesUrl, headers }),
-          new metricExporter.OTLPMetricExporter({ url: metricsUrl, headers })
-        ] as const
+        : new metricExporter.OTLPMetricExporter({ url: metricsUrl, headers })
+      // Spans go through the SDK's own OTLP/HTTP delegate (headers, timeout, retries, compression, the
+      // `OTEL_EXPORTER_OTLP_*` variables) with Corral's batches as the request bodies (telemetry/OtlpSpans).
+      const delegate = exporterBase.createOtlpHttpExportDelegate(
+        exporterBase.convertLegacyHttpOptions({ url: signalUrl(endpoint, "traces"), headers }, "TRACES", "v1/traces", {
+          "Content-Type": protobuf ? "application/x-protobuf" : "application/json"
+        }),
+        {
+          serializeRequest: (batch: OutgoingBatch) => batch.body,
+          deserializeResponse: (protobuf ? transformer.ProtobufTraceSerializer : transformer.JsonTraceSerializer)
+            .deserializeResponse
+        },
+        "otlp_http_span_exporter",
+        { name: "span", countItems: (batch: OutgoingBatch) => batch.spans },
+        undefined
+      )
       const resource = OtelResource.layer({
         serviceName: settings.serviceName,
         attributes: { ...settings.resourceAttributes }
       })
-      // Corral's own tracer (`SpanTracer`: a finished span goes straight to the batch processor, and the children of
-      // an unsampled span cost nearly nothing), not @effect/opentelemetry's nor the SDK's tracer, which measured
-      // +36 % CPU per turn in the workload. Closing the layer flushes what is left, bounded.
-      const processor = new traceSdk.BatchSpanProcessor(spans)
       const tracer = Layer.unwrapScoped(
         Effect.gen(function*() {
           const resource = yield* OtelResource.Resource
+          const processor = OtlpSpans.make({
+            encoding: protobuf ? "protobuf" : "json",
+            resource,
+            scope: SpanTracer.scope,
+            bounds: settings.batch,
+            send: (body, spans) =>
+              new Promise((resolve) => delegate.export({ body, spans }, (result) => resolve(result.code === 0))),
+            close: () => delegate.shutdown()
+          })
+          yield* Ref.set(spanProcessor, processor)
           yield* Effect.addFinalizer(() =>
-            Effect.promise(() => processor.forceFlush().then(() => processor.shutdown())).pipe(
+            Effect.promise(() => processor.shutdown()).pipe(
+              Effect.zipRight(reportDrops(processor, reported)),
               Effect.ignoreLogged,
               Effect.interruptible,
               Effect.timeoutOption(shutdownTimeout)
             )
           )
+          yield* Effect.forkScoped(
+            Effect.repeat(reportDrops(processor, reported), Schedule.spaced(dropReportInterval))
+          )
+          // Corral's own tracer (`SpanTracer`: a finished span goes straight to the processor, and the children of
+          // an unsampled span cost nearly nothing), not @effect/opentelemetry's nor the SDK's tracer.
           return Layer.setTracer(SpanTracer.make({ api, processor, resource, sampler: samplerOf(traceSdk, settings) }))
         })
       )
@@ -128,16 +179,18 @@ const exporting = (settings: TelemetrySettings, endpoint: string): Layer.Layer<n
         exportIntervalMillis: settings.metricIntervalMs,
         exportTimeoutMillis: Math.min(settings.metricIntervalMs, 30_000)
       })
-      const flushAll = Effect.promise(() => Promise.all([processor.forceFlush(), reader.forceFlush()])).pipe(
-        Effect.asVoid,
-        Effect.ignoreLogged,
-        Effect.interruptible,
-        Effect.timeoutOption(shutdownTimeout),
-        Effect.asVoid
-      )
+      const flushAll = Effect.flatMap(Ref.get(spanProcessor), (processor) =>
+        Effect.promise(() => Promise.all([processor?.forceFlush(), reader.forceFlush()]))).pipe(
+          Effect.asVoid,
+          Effect.ignoreLogged,
+          Effect.interruptible,
+          Effect.timeoutOption(shutdownTimeout),
+          Effect.asVoid
+        )
       const sdk: Layer.Layer<Resource> = Layer.mergeAll(
         tracer,
-        OtelMetrics.layer(() => reader, { shutdownTimeout })
+        OtelMetrics.layer(() =>
+          reader, { shutdownTimeout })
       ).pipe(Layer.provideMerge(resource))
       yield* Effect.logInfo(
         `telemetry: exporting traces and metrics to ${endpoint} (OTLP/HTTP, ${
@@ -159,7 +212,7 @@ const contentLayer = (capture: boolean): Layer.Layer<never> =>
 /**
  * Telemetry for `settings`: OTLP/HTTP export of traces and metrics when an endpoint is configured (and Corral's
  * spans on), nothing at all otherwise. Never fails: an exporter that cannot reach its collector drops what it could
- * not send (the SDK logs it), it never fails a session.
+ * not send (logged and counted in `corral.telemetry.spans.dropped`), it never fails a session.
  */
 export const layer = (settings: TelemetrySettings): Layer.Layer<never> =>
   settings.endpoint === undefined ? contentLayer(false) : exporting(settings, settings.endpoint)
@@ -178,3 +231,9 @@ export const defaults: Settings = TelemetryConfig.defaults
 export const layerConfig: Layer.Layer<never, ConfigError.ConfigError> = Layer.unwrapEffect(
   Effect.map(TelemetryConfig.environment(undefined), layer)
 )
+
+/**
+ * The settings the standard `OTEL_*` variables give (what `layerConfig` uses), for an embedder that adjusts some of
+ * them before calling `layer`. Fails with a `ConfigError` naming a malformed variable.
+ */
+export const settingsConfig: Effect.Effect<Settings, ConfigError.ConfigError> = TelemetryConfig.environment(undefined)

@@ -46,6 +46,10 @@ describe("telemetry settings", () => {
         OTEL_TRACES_SAMPLER: "parentbased_traceidratio",
         OTEL_TRACES_SAMPLER_ARG: "0.25",
         OTEL_METRIC_EXPORT_INTERVAL: "15000",
+        OTEL_BSP_MAX_QUEUE_SIZE: "20000",
+        OTEL_BSP_MAX_EXPORT_BATCH_SIZE: "1024",
+        OTEL_BSP_SCHEDULE_DELAY: "1000",
+        OTEL_BSP_EXPORT_TIMEOUT: "9000",
         OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: "true",
         CORRAL_LOG_FORMAT: "json"
       })
@@ -58,6 +62,7 @@ describe("telemetry settings", () => {
         sampler: "parentbased_traceidratio",
         samplerArg: 0.25,
         metricIntervalMs: 15_000,
+        batch: { maxQueueSize: 20_000, maxExportBatchSize: 1024, scheduleDelayMs: 1000, exportTimeoutMs: 9000 },
         captureContent: true,
         logFormat: "json"
       })
@@ -88,12 +93,14 @@ describe("telemetry settings", () => {
       const found = yield* problems({
         OTEL_EXPORTER_OTLP_PROTOCOL: "grpc",
         OTEL_TRACES_SAMPLER_ARG: "2",
-        OTEL_EXPORTER_OTLP_HEADERS: "no-equals-sign"
+        OTEL_EXPORTER_OTLP_HEADERS: "no-equals-sign",
+        OTEL_BSP_MAX_QUEUE_SIZE: "0"
       })
       expect(found).toEqual(expect.arrayContaining([
         expect.stringMatching(/^OTEL_EXPORTER_OTLP_PROTOCOL: .*http\/json.*http\/protobuf/),
         expect.stringMatching(/^OTEL_TRACES_SAMPLER_ARG: Expected a number from 0 to 1/),
-        expect.stringMatching(/^OTEL_EXPORTER_OTLP_HEADERS: expected key=value pairs/)
+        expect.stringMatching(/^OTEL_EXPORTER_OTLP_HEADERS: expected key=value pairs/),
+        expect.stringMatching(/^OTEL_BSP_MAX_QUEUE_SIZE: Expected a positive integer/)
       ]))
       const fromFile = yield* withFile(
         { telemetry: { endpont: "http://typo:4318", sampler: "sometimes" } },

@@ -20,7 +20,7 @@
  * fibers started per model turn to stderr at exit), `--passivate` (C: let every actor passivate
  * before measuring, so only the store's share remains), `--otlp URL [--sampler NAME] [--protocol http/json|http/protobuf]`
  * (telemetry on, exporting to an OTLP/HTTP receiver such as scripts/bench/otlp-sink.ts; each timed batch of scenario
- * A ends with `Telemetry.flush`, so it pays for exporting what it made — the SDK's `OTEL_BSP_*` variables apply).
+ * A ends with `Telemetry.flush`, so it pays for exporting what it made — the `OTEL_*` variables apply, `OTEL_BSP_*` among them).
  * Prints one `RESULT <json>` line (framework `corral`).
  */
 import type { Duration } from "effect"
@@ -258,12 +258,14 @@ void Harness.main<SessionView, string>(async (options) => {
       ? corralLayer
       : Layer.provideMerge(
         corralLayer,
-        Telemetry.layer({
-          ...Telemetry.defaults,
-          endpoint: otlp,
-          ...(sampler === undefined ? {} : { sampler }),
-          ...(protocol === undefined ? {} : { protocol })
-        })
+        // The standard variables apply (`OTEL_BSP_*` among them); the flags win.
+        Layer.unwrapEffect(Effect.map(Telemetry.settingsConfig, (settings) =>
+          Telemetry.layer({
+            ...settings,
+            endpoint: otlp,
+            ...(sampler === undefined ? {} : { sampler }),
+            ...(protocol === undefined ? {} : { protocol })
+          })))
       ),
     tracer === "off" ? Layer.setTracerEnabled(false) : Layer.empty
   ).pipe(Layer.provide(countFibers ? EffectSupervisor.addSupervisor(counting) : Layer.empty))

@@ -1,0 +1,543 @@
+/**
+ * otlpEncoding — finished spans written as OTLP bytes the moment they end: the `Span` messages of an
+ * `ExportTraceServiceRequest`, in protobuf (the same bytes as the SDK's `ProtobufTraceSerializer`, field for field)
+ * or in OTLP/JSON (parse-equal to its `JsonTraceSerializer`), appended to one growing buffer per batch; `seal` puts
+ * the request around them (one resource, one scope: every span Corral's tracer makes has both).
+ *
+ * Why not the SDK's serializers: they take the whole batch of span objects at once, so every span's objects (its
+ * attributes, events, ids, times) live until the batch leaves — thousands of them, long enough to be copied and
+ * promoted by the garbage collector — and the JSON one then builds a second tree of every span and turns it into one
+ * text before encoding that. Here a span's objects die young; what waits for the batch is its bytes. Tested against
+ * the SDK's serializers (test/telemetry/OtlpEncoding.test.ts).
+ */
+import type { Attributes, AttributeValue, HrTime, Link } from "@opentelemetry/api"
+import type { Resource } from "@opentelemetry/resources"
+import type { ReadableSpan, TimedEvent } from "@opentelemetry/sdk-trace-base"
+
+/** The OTLP encodings. */
+export type Encoding = "protobuf" | "json"
+
+const SPAN_FLAGS_HAS_IS_REMOTE = 0x100
+const SPAN_FLAGS_IS_REMOTE = 0x200
+const spanFlags = (traceFlags: number, isRemote: boolean | undefined): number =>
+  (traceFlags & 0xff) | SPAN_FLAGS_HAS_IS_REMOTE | (isRemote === true ? SPAN_FLAGS_IS_REMOTE : 0)
+
+const MIN_INT64 = -(2 ** 63)
+const MAX_INT64 = 2 ** 63
+const isInt64 = (n: number): boolean => Number.isInteger(n) && n >= MIN_INT64 && n < MAX_INT64
+
+// ---------------------------------------------------------------------------------------------------------------
+// A protobuf writer into a growing Buffer
+
+class Writer {
+  buffer: Buffer
+  pos: number
+  constructor(size: number, start: number) {
+    this.buffer = Buffer.allocUnsafe(size)
+    this.pos = start
+  }
+
+  ensure(bytes: number): void {
+    const needed = this.pos + bytes
+    if (needed <= this.buffer.length) return
+    let size = this.buffer.length * 2
+    while (size < needed) size *= 2
+    const next = Buffer.allocUnsafe(size)
+    this.buffer.copy(next, 0, 0, this.pos)
+    this.buffer = next
+  }
+
+  /** A non-negative integer below 2³² (tags, lengths, counts, enums). */
+  varint32(value: number): void {
+    this.ensure(5)
+    let v = value >>> 0
+    while (v > 0x7f) {
+      this.buffer[this.pos++] = (v & 0x7f) | 0x80
+      v >>>= 7
+    }
+    this.buffer[this.pos++] = v
+  }
+
+  /** Any int64 a JavaScript number holds (negative ones in two's complement, ten bytes). */
+  varint64(value: number): void {
+    if (value >= 0 && value <= 0xffffffff) return this.varint32(value)
+    this.ensure(10)
+    const abs = Math.abs(value)
+    let low = abs >>> 0
+    let high = (abs / 0x100000000) >>> 0
+    if (value < 0) {
+      low = ~low >>> 0
+      high = ~high >>> 0
+      low = (low + 1) >>> 0
+      if (low === 0) high = (high + 1) >>> 0
+    }
+    while (high > 0 || low > 0x7f) {
+      this.buffer[this.pos++] = (low & 0x7f) | 0x80
+      low = ((low >>> 7) | (high << 25)) >>> 0
+      high >>>= 7
+    }
+    this.buffer[this.pos++] = low & 0x7f
+  }
+
+  tag(field: number, wire: number): void {
+    this.varint32((field << 3) | wire)
+  }
+
+  fixed32(value: number): void {
+    this.ensure(4)
+    this.buffer.writeUInt32LE(value >>> 0, this.pos)
+    this.pos += 4
+  }
+
+  /** Epoch nanoseconds of an `HrTime`, exactly (the seconds split so no product passes 2⁵³). */
+  time(hr: HrTime): void {
+    this.ensure(8)
+    const seconds = hr[0]
+    const lowerNanos = (seconds & 0xffff) * 1e9
+    const upperNanos = ((seconds / 0x10000) >>> 0) * 1e9
+    const low = (lowerNanos >>> 0) + (((upperNanos & 0xffff) * 0x10000) >>> 0) + hr[1]
+    const high = Math.floor(lowerNanos / 0x100000000) + ((upperNanos / 0x10000) >>> 0) +
+      Math.floor(low / 0x100000000)
+    this.buffer.writeUInt32LE(low >>> 0, this.pos)
+    this.buffer.writeUInt32LE(high >>> 0, this.pos + 4)
+    this.pos += 8
+  }
+
+  double(value: number): void {
+    this.ensure(8)
+    this.buffer.writeDoubleLE(value, this.pos)
+    this.pos += 8
+  }
+
+  string(value: string): void {
+    const length = value.length
+    if (length < 128) {
+      // Short ASCII (nearly every name, key and value): byte for byte, no native call.
+      this.ensure(length + 1)
+      const start = this.pos
+      let i = 0
+      for (; i < length; i++) {
+        const c = value.charCodeAt(i)
+        if (c > 127) break
+        this.buffer[start + 1 + i] = c
+      }
+      if (i === length) {
+        this.buffer[start] = length
+        this.pos = start + 1 + length
+        return
+      }
+    }
+    const bytes = Buffer.byteLength(value, "utf8")
+    this.varint32(bytes)
+    this.ensure(bytes)
+    this.pos += this.buffer.write(value, this.pos, bytes, "utf8")
+  }
+
+  /** A hex id (trace or span id) as its bytes. */
+  hex(value: string): void {
+    const bytes = value.length >>> 1
+    this.varint32(bytes)
+    this.ensure(bytes)
+    this.pos += this.buffer.write(value, this.pos, bytes, "hex")
+  }
+
+  /** Reserves one byte for a length that `finish` fills (shifting the message when it needs more). */
+  begin(): number {
+    this.ensure(1)
+    return this.pos++
+  }
+
+  finish(at: number): void {
+    const length = this.pos - at - 1
+    if (length < 0x80) {
+      this.buffer[at] = length
+      return
+    }
+    const size = varintSize(length)
+    this.ensure(size - 1)
+    this.buffer.copyWithin(at + size, at + 1, this.pos)
+    this.pos += size - 1
+    let v = length
+    let p = at
+    while (v > 0x7f) {
+      this.buffer[p++] = (v & 0x7f) | 0x80
+      v >>>= 7
+    }
+    this.buffer[p] = v
+  }
+}
+
+const varintSize = (value: number): number =>
+  value < 0x80 ? 1 : value < 0x4000 ? 2 : value < 0x200000 ? 3 : value < 0x10000000 ? 4 : 5
+
+/** Writes a varint into `out` ending just before `end`; returns where it starts. */
+const varintBefore = (out: Buffer, end: number, value: number): number => {
+  const start = end - varintSize(value)
+  let v = value
+  let p = start
+  while (v > 0x7f) {
+    out[p++] = (v & 0x7f) | 0x80
+    v >>>= 7
+  }
+  out[p] = v
+  return start
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Protobuf messages (field numbers and order as opentelemetry-proto and the SDK's serializer have them)
+
+const anyValue = (w: Writer, value: unknown): void => {
+  switch (typeof value) {
+    case "string":
+      w.tag(1, 2)
+      return w.string(value)
+    case "boolean":
+      w.tag(2, 0)
+      return w.varint32(value ? 1 : 0)
+    case "number":
+      if (isInt64(value)) {
+        w.tag(3, 0)
+        return w.varint64(value)
+      }
+      w.tag(4, 1)
+      return w.double(value)
+  }
+  if (value instanceof Uint8Array) {
+    w.tag(7, 2)
+    w.varint32(value.length)
+    w.ensure(value.length)
+    w.buffer.set(value, w.pos)
+    w.pos += value.length
+  } else if (Array.isArray(value)) {
+    w.tag(5, 2)
+    const array = w.begin()
+    for (const item of value) {
+      w.tag(1, 2)
+      const at = w.begin()
+      anyValue(w, item)
+      w.finish(at)
+    }
+    w.finish(array)
+  } else if (typeof value === "object" && value !== null) {
+    w.tag(6, 2)
+    const list = w.begin()
+    for (const key in value) {
+      if (!Object.prototype.hasOwnProperty.call(value, key)) continue
+      w.tag(1, 2)
+      keyValue(w, key, (value as Record<string, unknown>)[key])
+    }
+    w.finish(list)
+  }
+}
+
+/** A `KeyValue` message (its tag already written). */
+const keyValue = (w: Writer, key: string, value: unknown): void => {
+  const at = w.begin()
+  w.tag(1, 2)
+  w.string(key)
+  w.tag(2, 2)
+  const inner = w.begin()
+  anyValue(w, value)
+  w.finish(inner)
+  w.finish(at)
+}
+
+const attributes = (w: Writer, attrs: Attributes, field: number): void => {
+  for (const key in attrs) {
+    if (!Object.prototype.hasOwnProperty.call(attrs, key)) continue
+    w.tag(field, 2)
+    keyValue(w, key, attrs[key])
+  }
+}
+
+const event = (w: Writer, e: TimedEvent): void => {
+  const at = w.begin()
+  w.tag(1, 1)
+  w.time(e.time)
+  w.tag(2, 2)
+  w.string(e.name)
+  if (e.attributes !== undefined) attributes(w, e.attributes, 3)
+  w.tag(4, 0)
+  w.varint32(e.droppedAttributesCount ?? 0)
+  w.finish(at)
+}
+
+const link = (w: Writer, l: Link): void => {
+  const at = w.begin()
+  w.tag(1, 2)
+  w.hex(l.context.traceId)
+  w.tag(2, 2)
+  w.hex(l.context.spanId)
+  const state = l.context.traceState?.serialize()
+  if (state) {
+    w.tag(3, 2)
+    w.string(state)
+  }
+  if (l.attributes !== undefined) attributes(w, l.attributes, 4)
+  w.tag(5, 0)
+  w.varint32(l.droppedAttributesCount ?? 0)
+  w.tag(6, 5)
+  w.fixed32(spanFlags(l.context.traceFlags, l.context.isRemote))
+  w.finish(at)
+}
+
+/** One `ScopeSpans.spans` entry: the tag, the length and the `Span` message. */
+const protobufSpan = (w: Writer, span: ReadableSpan): void => {
+  w.tag(2, 2)
+  const at = w.begin()
+  const ids = span.spanContext()
+  w.tag(1, 2)
+  w.hex(ids.traceId)
+  w.tag(2, 2)
+  w.hex(ids.spanId)
+  const state = ids.traceState?.serialize()
+  if (state) {
+    w.tag(3, 2)
+    w.string(state)
+  }
+  const parent = span.parentSpanContext
+  if (parent?.spanId) {
+    w.tag(4, 2)
+    w.hex(parent.spanId)
+  }
+  w.tag(5, 2)
+  w.string(span.name)
+  w.tag(6, 0)
+  w.varint32(span.kind + 1)
+  w.tag(7, 1)
+  w.time(span.startTime)
+  w.tag(8, 1)
+  w.time(span.endTime)
+  attributes(w, span.attributes, 9)
+  w.tag(10, 0)
+  w.varint32(span.droppedAttributesCount)
+  for (const e of span.events) {
+    w.tag(11, 2)
+    event(w, e)
+  }
+  w.tag(12, 0)
+  w.varint32(span.droppedEventsCount)
+  for (const l of span.links) {
+    w.tag(13, 2)
+    link(w, l)
+  }
+  w.tag(14, 0)
+  w.varint32(span.droppedLinksCount)
+  w.tag(15, 2)
+  const status = w.begin()
+  if (span.status.message) {
+    w.tag(2, 2)
+    w.string(span.status.message)
+  }
+  w.tag(3, 0)
+  w.varint32(span.status.code)
+  w.finish(status)
+  w.tag(16, 5)
+  w.fixed32(spanFlags(ids.traceFlags, parent?.isRemote))
+  w.finish(at)
+}
+
+/** `ResourceSpans.resource` and the start of `ResourceSpans.scope_spans`'s scope, as bytes. */
+const protobufPrefix = (resource: Resource, scope: { readonly name: string; readonly version?: string }) => {
+  const w = new Writer(1024, 0)
+  w.tag(1, 2)
+  const at = w.begin()
+  attributes(w, resource.attributes, 1)
+  w.tag(2, 0)
+  w.varint32(0)
+  w.finish(at)
+  const resourcePart = Buffer.from(w.buffer.subarray(0, w.pos))
+  const s = new Writer(256, 0)
+  s.tag(1, 2)
+  const scopeAt = s.begin()
+  s.tag(1, 2)
+  s.string(scope.name)
+  if (scope.version) {
+    s.tag(2, 2)
+    s.string(scope.version)
+  }
+  s.finish(scopeAt)
+  return { resourcePart, scopePart: Buffer.from(s.buffer.subarray(0, s.pos)) }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// OTLP/JSON (ids in hex, times as decimal strings, as the SDK's JSON serializer writes them)
+
+interface JsonAnyValue {
+  readonly stringValue?: string
+  readonly boolValue?: boolean
+  readonly intValue?: number
+  readonly doubleValue?: number
+  readonly bytesValue?: string
+  readonly arrayValue?: { readonly values: ReadonlyArray<JsonAnyValue> }
+  readonly kvlistValue?: { readonly values: ReadonlyArray<{ readonly key: string; readonly value: JsonAnyValue }> }
+}
+
+const jsonValue = (value: unknown): JsonAnyValue => {
+  switch (typeof value) {
+    case "string":
+      return { stringValue: value }
+    case "boolean":
+      return { boolValue: value }
+    case "number":
+      return Number.isInteger(value) ? { intValue: value } : { doubleValue: value }
+  }
+  if (value instanceof Uint8Array) return { bytesValue: Buffer.from(value).toString("base64") }
+  if (Array.isArray(value)) return { arrayValue: { values: value.map(jsonValue) } }
+  if (typeof value === "object" && value !== null) {
+    return {
+      kvlistValue: {
+        values: Object.keys(value).map((key) => ({ key, value: jsonValue((value as Record<string, unknown>)[key]) }))
+      }
+    }
+  }
+  return {}
+}
+
+const jsonAttributes = (attrs: Attributes | undefined) => {
+  if (attrs === undefined) return []
+  const out: Array<{ key: string; value: JsonAnyValue }> = []
+  for (const key in attrs) {
+    if (Object.prototype.hasOwnProperty.call(attrs, key)) out.push({ key, value: jsonValue(attrs[key]) })
+  }
+  return out
+}
+
+const nanos = (hr: HrTime): string =>
+  (BigInt(Math.trunc(hr[0])) * 1_000_000_000n + BigInt(Math.trunc(hr[1]))).toString()
+
+const jsonSpan = (span: ReadableSpan): string => {
+  const ids = span.spanContext()
+  const parent = span.parentSpanContext
+  return JSON.stringify({
+    traceId: ids.traceId,
+    spanId: ids.spanId,
+    parentSpanId: parent?.spanId ? parent.spanId : undefined,
+    traceState: ids.traceState?.serialize(),
+    name: span.name,
+    kind: span.kind + 1,
+    startTimeUnixNano: nanos(span.startTime),
+    endTimeUnixNano: nanos(span.endTime),
+    attributes: jsonAttributes(span.attributes),
+    droppedAttributesCount: span.droppedAttributesCount,
+    events: span.events.map((e) => ({
+      attributes: jsonAttributes(e.attributes),
+      name: e.name,
+      timeUnixNano: nanos(e.time),
+      droppedAttributesCount: e.droppedAttributesCount ?? 0
+    })),
+    droppedEventsCount: span.droppedEventsCount,
+    status: { code: span.status.code, message: span.status.message },
+    links: span.links.map((l) => ({
+      attributes: jsonAttributes(l.attributes),
+      spanId: l.context.spanId,
+      traceId: l.context.traceId,
+      traceState: l.context.traceState?.serialize(),
+      droppedAttributesCount: l.droppedAttributesCount ?? 0,
+      flags: spanFlags(l.context.traceFlags, l.context.isRemote)
+    })),
+    droppedLinksCount: span.droppedLinksCount,
+    flags: spanFlags(ids.traceFlags, parent?.isRemote)
+  })
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// A batch
+
+/** What every span of a batch shares: the encoding, the resource and the instrumentation scope. */
+export interface Envelope {
+  readonly encoding: Encoding
+  readonly resource: Resource
+  readonly scope: { readonly name: string; readonly version?: string }
+}
+
+/** Encodes the envelope's request prefix once; `open` starts a batch under it. */
+export const envelope = (options: Envelope) => {
+  if (options.encoding === "protobuf") {
+    const { resourcePart, scopePart } = protobufPrefix(options.resource, options.scope)
+    // Room in front of the first span for the request's tags and lengths (each at most 5 + 1 bytes).
+    const head = resourcePart.length + scopePart.length + 18
+    return { open: (): Batch => new ProtobufBatch(head, resourcePart, scopePart) }
+  }
+  const resource = { attributes: jsonAttributes(options.resource.attributes), droppedAttributesCount: 0 }
+  const scope = options.scope.version === undefined
+    ? { name: options.scope.name }
+    : { name: options.scope.name, version: options.scope.version }
+  const prefix = `{"resourceSpans":[{"resource":${JSON.stringify(resource)},"scopeSpans":[{"scope":${
+    JSON.stringify(scope)
+  },"spans":[`
+  return { open: (): Batch => new JsonBatch(prefix) }
+}
+
+/** Spans encoded so far, and the request around them once sealed. */
+export interface Batch {
+  /** How many spans it holds. */
+  readonly count: number
+  /** Encodes one span into the batch (its objects are not kept). */
+  add(span: ReadableSpan): void
+  /** The whole request body (call once, after the last `add`). */
+  seal(): Uint8Array
+}
+
+const initialBytes = 64 * 1024
+
+class ProtobufBatch implements Batch {
+  count = 0
+  private readonly w: Writer
+  constructor(
+    private readonly head: number,
+    private readonly resourcePart: Buffer,
+    private readonly scopePart: Buffer
+  ) {
+    this.w = new Writer(initialBytes, head)
+  }
+
+  add(span: ReadableSpan): void {
+    protobufSpan(this.w, span)
+    this.count++
+  }
+
+  seal(): Uint8Array {
+    const out = this.w.buffer
+    const spansLength = this.w.pos - this.head
+    // Written backwards into the room in front: ScopeSpans, then ResourceSpans, then the request's field.
+    let at = this.head - this.scopePart.length
+    this.scopePart.copy(out, at)
+    const scopeSpansLength = this.scopePart.length + spansLength
+    at = varintBefore(out, at, scopeSpansLength)
+    out[--at] = (2 << 3) | 2
+    at -= this.resourcePart.length
+    this.resourcePart.copy(out, at)
+    at = varintBefore(out, at, this.w.pos - at)
+    out[--at] = (1 << 3) | 2
+    return out.subarray(at, this.w.pos)
+  }
+}
+
+class JsonBatch implements Batch {
+  count = 0
+  private readonly w: Writer
+  constructor(prefix: string) {
+    this.w = new Writer(initialBytes, 0)
+    this.text(prefix)
+  }
+
+  private text(value: string): void {
+    const bytes = Buffer.byteLength(value, "utf8")
+    this.w.ensure(bytes)
+    this.w.pos += this.w.buffer.write(value, this.w.pos, bytes, "utf8")
+  }
+
+  add(span: ReadableSpan): void {
+    this.text(this.count === 0 ? jsonSpan(span) : `,${jsonSpan(span)}`)
+    this.count++
+  }
+
+  seal(): Uint8Array {
+    this.text("]}]}]}")
+    return this.w.buffer.subarray(0, this.w.pos)
+  }
+}
+
+/** The attribute values OpenTelemetry allows (re-exported for the tests' span shapes). */
+export type Value = AttributeValue
