@@ -46,16 +46,38 @@ export const enabled: Effect.Effect<boolean> = Effect.withFiberRuntime((fiber) =
 )
 
 /**
- * The open leaf span of a fiber (see `span`): the current span for Corral's own annotations, events, child spans and
- * log lines, inherited by the fibers it forks, without going into Effect's context.
+ * The open leaf span of one fiber (see `span`): the current span for Corral's own annotations, events, child spans
+ * and log lines, inherited by the fibers it forks, without going into Effect's context.
+ *
+ * A slot the fiber owns and changes in place: setting a fiber ref copies the fiber's whole map of refs, and this is
+ * entered and left for every model call, attempt and tool call. A forked fiber gets its own copy of the slot
+ * (`fork`), a joined one leaves its parent's alone (`join`), and a fiber that holds a slot it does not own (the
+ * shared initial one, or one it came by otherwise) replaces it before its first change.
  */
-const currentLeaf: FiberRef.FiberRef<Tracer.Span | undefined> = FiberRef.unsafeMake<Tracer.Span | undefined>(
-  undefined
-)
+interface LeafSlot {
+  span: Tracer.Span | undefined
+  owner: Fiber.RuntimeFiber<unknown, unknown> | undefined
+}
+const sharedSlot: LeafSlot = { span: undefined, owner: undefined }
+const currentLeaf: FiberRef.FiberRef<LeafSlot> = FiberRef.unsafeMake<LeafSlot>(sharedSlot, {
+  fork: (slot) => slot.span === undefined ? sharedSlot : { span: slot.span, owner: undefined },
+  join: (parent) => parent
+})
+
+/** The slot `fiber` owns (claiming a forked copy), or `undefined` when it must set a fresh one first. */
+const ownSlot = (fiber: Fiber.RuntimeFiber<unknown, unknown>): LeafSlot | undefined => {
+  const slot = fiber.getFiberRef(currentLeaf)
+  if (slot.owner === fiber) return slot
+  if (slot.owner === undefined && slot !== sharedSlot) {
+    slot.owner = fiber
+    return slot
+  }
+  return undefined
+}
 
 /** The span a new span of `fiber` goes under. */
 const parentOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>, context: Context.Context<never>) => {
-  const leaf = fiber.getFiberRef(currentLeaf)
+  const leaf = fiber.getFiberRef(currentLeaf).span
   return leaf === undefined ? Context.getOption(context, EffectTracer.ParentSpan) : Option.some(leaf)
 }
 
@@ -111,8 +133,8 @@ export const span = (
 
 /**
  * Runs `self` with `span` as the fiber's leaf, then restores the one before and calls `end` with `self`'s exit —
- * `Effect.locally` plus `Effect.onExit` in one uninterruptible region with fewer than half their operations: this
- * runs for every model call, attempt and tool call.
+ * `Effect.locally` plus `Effect.onExit` in one uninterruptible region with a third of their operations and no copy
+ * of the fiber's refs (see `LeafSlot`): this runs for every model call, attempt and tool call.
  */
 const inLeaf = <A, E, R>(
   self: Effect.Effect<A, E, R>,
@@ -121,21 +143,24 @@ const inLeaf = <A, E, R>(
 ): Effect.Effect<A, E, R> =>
   Effect.uninterruptibleMask((restore) =>
     Effect.withFiberRuntime<A, E, R>((fiber) => {
-      const previous = fiber.getFiberRef(currentLeaf)
-      const back = FiberRef.set(currentLeaf, previous)
-      return Effect.zipRight(
-        FiberRef.set(currentLeaf, span),
-        Effect.matchCauseEffect(restore(self), {
-          onFailure: (cause) => {
-            end(Exit.failCause(cause))
-            return Effect.zipRight(back, Effect.failCause(cause))
-          },
-          onSuccess: (value) => {
-            end(Exit.succeed(value))
-            return Effect.as(back, value)
-          }
-        })
-      )
+      const owned = ownSlot(fiber)
+      const slot = owned ?? { span: fiber.getFiberRef(currentLeaf).span, owner: fiber }
+      const previous = slot.span
+      slot.span = span
+      const run = Effect.matchCauseEffect(restore(self), {
+        onFailure: (cause) => {
+          slot.span = previous
+          end(Exit.failCause(cause))
+          return Effect.failCause(cause)
+        },
+        onSuccess: (value) => {
+          slot.span = previous
+          end(Exit.succeed(value))
+          return Effect.succeed(value)
+        }
+      })
+      // The first leaf of a fiber that owns no slot yet: one fiber-ref write, then changes in place.
+      return owned === undefined ? Effect.zipRight(FiberRef.set(currentLeaf, slot), run) : run
     })
   )
 
@@ -147,7 +172,7 @@ const inLeaf = <A, E, R>(
  */
 export const asParentOfOthers = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.withFiberRuntime<A, E, R>((fiber) => {
-    const leaf = fiber.getFiberRef(currentLeaf)
+    const leaf = fiber.getFiberRef(currentLeaf).span
     if (leaf === undefined || !fiber.getFiberRef(FiberRef.currentTracerEnabled)) return self
     const context = fiber.getFiberRef(FiberRef.currentContext)
     return Effect.locally(self, FiberRef.currentContext, Context.add(context, EffectTracer.ParentSpan, leaf))
@@ -157,7 +182,7 @@ const none = Option.none<Tracer.Span>()
 
 /** The span a fiber with `refs` is in, whether sampled or not (its leaf, else its context's). */
 export const currentOf = (refs: FiberRefs.FiberRefs): Option.Option<Tracer.Span> => {
-  const leaf = FiberRefs.getOrDefault(refs, currentLeaf)
+  const leaf = FiberRefs.getOrDefault(refs, currentLeaf).span
   if (leaf !== undefined) return Option.some(leaf)
   const parent = Context.getOption(FiberRefs.getOrDefault(refs, FiberRef.currentContext), EffectTracer.ParentSpan)
   return Option.isSome(parent) && parent.value._tag === "Span" ? Option.some(parent.value) : none
@@ -169,7 +194,7 @@ export const currentOf = (refs: FiberRefs.FiberRefs): Option.Option<Tracer.Span>
  */
 const spanOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Option.Option<Tracer.Span> => {
   if (!fiber.getFiberRef(FiberRef.currentTracerEnabled)) return none
-  const leaf = fiber.getFiberRef(currentLeaf)
+  const leaf = fiber.getFiberRef(currentLeaf).span
   if (leaf !== undefined) return leaf.sampled ? Option.some(leaf) : none
   const parent = Context.getOption(fiber.getFiberRef(FiberRef.currentContext), EffectTracer.ParentSpan)
   return Option.isSome(parent) && parent.value._tag === "Span" && parent.value.sampled

@@ -451,13 +451,20 @@ export interface Envelope {
   readonly scope: { readonly name: string; readonly version?: string }
 }
 
-/** Encodes the envelope's request prefix once; `open` starts a batch under it. */
+/**
+ * Encodes the envelope's request prefix once; `open` starts a batch under it, its buffer as large as the last batch
+ * came to (batches are alike: growing a megabyte buffer by doubling would copy it over and over).
+ */
 export const envelope = (options: Envelope) => {
+  let size = initialBytes
+  const sealed = (bytes: number) => {
+    size = Math.max(initialBytes, Math.ceil(bytes * 1.125))
+  }
   if (options.encoding === "protobuf") {
     const { resourcePart, scopePart } = protobufPrefix(options.resource, options.scope)
     // Room in front of the first span for the request's tags and lengths (each at most 5 + 1 bytes).
     const head = resourcePart.length + scopePart.length + 18
-    return { open: (): Batch => new ProtobufBatch(head, resourcePart, scopePart) }
+    return { open: (): Batch => new ProtobufBatch(size, sealed, head, resourcePart, scopePart) }
   }
   const resource = { attributes: jsonAttributes(options.resource.attributes), droppedAttributesCount: 0 }
   const scope = options.scope.version === undefined
@@ -466,7 +473,7 @@ export const envelope = (options: Envelope) => {
   const prefix = `{"resourceSpans":[{"resource":${JSON.stringify(resource)},"scopeSpans":[{"scope":${
     JSON.stringify(scope)
   },"spans":[`
-  return { open: (): Batch => new JsonBatch(prefix) }
+  return { open: (): Batch => new JsonBatch(size, sealed, prefix) }
 }
 
 /** Spans encoded so far, and the request around them once sealed. */
@@ -485,11 +492,13 @@ class ProtobufBatch implements Batch {
   count = 0
   private readonly w: Writer
   constructor(
+    size: number,
+    private readonly sealed: (bytes: number) => void,
     private readonly head: number,
     private readonly resourcePart: Buffer,
     private readonly scopePart: Buffer
   ) {
-    this.w = new Writer(initialBytes, head)
+    this.w = new Writer(size, head)
   }
 
   add(span: ReadableSpan): void {
@@ -510,6 +519,7 @@ class ProtobufBatch implements Batch {
     this.resourcePart.copy(out, at)
     at = varintBefore(out, at, this.w.pos - at)
     out[--at] = (1 << 3) | 2
+    this.sealed(this.w.pos)
     return out.subarray(at, this.w.pos)
   }
 }
@@ -517,8 +527,8 @@ class ProtobufBatch implements Batch {
 class JsonBatch implements Batch {
   count = 0
   private readonly w: Writer
-  constructor(prefix: string) {
-    this.w = new Writer(initialBytes, 0)
+  constructor(size: number, private readonly sealed: (bytes: number) => void, prefix: string) {
+    this.w = new Writer(size, 0)
     this.text(prefix)
   }
 
@@ -535,6 +545,7 @@ class JsonBatch implements Batch {
 
   seal(): Uint8Array {
     this.text("]}]}]}")
+    this.sealed(this.w.pos)
     return this.w.buffer.subarray(0, this.w.pos)
   }
 }
