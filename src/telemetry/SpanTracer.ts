@@ -75,11 +75,12 @@ const hrTime = (nanos: bigint): OtelApi.HrTime => {
 }
 
 // Random ids (the shared pool of CSPRNG bytes, not a random source per id).
+const zeros: Readonly<Record<number, string>> = { 8: "0".repeat(16), 16: "0".repeat(32) }
 const randomHex = (bytes: number): string => {
   for (;;) {
     const id = RandomPool.hex(bytes)
     // An all-zero id is invalid in W3C trace context (odds 2⁻⁶⁴): draw again.
-    if (!/^0+$/.test(id)) return id
+    if (id !== zeros[bytes]) return id
   }
 }
 

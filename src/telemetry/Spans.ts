@@ -109,60 +109,63 @@ export const span = (
     const clock = Context.get(services, Clock.Clock)
     const context = fiber.getFiberRef(FiberRef.currentContext)
     const parent = parentOf(fiber, context)
-    let made: Tracer.Span
     const start = SpanTracer.startOf(tracer)
-    if (start !== undefined) {
-      made = start(name, parent, kind, attributes, clock.unsafeCurrentTimeNanos())
-      // Under an unsampled span: that span again, nothing to end.
-      if (parent._tag === "Some" && made === parent.value) return self
-    } else {
-      made = tracer.span(name(), parent, Context.empty(), [], clock.unsafeCurrentTimeNanos(), kind)
+    const open = (): Tracer.Span => {
+      if (start !== undefined) return start(name, parent, kind, attributes, clock.unsafeCurrentTimeNanos())
+      const made = tracer.span(name(), parent, Context.empty(), [], clock.unsafeCurrentTimeNanos(), kind)
       const built = clean(attributes())
       for (const key in built) made.attribute(key, built[key])
+      return made
     }
-    const opened = made
-    const end = (exit: Exit.Exit<A, E>) => opened.end(clock.unsafeCurrentTimeNanos(), exit)
-    if (options.leaf !== true) {
-      return Effect.onExit(
-        Effect.locally(self, FiberRef.currentContext, Context.add(context, EffectTracer.ParentSpan, opened)),
-        (exit) => Effect.sync(() => end(exit))
-      )
+    if (options.leaf === true) {
+      // Under an unsampled span of Corral's tracer a span is that span again (SpanTracer): nothing to open or end.
+      if (start !== undefined && parent._tag === "Some" && parent.value._tag === "Span" && !parent.value.sampled) {
+        return self
+      }
+      return inLeaf(fiber, self, open, clock)
     }
-    return inLeaf(self, opened, end)
+    const opened = open()
+    // Under an unsampled span: that span again, nothing to end.
+    if (parent._tag === "Some" && opened === parent.value) return self
+    return Effect.onExit(
+      Effect.locally(self, FiberRef.currentContext, Context.add(context, EffectTracer.ParentSpan, opened)),
+      (exit) => Effect.sync(() => opened.end(clock.unsafeCurrentTimeNanos(), exit))
+    )
   })
 
 /**
- * Runs `self` with `span` as the fiber's leaf, then restores the one before and calls `end` with `self`'s exit —
- * `Effect.locally` plus `Effect.onExit` in one uninterruptible region with a third of their operations and no copy
- * of the fiber's refs (see `LeafSlot`): this runs for every model call, attempt and tool call.
+ * Runs `self` in a span `open()` makes as `fiber`'s leaf, then restores the one before and ends the span with
+ * `self`'s exit — `Effect.locally` plus `Effect.onExit` in one uninterruptible region (the span opens inside it, so
+ * an interruption cannot leave it open) with a third of their operations and no copy of the fiber's refs (see
+ * `LeafSlot`): this runs for every model call, attempt and tool call.
  */
 const inLeaf = <A, E, R>(
+  fiber: Fiber.RuntimeFiber<unknown, unknown>,
   self: Effect.Effect<A, E, R>,
-  span: Tracer.Span,
-  end: (exit: Exit.Exit<A, E>) => void
+  open: () => Tracer.Span,
+  clock: Clock.Clock
 ): Effect.Effect<A, E, R> =>
-  Effect.uninterruptibleMask((restore) =>
-    Effect.withFiberRuntime<A, E, R>((fiber) => {
-      const owned = ownSlot(fiber)
-      const slot = owned ?? { span: fiber.getFiberRef(currentLeaf).span, owner: fiber }
-      const previous = slot.span
-      slot.span = span
-      const run = Effect.matchCauseEffect(restore(self), {
-        onFailure: (cause) => {
-          slot.span = previous
-          end(Exit.failCause(cause))
-          return Effect.failCause(cause)
-        },
-        onSuccess: (value) => {
-          slot.span = previous
-          end(Exit.succeed(value))
-          return Effect.succeed(value)
-        }
-      })
-      // The first leaf of a fiber that owns no slot yet: one fiber-ref write, then changes in place.
-      return owned === undefined ? Effect.zipRight(FiberRef.set(currentLeaf, slot), run) : run
+  Effect.uninterruptibleMask((restore) => {
+    const span = open()
+    const owned = ownSlot(fiber)
+    const slot = owned ?? { span: fiber.getFiberRef(currentLeaf).span, owner: fiber }
+    const previous = slot.span
+    slot.span = span
+    const run = Effect.matchCauseEffect(restore(self), {
+      onFailure: (cause) => {
+        slot.span = previous
+        span.end(clock.unsafeCurrentTimeNanos(), Exit.failCause(cause))
+        return Effect.failCause(cause)
+      },
+      onSuccess: (value) => {
+        slot.span = previous
+        span.end(clock.unsafeCurrentTimeNanos(), Exit.succeed(value))
+        return Effect.succeed(value)
+      }
     })
-  )
+    // The first leaf of a fiber that owns no slot yet: one fiber-ref write, then changes in place.
+    return owned === undefined ? Effect.zipRight(FiberRef.set(currentLeaf, slot), run) : run
+  })
 
 /**
  * Runs `self` with the fiber's leaf span (see `span`) as the parent of the spans other libraries make inside it —

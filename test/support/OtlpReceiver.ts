@@ -101,63 +101,74 @@ const metricsOf = (body: any): Array<MetricPoint> =>
   )
 /* eslint-enable @typescript-eslint/no-explicit-any */
 
-/** Starts a receiver for the scope; closed with it. */
-export const make: Effect.Effect<Receiver, never, Scope.Scope> = Effect.acquireRelease(
-  Effect.promise(() => {
-    const spans: Array<Span> = []
-    const metrics: Array<MetricPoint> = []
-    const requests: Array<{ path: string; contentType: string; headers: http.IncomingHttpHeaders; body: Buffer }> = []
-    const server = http.createServer((request, response) => {
-      const chunks: Array<Buffer> = []
-      request.on("data", (chunk: Buffer) => chunks.push(chunk))
-      request.on("end", () => {
-        const path = request.url ?? ""
-        const contentType = request.headers["content-type"] ?? ""
-        const body = Buffer.concat(chunks)
-        requests.push({ path, contentType, headers: request.headers, body })
-        // The protobuf protocol is kept raw (see `requests`), answered with an empty ExportServiceResponse.
-        if (request.method === "POST" && contentType.startsWith("application/x-protobuf")) {
-          response.writeHead(200, { "content-type": "application/x-protobuf" }).end()
-          return
-        }
-        if (request.method !== "POST" || !contentType.startsWith("application/json")) {
-          response.writeHead(415, { "content-type": "application/json" }).end("{}")
-          return
-        }
-        try {
-          const body: unknown = JSON.parse(Buffer.concat(chunks).toString("utf8"))
-          if (path === "/v1/traces") spans.push(...spansOf(body))
-          else if (path === "/v1/metrics") metrics.push(...metricsOf(body))
-          else {
-            response.writeHead(404).end()
+/**
+ * Starts a receiver for the scope; closed with it. `refuseTraces`: answer every `/v1/traces` request with that
+ * status (kept in `requests`, not decoded) — a collector that refuses what it is sent.
+ */
+export const makeWith = (options: { readonly refuseTraces?: number }): Effect.Effect<Receiver, never, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.promise(() => {
+      const spans: Array<Span> = []
+      const metrics: Array<MetricPoint> = []
+      const requests: Array<{ path: string; contentType: string; headers: http.IncomingHttpHeaders; body: Buffer }> = []
+      const server = http.createServer((request, response) => {
+        const chunks: Array<Buffer> = []
+        request.on("data", (chunk: Buffer) => chunks.push(chunk))
+        request.on("end", () => {
+          const path = request.url ?? ""
+          const contentType = request.headers["content-type"] ?? ""
+          const body = Buffer.concat(chunks)
+          requests.push({ path, contentType, headers: request.headers, body })
+          if (options.refuseTraces !== undefined && path === "/v1/traces") {
+            response.writeHead(options.refuseTraces, { "content-type": "application/json" }).end("{}")
             return
           }
-          response.writeHead(200, { "content-type": "application/json" }).end("{}")
-        } catch {
-          response.writeHead(400).end()
-        }
-      })
-    })
-    return new Promise<{ server: http.Server; receiver: Receiver }>((resolve) =>
-      server.listen(0, "127.0.0.1", () => {
-        const port = (server.address() as AddressInfo).port
-        resolve({
-          server,
-          receiver: {
-            endpoint: `http://127.0.0.1:${port}`,
-            spans: () => spans,
-            metrics: () => metrics,
-            requests: () => requests
+          // The protobuf protocol is kept raw (see `requests`), answered with an empty ExportServiceResponse.
+          if (request.method === "POST" && contentType.startsWith("application/x-protobuf")) {
+            response.writeHead(200, { "content-type": "application/x-protobuf" }).end()
+            return
+          }
+          if (request.method !== "POST" || !contentType.startsWith("application/json")) {
+            response.writeHead(415, { "content-type": "application/json" }).end("{}")
+            return
+          }
+          try {
+            const body: unknown = JSON.parse(Buffer.concat(chunks).toString("utf8"))
+            if (path === "/v1/traces") spans.push(...spansOf(body))
+            else if (path === "/v1/metrics") metrics.push(...metricsOf(body))
+            else {
+              response.writeHead(404).end()
+              return
+            }
+            response.writeHead(200, { "content-type": "application/json" }).end("{}")
+          } catch {
+            response.writeHead(400).end()
           }
         })
       })
-    )
-  }),
-  ({ server }) =>
-    Effect.promise(() =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections()
-        server.close(() => resolve())
-      })
-    )
-).pipe(Effect.map(({ receiver }) => receiver))
+      return new Promise<{ server: http.Server; receiver: Receiver }>((resolve) =>
+        server.listen(0, "127.0.0.1", () => {
+          const port = (server.address() as AddressInfo).port
+          resolve({
+            server,
+            receiver: {
+              endpoint: `http://127.0.0.1:${port}`,
+              spans: () => spans,
+              metrics: () => metrics,
+              requests: () => requests
+            }
+          })
+        })
+      )
+    }),
+    ({ server }) =>
+      Effect.promise(() =>
+        new Promise<void>((resolve) => {
+          server.closeAllConnections()
+          server.close(() => resolve())
+        })
+      )
+  ).pipe(Effect.map(({ receiver }) => receiver))
+
+/** A receiver that takes everything (see `makeWith`). */
+export const make: Effect.Effect<Receiver, never, Scope.Scope> = makeWith({})
