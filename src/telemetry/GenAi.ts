@@ -23,8 +23,10 @@ import * as Tracing from "./Tracing.js"
 export const vendorOf = (provider: ModelProvider | undefined): string => provider?.vendor ?? "_OTHER"
 
 /**
- * Model calls, their attempts and tool calls are leaf spans (`Spans.span`): not put into Effect's context, which is
- * what most of a span's cost was; the adapters' HTTP request spans still nest under the attempt
+ * Bursts, model calls, their attempts and tool calls are leaf spans (`Spans.span`): not put into Effect's context.
+ * That propagation was most of what a span cost, and for the burst span — in the context of every operation of the
+ * burst and every fiber it forks — it was half of what telemetry cost a turn (docs/benchmarks.md, "Telemetry cost,
+ * the exporter of our own"). The adapters' HTTP request spans still nest under the attempt
  * (`Spans.asParentOfOthers`).
  */
 const leaf = { leaf: true } as const
@@ -132,17 +134,22 @@ export const invokeAgent = <Req extends BurstRequest, A extends { readonly traje
         )
       ),
       Effect.ensuring(Effect.sync(() => Metrics.add(Metrics.burstsActive, -1))),
-      Spans.span(() => `invoke_agent ${spec.name}`, () => ({
-        "gen_ai.operation.name": "invoke_agent",
-        "gen_ai.agent.id": spec.id,
-        "gen_ai.agent.name": spec.name,
-        "gen_ai.agent.version": String(spec.version),
-        "gen_ai.conversation.id": session.id,
-        "corral.session.id": session.id,
-        "corral.org_id": session.principal.orgId,
-        "corral.scope": session.scope,
-        "corral.tier": spec.tier
-      })),
+      Spans.span(
+        () => `invoke_agent ${spec.name}`,
+        () => ({
+          "gen_ai.operation.name": "invoke_agent",
+          "gen_ai.agent.id": spec.id,
+          "gen_ai.agent.name": spec.name,
+          "gen_ai.agent.version": String(spec.version),
+          "gen_ai.conversation.id": session.id,
+          "corral.session.id": session.id,
+          "corral.org_id": session.principal.orgId,
+          "corral.scope": session.scope,
+          "corral.tier": spec.tier
+        }),
+        "internal",
+        leaf
+      ),
       Effect.annotateLogs("session_id", session.id)
     )
   })

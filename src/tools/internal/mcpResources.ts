@@ -15,6 +15,7 @@ import { Ajv } from "ajv"
 import type { ValidateFunction } from "ajv"
 import { Duration, Effect, Either } from "effect"
 import { Limits } from "../../rails/Limits.js"
+import * as Spans from "../../telemetry/Spans.js"
 import type { PromptRef, ToolContext, ToolDef, ToolOutcome } from "../ToolExecutor.js"
 import * as Arguments from "./arguments.js"
 import type { Entry } from "./mcpCall.js"
@@ -137,7 +138,9 @@ export const readResource = (
       onFailure: (message) => Texts.toolError(READ_RESOURCE, `${message} (reading ${uri})`),
       onSuccess: (result): ToolOutcome => ({ content: renderContents(result.contents), isError: false })
     }),
-    Effect.withSpan("mcp.read_resource", { attributes: { "mcp.server": server, "mcp.timeout_ms": ms } })
+    Spans.span(() => "mcp.read_resource", () => ({ "mcp.server": server, "mcp.timeout_ms": ms }), "client", {
+      leaf: true
+    })
   )
 }
 
