@@ -189,8 +189,8 @@ export const all: ReadonlyArray<EnvVar> = [
   {
     name: "OTEL_EXPORTER_OTLP_PROTOCOL",
     key: "telemetry.protocol",
-    description: "\"http/json\" or \"http/protobuf\" (a collector's 4318 port takes both)",
-    default: "http/json"
+    description: "\"http/protobuf\" or \"http/json\" (a collector's 4318 port takes both; protobuf costs less to send)",
+    default: "http/protobuf"
   },
   {
     name: "OTEL_EXPORTER_OTLP_HEADERS",

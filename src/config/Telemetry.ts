@@ -77,7 +77,7 @@ export interface SpanBatching {
 
 /** The defaults: no export, service `corral`, everything sampled, content never captured, logs by terminal. */
 export const defaults: TelemetrySettings = {
-  protocol: "http/json",
+  protocol: "http/protobuf",
   serviceName: "corral",
   resourceAttributes: {},
   sampler: "parentbased_always_on",

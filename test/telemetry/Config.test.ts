@@ -55,7 +55,7 @@ describe("telemetry settings", () => {
       })
       expect({ ...telemetry, headers: telemetry.headers && Redacted.value(telemetry.headers) }).toEqual({
         endpoint: "http://collector:4318",
-        protocol: "http/json",
+        protocol: "http/protobuf",
         headers: [["authorization", "Bearer abc"], ["x-team", "sre"]],
         serviceName: "corral-prod",
         resourceAttributes: { "deployment.environment": "prod", "service.namespace": "agents" },

@@ -32,6 +32,7 @@ it.scopedLive(
       yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
       const child = corral(["serve", "--port", "0", "--memory"], {
         OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
+        OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
         OTEL_EXPORTER_OTLP_HEADERS: "x-collector-token=e2e%20token",
         OTEL_SERVICE_NAME: "corral-e2e",
         OTEL_RESOURCE_ATTRIBUTES: "deployment.environment=test",

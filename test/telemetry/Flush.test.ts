@@ -15,7 +15,9 @@ describe("Telemetry.flush", () => {
   it.scopedLive("sends every ended span and the metrics now, with the layer still open", () =>
     Effect.gen(function*() {
       const receiver = yield* OtlpReceiver.make
-      const context = yield* Layer.build(Telemetry.layer({ ...TelemetryConfig.defaults, endpoint: receiver.endpoint }))
+      const context = yield* Layer.build(
+        Telemetry.layer({ ...TelemetryConfig.defaults, endpoint: receiver.endpoint, protocol: "http/json" })
+      )
       yield* Effect.sync(() =>
         Metrics.add(Metrics.bursts, 1, "corral.exit_reason", "completed", "corral.tier", "flush")
       )

@@ -1,6 +1,7 @@
 /**
- * `OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf`: the telemetry layer sends traces and metrics as OTLP protobuf (the
- * `-proto` exporters), to a real HTTP receiver, and flushes both when it closes.
+ * `OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf`: the telemetry layer sends traces (Corral's own encoder, OtlpSpans:
+ * the SDK serializer's bytes, test/telemetry/OtlpEncoding.test.ts) and metrics (the SDK's `-proto` exporter) as OTLP
+ * protobuf, to a real HTTP receiver, and flushes both when it closes.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Layer, Scope } from "effect"

@@ -249,7 +249,7 @@ void Harness.main<SessionView, string>(async (options) => {
   const otlp = options.flags.get("otlp")
   // `--sampler NAME` (with `--otlp`): the trace sampler, as OTEL_TRACES_SAMPLER names it (default parentbased_always_on).
   const sampler = options.flags.get("sampler") as Telemetry.Settings["sampler"] | undefined
-  // `--protocol http/json|http/protobuf` (with `--otlp`): the OTLP encoding (default http/json).
+  // `--protocol http/json|http/protobuf` (with `--otlp`): the OTLP encoding (default: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf).
   const protocol = options.flags.get("protocol") as Telemetry.Settings["protocol"] | undefined
   // Provided UNDER Corral: the actors are forked while Corral's layers are built, and take its tracer (and the
   // fiber counter) from there.
