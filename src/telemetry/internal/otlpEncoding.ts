@@ -133,28 +133,12 @@ class Writer {
     this.pos += this.buffer.write(value, this.pos, bytes, "utf8")
   }
 
-  /** A hex id (trace or span id) as its bytes (decoded here: a native call per id cost more than the id). */
+  /** A hex id (trace or span id) as its bytes. */
   hex(value: string): void {
     const bytes = value.length >>> 1
     this.varint32(bytes)
     this.ensure(bytes)
-    const out = this.buffer
-    let at = this.pos
-    for (let i = 0; i < value.length; i += 2) {
-      out[at++] = (nibble(value.charCodeAt(i)) << 4) | nibble(value.charCodeAt(i + 1))
-    }
-    this.pos = at
-  }
-
-  /** Bytes already encoded, as they are. */
-  raw(bytes: Uint8Array): void {
-    const length = bytes.length
-    this.ensure(length)
-    const out = this.buffer
-    const at = this.pos
-    if (length > 64) out.set(bytes, at)
-    else for (let i = 0; i < length; i++) out[at + i] = bytes[i]!
-    this.pos = at + length
+    this.pos += this.buffer.write(value, this.pos, bytes, "hex")
   }
 
   /** Reserves one byte for a length that `finish` fills (shifting the message when it needs more). */
@@ -182,9 +166,6 @@ class Writer {
     this.buffer[p] = v
   }
 }
-
-/** The value of one hex digit (either case). */
-const nibble = (c: number): number => c <= 57 ? c - 48 : (c | 32) - 87
 
 const varintSize = (value: number): number =>
   value < 0x80 ? 1 : value < 0x4000 ? 2 : value < 0x200000 ? 3 : value < 0x10000000 ? 4 : 5
@@ -261,41 +242,11 @@ const keyValue = (w: Writer, key: string, value: unknown): void => {
   w.finish(at)
 }
 
-/**
- * Encoded `KeyValue` messages (length first, no tag) of attributes whose values repeat — operation names,
- * providers, models, tools, servers, flags — by key, then value: most of a span's attributes are these, and copying
- * their bytes costs a fraction of encoding them. Bounded; values of `*.id` keys and long strings are not kept.
- */
-const repeated = new Map<string, Map<string | boolean, Uint8Array>>()
-let repeatedCount = 0
-const repeatedMax = 4096
-let scratch: Writer | undefined
-
-const cacheable = (key: string, value: unknown): value is string | boolean =>
-  typeof value === "boolean" || (typeof value === "string" && value.length <= 64 && !key.endsWith(".id"))
-
-const cachedKeyValue = (key: string, value: string | boolean): Uint8Array | undefined => {
-  let byValue = repeated.get(key)
-  const found = byValue?.get(value)
-  if (found !== undefined || repeatedCount >= repeatedMax) return found
-  const w = scratch ??= new Writer(1024, 0)
-  w.pos = 0
-  keyValue(w, key, value)
-  const bytes = Uint8Array.prototype.slice.call(w.buffer, 0, w.pos)
-  if (byValue === undefined) repeated.set(key, byValue = new Map())
-  byValue.set(value, bytes)
-  repeatedCount++
-  return bytes
-}
-
 const attributes = (w: Writer, attrs: Attributes, field: number): void => {
   for (const key in attrs) {
     if (!Object.prototype.hasOwnProperty.call(attrs, key)) continue
-    const value = attrs[key]
     w.tag(field, 2)
-    const cached = cacheable(key, value) ? cachedKeyValue(key, value) : undefined
-    if (cached !== undefined) w.raw(cached)
-    else keyValue(w, key, value)
+    keyValue(w, key, attrs[key])
   }
 }
 
