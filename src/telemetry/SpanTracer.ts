@@ -27,6 +27,7 @@ import type { ReadableSpan, Sampler, SpanProcessor, TimedEvent } from "@opentele
 import type { Exit, Option } from "effect"
 import { Cause, Context, DefaultServices, Tracer as EffectTracer } from "effect"
 import * as RandomPool from "../internal/randomPool.js"
+import type * as OtlpEncoding from "./internal/otlpEncoding.js"
 
 /** The parts of @opentelemetry/api the tracer uses (passed in: the API is loaded only when telemetry is on). */
 export interface Api {
@@ -68,11 +69,11 @@ export const scope: { readonly name: string } = { name: "corral" }
  * Epoch nanoseconds as OpenTelemetry's `[seconds, nanoseconds]`, in floating point (exact to 256 ns at today's
  * epoch, finer than the clocks that stamp spans): BigInt division allocates, and this runs three times per span.
  */
-const hrTime = (nanos: bigint): OtelApi.HrTime => {
-  const n = Number(nanos)
+const hrTimeOf = (n: number): OtelApi.HrTime => {
   const seconds = Math.floor(n / 1e9)
   return [seconds, Math.max(0, Math.min(999_999_999, Math.round(n - seconds * 1e9)))]
 }
+const hrTime = (nanos: bigint): OtelApi.HrTime => hrTimeOf(Number(nanos))
 
 // Random ids (the shared pool of CSPRNG bytes, not a random source per id).
 const zeros: Readonly<Record<number, string>> = { 8: "0".repeat(16), 16: "0".repeat(32) }
@@ -116,6 +117,39 @@ export const attributesOf = (attributes: Readonly<Record<string, unknown>>): Ote
   return out
 }
 
+/**
+ * Attributes held as two parallel arrays (key i has value i), the way the encoder reads them: no object whose shape
+ * grows property by property per span, and no `for…in` over objects of many shapes when the span is encoded.
+ */
+export interface AttributeArrays {
+  readonly keys: Array<string>
+  readonly values: Array<OtelApi.AttributeValue>
+}
+
+/** Appends `attributes` (`undefined` values left out, the rest converted) to `into`, up to `maxAttributes`. */
+const append = (into: AttributeArrays, attributes: Readonly<Record<string, unknown>>): number => {
+  let dropped = 0
+  for (const key in attributes) {
+    const value = attributes[key]
+    if (value === undefined) continue
+    const at = into.keys.indexOf(key)
+    if (at >= 0) into.values[at] = attributeValue(value)
+    else if (into.keys.length >= maxAttributes) dropped++
+    else {
+      into.keys.push(key)
+      into.values.push(attributeValue(value))
+    }
+  }
+  return dropped
+}
+
+/** The object form of attribute arrays (what the SDK's `ReadableSpan.attributes` is). */
+const objectOf = (arrays: AttributeArrays): OtelApi.Attributes => {
+  const out: OtelApi.Attributes = {}
+  for (let i = 0; i < arrays.keys.length; i++) out[arrays.keys[i]!] = arrays.values[i]
+  return out
+}
+
 /** One span behind Effect's `Span` interface; a sampled one goes to the processor as a `ReadableSpan` when it ends. */
 class RecordedSpan implements EffectTracer.Span {
   readonly _tag = "Span"
@@ -127,12 +161,11 @@ class RecordedSpan implements EffectTracer.Span {
   readonly links: Array<EffectTracer.SpanLink>
   status: EffectTracer.SpanStatus
   private readonly otelKind: OtelApi.SpanKind
-  private readonly startHr: OtelApi.HrTime
-  private readonly otelAttributes: OtelApi.Attributes
+  private readonly startNanos: number
+  private readonly otelAttributes: AttributeArrays
   private readonly otelLinks: Array<OtelApi.Link>
-  private readonly events: Array<TimedEvent> = []
-  private attributeCount: number
-  private droppedAttributes = 0
+  private events: Array<TimedEvent> | undefined = undefined
+  private droppedAttributes: number
   private droppedEvents = 0
 
   constructor(
@@ -145,18 +178,21 @@ class RecordedSpan implements EffectTracer.Span {
     readonly kind: EffectTracer.SpanKind,
     private readonly ids: OtelApi.SpanContext,
     private readonly parentIds: OtelApi.SpanContext | undefined,
-    attributes: OtelApi.Attributes
+    attributes: AttributeArrays,
+    dropped: number
   ) {
     this.spanId = ids.spanId
     this.traceId = ids.traceId
     this.sampled = (ids.traceFlags & 1) === 1
-    this.links = links.slice()
-    this.otelLinks = links.map((l) => ({ context: contextOf(l.span), attributes: attributesOf(l.attributes) }))
+    this.links = links.length === 0 ? [] : links.slice()
+    this.otelLinks = links.length === 0
+      ? []
+      : links.map((l) => ({ context: contextOf(l.span), attributes: attributesOf(l.attributes) }))
     this.otelKind = kinds[kind]
-    this.startHr = hrTime(startTime)
+    this.startNanos = Number(startTime)
     this.status = { _tag: "Started", startTime }
     this.otelAttributes = attributes
-    this.attributeCount = Object.keys(attributes).length
+    this.droppedAttributes = dropped
   }
 
   /** Its ids, as OpenTelemetry writes them (a child's trace id, flags and state come from here). */
@@ -166,14 +202,20 @@ class RecordedSpan implements EffectTracer.Span {
 
   attribute(key: string, value: unknown): void {
     if (!this.sampled || this.status._tag === "Ended") return
-    if (!(key in this.otelAttributes)) {
-      if (this.attributeCount >= maxAttributes) {
-        this.droppedAttributes++
-        return
-      }
-      this.attributeCount++
+    const { keys, values } = this.otelAttributes
+    const at = keys.indexOf(key)
+    if (at >= 0) values[at] = attributeValue(value)
+    else if (keys.length >= maxAttributes) this.droppedAttributes++
+    else {
+      keys.push(key)
+      values.push(attributeValue(value))
     }
-    this.otelAttributes[key] = attributeValue(value)
+  }
+
+  /** Sets every defined attribute of `attributes` (one call for an annotation of many). */
+  annotate(attributes: Readonly<Record<string, unknown>>): void {
+    if (!this.sampled || this.status._tag === "Ended") return
+    this.droppedAttributes += append(this.otelAttributes, attributes)
   }
 
   event(name: string, startTime: bigint, attributes?: Record<string, unknown>): void {
@@ -182,11 +224,12 @@ class RecordedSpan implements EffectTracer.Span {
   }
 
   private record(name: string, time: OtelApi.HrTime, attributes: OtelApi.Attributes): void {
-    if (this.events.length >= maxEvents) {
-      this.events.shift()
+    const events = this.events ??= []
+    if (events.length >= maxEvents) {
+      events.shift()
       this.droppedEvents++
     }
-    this.events.push({ name, time, attributes, droppedAttributesCount: 0 })
+    events.push({ name, time, attributes, droppedAttributesCount: 0 })
   }
 
   addLinks(links: ReadonlyArray<EffectTracer.SpanLink>): void {
@@ -203,57 +246,63 @@ class RecordedSpan implements EffectTracer.Span {
       this.status = { _tag: "Ended", startTime, endTime, exit }
       return
     }
-    const at = hrTime(endTime)
-    let status: OtelApi.SpanStatus = { code: OK }
+    let status: OtelApi.SpanStatus = ok
     if (exit._tag === "Failure") {
       if (Cause.isInterruptedOnly(exit.cause)) this.attribute("status.interrupted", true)
       else {
         const first = Cause.prettyErrors(exit.cause)[0]
         if (first !== undefined) {
-          this.record("exception", at, exceptionAttributes(first))
+          this.record("exception", hrTime(endTime), exceptionAttributes(first))
           status = { code: ERROR, message: first.message }
         }
       }
     }
     this.status = { _tag: "Ended", startTime, endTime, exit }
-    const span = new Finished(
-      this.name,
-      this.otelKind,
-      this.ids,
-      this.parentIds,
-      this.startHr,
-      at,
-      status,
-      this.otelAttributes,
-      this.otelLinks,
-      this.events,
-      hrTime(endTime > startTime ? endTime - startTime : 0n),
-      this.pipeline.resource,
-      this.droppedAttributes,
-      this.droppedEvents
+    this.pipeline.processor.onEnd(
+      new Finished(
+        this.name,
+        this.otelKind,
+        this.ids,
+        this.parentIds,
+        this.startNanos,
+        Number(endTime),
+        status,
+        this.otelAttributes,
+        this.otelLinks,
+        this.events ?? noEvents,
+        this.pipeline.resource,
+        this.droppedAttributes,
+        this.droppedEvents
+      )
     )
-    this.pipeline.processor.onEnd(span)
   }
 }
 
-/** A finished span as the SDK's processors and exporters read it (one shape for every span). */
-class Finished implements ReadableSpan {
+const ok: OtelApi.SpanStatus = { code: OK }
+const noEvents: Array<TimedEvent> = []
+
+/**
+ * A finished span as the SDK's processors and exporters read it (one shape for every span). Corral's encoder
+ * (`internal/otlpEncoding`) reads the attribute arrays and the epoch nanoseconds directly; the SDK's `attributes`,
+ * `startTime`, `endTime` and `duration` are made only when something else asks for them.
+ */
+class Finished implements ReadableSpan, OtlpEncoding.Compact {
   readonly ended = true
   readonly instrumentationScope = scope
   readonly droppedLinksCount = 0
   readonly parentSpanContext?: OtelApi.SpanContext
+  private madeAttributes: OtelApi.Attributes | undefined = undefined
   constructor(
     readonly name: string,
     readonly kind: OtelApi.SpanKind,
     private readonly ids: OtelApi.SpanContext,
     parent: OtelApi.SpanContext | undefined,
-    readonly startTime: OtelApi.HrTime,
-    readonly endTime: OtelApi.HrTime,
+    readonly startNanos: number,
+    readonly endNanos: number,
     readonly status: OtelApi.SpanStatus,
-    readonly attributes: OtelApi.Attributes,
+    readonly attributeArrays: AttributeArrays,
     readonly links: Array<OtelApi.Link>,
     readonly events: Array<TimedEvent>,
-    readonly duration: OtelApi.HrTime,
     readonly resource: Resource,
     readonly droppedAttributesCount: number,
     readonly droppedEventsCount: number
@@ -262,6 +311,18 @@ class Finished implements ReadableSpan {
   }
   spanContext(): OtelApi.SpanContext {
     return this.ids
+  }
+  get attributes(): OtelApi.Attributes {
+    return this.madeAttributes ??= objectOf(this.attributeArrays)
+  }
+  get startTime(): OtelApi.HrTime {
+    return hrTimeOf(this.startNanos)
+  }
+  get endTime(): OtelApi.HrTime {
+    return hrTimeOf(this.endNanos)
+  }
+  get duration(): OtelApi.HrTime {
+    return hrTimeOf(Math.max(0, this.endNanos - this.startNanos))
   }
 }
 
@@ -313,17 +374,19 @@ export const make = (pipeline: Pipeline): EffectTracer.Tracer => {
     links: ReadonlyArray<EffectTracer.SpanLink>,
     startTime: bigint,
     kind: EffectTracer.SpanKind,
-    attributes: OtelApi.Attributes
+    attributes: Readonly<Record<string, unknown>>
   ): RecordedSpan => {
     const spanId = randomHex(8)
     const local = parent._tag === "Some" && parent.value instanceof RecordedSpan ? parent.value : undefined
+    const arrays: AttributeArrays = { keys: [], values: [] }
     if (local !== undefined) {
       // A local parent's decision is its children's (see the module header).
       const of = local.spanContext()
       const ids: OtelApi.SpanContext = of.traceState === undefined
         ? { traceId: of.traceId, spanId, traceFlags: of.traceFlags }
         : { traceId: of.traceId, spanId, traceFlags: of.traceFlags, traceState: of.traceState }
-      return new RecordedSpan(pipeline, name, parent, context, links, startTime, kind, ids, of, attributes)
+      const dropped = local.sampled ? append(arrays, attributes) : 0
+      return new RecordedSpan(pipeline, name, parent, context, links, startTime, kind, ids, of, arrays, dropped)
     }
     const remote = parent._tag === "Some" ? contextOf(parent.value) : undefined
     const traceId = remote?.traceId ?? randomHex(16)
@@ -331,16 +394,19 @@ export const make = (pipeline: Pipeline): EffectTracer.Tracer => {
       ? pipeline.api.ROOT_CONTEXT
       : pipeline.api.trace.setSpanContext(pipeline.api.ROOT_CONTEXT, remote)
     const otelLinks = links.map((l) => ({ context: contextOf(l.span), attributes: attributesOf(l.attributes) }))
-    const decision = pipeline.sampler.shouldSample(parentContext, traceId, name, kinds[kind], attributes, otelLinks)
+    const converted = attributesOf(attributes)
+    const decision = pipeline.sampler.shouldSample(parentContext, traceId, name, kinds[kind], converted, otelLinks)
     const sampled = decision.decision === RECORD_AND_SAMPLED
     const traceState = decision.traceState ?? remote?.traceState
     const ids: OtelApi.SpanContext = traceState === undefined
       ? { traceId, spanId, traceFlags: sampled ? 1 : 0 }
       : { traceId, spanId, traceFlags: sampled ? 1 : 0, traceState }
-    const initial = sampled && decision.attributes !== undefined
-      ? { ...attributes, ...attributesOf(decision.attributes) }
-      : attributes
-    return new RecordedSpan(pipeline, name, parent, context, links, startTime, kind, ids, remote, initial)
+    let dropped = 0
+    if (sampled) {
+      dropped = append(arrays, converted)
+      if (decision.attributes !== undefined) dropped += append(arrays, decision.attributes)
+    }
+    return new RecordedSpan(pipeline, name, parent, context, links, startTime, kind, ids, remote, arrays, dropped)
   }
   const made = EffectTracer.make({
     span: (name, parent, context, links, startTime, kind) => open(name, parent, context, links, startTime, kind, {}),
@@ -348,7 +414,14 @@ export const make = (pipeline: Pipeline): EffectTracer.Tracer => {
   })
   starts.set(made, (name, parent, kind, attributes, startTime) => {
     if (parent._tag === "Some" && parent.value instanceof RecordedSpan && !parent.value.sampled) return parent.value
-    return open(name(), parent, emptyContext, noLinks, startTime, kind, attributesOf(attributes()))
+    return open(name(), parent, emptyContext, noLinks, startTime, kind, attributes())
   })
   return made
+}
+
+/** Sets every defined attribute of `attributes` on `span` in one call when it is one of Corral's spans. */
+export const annotate = (span: EffectTracer.Span, attributes: Readonly<Record<string, unknown>>): boolean => {
+  if (!(span instanceof RecordedSpan)) return false
+  span.annotate(attributes)
+  return true
 }

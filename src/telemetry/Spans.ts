@@ -221,6 +221,8 @@ export const annotate = (attributes: () => Attributes): Effect.Effect<void> =>
     const span = spanOf(fiber)
     if (Option.isNone(span)) return Effect.void
     const built = attributes()
+    // Corral's own spans take the whole annotation in one call.
+    if (SpanTracer.annotate(span.value, built)) return Effect.void
     for (const key in built) {
       const value = built[key]
       if (value === undefined) continue

@@ -10,9 +10,13 @@ import { describe, expect, it } from "@effect/vitest"
 import * as api from "@opentelemetry/api"
 import { JsonTraceSerializer, ProtobufTraceSerializer } from "@opentelemetry/otlp-transformer"
 import { resourceFromAttributes } from "@opentelemetry/resources"
+import { AlwaysOnSampler } from "@opentelemetry/sdk-trace-base"
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base"
+import { Effect, Layer } from "effect"
 import * as OtlpEncoding from "../../src/telemetry/internal/otlpEncoding.js"
 import * as OtlpSpans from "../../src/telemetry/OtlpSpans.js"
+import * as Spans from "../../src/telemetry/Spans.js"
+import * as SpanTracer from "../../src/telemetry/SpanTracer.js"
 
 const resource = resourceFromAttributes({ "service.name": "encoding-test", "deployment.environment": "ci", n: 3 })
 const scope = { name: "corral" }
@@ -121,6 +125,70 @@ describe("OTLP encoding", () => {
     }
     const many = Array.from({ length: 50 }, (_, i) => shapes[i % shapes.length]!)
     expect(text(encode("json", many))).toEqual(text(JsonTraceSerializer.serializeRequest(many)!))
+  })
+})
+
+/**
+ * Spans as Corral's tracer finishes them: their attributes are two arrays and their times epoch nanoseconds, which the
+ * encoder reads directly, while the SDK's serializers read the `ReadableSpan` fields made from them on demand.
+ */
+const tracerSpans = (): Promise<ReadonlyArray<ReadableSpan>> => {
+  const finished: Array<ReadableSpan> = []
+  const tracer = Layer.setTracer(SpanTracer.make({
+    api,
+    processor: { onEnd: (s) => finished.push(s) },
+    resource,
+    sampler: new AlwaysOnSampler()
+  }))
+  const leaf = { leaf: true } as const
+  const program = Effect.gen(function*() {
+    yield* Spans.annotate(() => ({
+      "gen_ai.response.finish_reasons": ["tool_calls"],
+      "gen_ai.usage.input_tokens": 10,
+      "corral.ratio": 0.5,
+      "corral.truncated": true,
+      "corral.text": "café — 日本語",
+      "corral.skipped": undefined
+    }))
+    // The same key again: the value is replaced, the key keeps its place.
+    yield* Spans.annotate(() => ({ "gen_ai.usage.input_tokens": 12, "corral.long": long }))
+    yield* Spans.event("corral.rail.retry", 1_764_800_000_200, { "corral.retry.delay_ms": 250 })
+  }).pipe(
+    Spans.span(
+      () => "chat m",
+      () => ({ "gen_ai.operation.name": "chat", "gen_ai.request.model": "m" }),
+      "client",
+      leaf
+    ),
+    Effect.zipRight(
+      Effect.fail(new Error("refused")).pipe(
+        Spans.span(() => "execute_tool echo", () => ({ "gen_ai.tool.name": "echo", n: 2 ** 40 }), "internal", leaf),
+        Effect.ignore
+      )
+    ),
+    Effect.zipRight(Effect.interrupt.pipe(Spans.span(() => "interrupted", () => ({})), Effect.exit)),
+    Spans.span(() => "invoke_agent triage", () => ({ "gen_ai.agent.id": "triage" }), "internal", leaf)
+  )
+  return Effect.runPromise(program.pipe(Effect.provide(tracer))).then(() => finished)
+}
+
+describe("OTLP encoding of Corral's own spans", () => {
+  it("protobuf: byte for byte what the SDK's serializer writes for the same spans; JSON parse-equal", async () => {
+    const spans = await tracerSpans()
+    expect(spans.map((s) => s.name).sort()).toEqual(
+      ["chat m", "execute_tool echo", "interrupted", "invoke_agent triage"]
+    )
+    const chat = spans.find((s) => s.name === "chat m")!
+    expect(chat.attributes["gen_ai.usage.input_tokens"]).toBe(12)
+    expect(Object.keys(chat.attributes)).not.toContain("corral.skipped")
+    for (const s of [...spans, ...spans]) {
+      const ours = Buffer.from(encode("protobuf", [s]))
+      const sdk = Buffer.from(ProtobufTraceSerializer.serializeRequest([s])!)
+      expect(ours.equals(sdk), `${s.name}: ${ours.length} bytes against the SDK's ${sdk.length}`).toBe(true)
+      expect(text(encode("json", [s]))).toEqual(text(JsonTraceSerializer.serializeRequest([s])!))
+    }
+    expect(Buffer.from(encode("protobuf", spans)).equals(Buffer.from(ProtobufTraceSerializer.serializeRequest(spans)!)))
+      .toBe(true)
   })
 })
 

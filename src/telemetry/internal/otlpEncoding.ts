@@ -17,6 +17,17 @@ import type { ReadableSpan, TimedEvent } from "@opentelemetry/sdk-trace-base"
 /** The OTLP encodings. */
 export type Encoding = "protobuf" | "json"
 
+/**
+ * What Corral's own finished spans (telemetry/SpanTracer) carry besides the `ReadableSpan` fields: the attributes as
+ * two parallel arrays and the times as epoch nanoseconds, read here directly (the SDK's object and `HrTime` forms
+ * are made only when something else asks for them). Any other `ReadableSpan` is encoded from its SDK fields.
+ */
+export interface Compact {
+  readonly attributeArrays: { readonly keys: ReadonlyArray<string>; readonly values: ReadonlyArray<AttributeValue> }
+  readonly startNanos: number
+  readonly endNanos: number
+}
+
 const SPAN_FLAGS_HAS_IS_REMOTE = 0x100
 const SPAN_FLAGS_IS_REMOTE = 0x200
 const spanFlags = (traceFlags: number, isRemote: boolean | undefined): number =>
@@ -99,6 +110,15 @@ class Writer {
     const high = Math.floor(lowerNanos / 0x100000000) + ((upperNanos / 0x10000) >>> 0) +
       Math.floor(low / 0x100000000)
     this.buffer.writeUInt32LE(low >>> 0, this.pos)
+    this.buffer.writeUInt32LE(high >>> 0, this.pos + 4)
+    this.pos += 8
+  }
+
+  /** Epoch nanoseconds held in a double (an integer: every value the tracer makes is one), exactly. */
+  nanos(value: number): void {
+    this.ensure(8)
+    const high = Math.floor(value / 0x100000000)
+    this.buffer.writeUInt32LE(value - high * 0x100000000, this.pos)
     this.buffer.writeUInt32LE(high >>> 0, this.pos + 4)
     this.pos += 8
   }
@@ -250,6 +270,14 @@ const attributes = (w: Writer, attrs: Attributes, field: number): void => {
   }
 }
 
+const attributeArrays = (w: Writer, arrays: Compact["attributeArrays"], field: number): void => {
+  const { keys, values } = arrays
+  for (let i = 0; i < keys.length; i++) {
+    w.tag(field, 2)
+    keyValue(w, keys[i]!, values[i])
+  }
+}
+
 const event = (w: Writer, e: TimedEvent): void => {
   const at = w.begin()
   w.tag(1, 1)
@@ -304,11 +332,20 @@ const protobufSpan = (w: Writer, span: ReadableSpan): void => {
   w.string(span.name)
   w.tag(6, 0)
   w.varint32(span.kind + 1)
-  w.tag(7, 1)
-  w.time(span.startTime)
-  w.tag(8, 1)
-  w.time(span.endTime)
-  attributes(w, span.attributes, 9)
+  const compact = (span as Partial<Compact>).attributeArrays === undefined ? undefined : span as ReadableSpan & Compact
+  if (compact !== undefined) {
+    w.tag(7, 1)
+    w.nanos(compact.startNanos)
+    w.tag(8, 1)
+    w.nanos(compact.endNanos)
+    attributeArrays(w, compact.attributeArrays, 9)
+  } else {
+    w.tag(7, 1)
+    w.time(span.startTime)
+    w.tag(8, 1)
+    w.time(span.endTime)
+    attributes(w, span.attributes, 9)
+  }
   w.tag(10, 0)
   w.varint32(span.droppedAttributesCount)
   for (const e of span.events) {
@@ -403,10 +440,17 @@ const jsonAttributes = (attrs: Attributes | undefined) => {
   return out
 }
 
+const jsonAttributeArrays = (arrays: Compact["attributeArrays"]) => {
+  const out: Array<{ key: string; value: JsonAnyValue }> = []
+  for (let i = 0; i < arrays.keys.length; i++) out.push({ key: arrays.keys[i]!, value: jsonValue(arrays.values[i]) })
+  return out
+}
+
 const nanos = (hr: HrTime): string =>
   (BigInt(Math.trunc(hr[0])) * 1_000_000_000n + BigInt(Math.trunc(hr[1]))).toString()
 
 const jsonSpan = (span: ReadableSpan): string => {
+  const compact = (span as Partial<Compact>).attributeArrays === undefined ? undefined : span as ReadableSpan & Compact
   const ids = span.spanContext()
   const parent = span.parentSpanContext
   return JSON.stringify({
@@ -416,9 +460,11 @@ const jsonSpan = (span: ReadableSpan): string => {
     traceState: ids.traceState?.serialize(),
     name: span.name,
     kind: span.kind + 1,
-    startTimeUnixNano: nanos(span.startTime),
-    endTimeUnixNano: nanos(span.endTime),
-    attributes: jsonAttributes(span.attributes),
+    startTimeUnixNano: compact === undefined ? nanos(span.startTime) : BigInt(compact.startNanos).toString(),
+    endTimeUnixNano: compact === undefined ? nanos(span.endTime) : BigInt(compact.endNanos).toString(),
+    attributes: compact === undefined
+      ? jsonAttributes(span.attributes)
+      : jsonAttributeArrays(compact.attributeArrays),
     droppedAttributesCount: span.droppedAttributesCount,
     events: span.events.map((e) => ({
       attributes: jsonAttributes(e.attributes),
