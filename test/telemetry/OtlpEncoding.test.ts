@@ -49,6 +49,11 @@ const span = (over: Partial<ReadableSpan> & { readonly ids?: api.SpanContext }):
 const long = "x".repeat(300)
 const shapes: ReadonlyArray<ReadableSpan> = [
   span({}),
+  // Ids in upper case (a remote parent may send them so).
+  span({
+    ids: { traceId: "0AF7651916CD43DD8448EB211C80319C", spanId: "B7AD6B7169203331", traceFlags: 1 },
+    parentSpanContext: { traceId: "0AF7651916CD43DD8448EB211C80319C", spanId: "00F067AA0BA902B7", traceFlags: 1 }
+  }),
   span({
     name: "chat gpt-4o",
     kind: api.SpanKind.CLIENT,
@@ -187,7 +192,9 @@ describe("OTLP encoding of Corral's own spans", () => {
       expect(ours.equals(sdk), `${s.name}: ${ours.length} bytes against the SDK's ${sdk.length}`).toBe(true)
       expect(text(encode("json", [s]))).toEqual(text(JsonTraceSerializer.serializeRequest([s])!))
     }
-    expect(Buffer.from(encode("protobuf", spans)).equals(Buffer.from(ProtobufTraceSerializer.serializeRequest(spans)!)))
+    expect(
+      Buffer.from(encode("protobuf", spans)).equals(Buffer.from(ProtobufTraceSerializer.serializeRequest([...spans])!))
+    )
       .toBe(true)
   })
 })

@@ -96,8 +96,18 @@ class Writer {
 
   fixed32(value: number): void {
     this.ensure(4)
-    this.buffer.writeUInt32LE(value >>> 0, this.pos)
-    this.pos += 4
+    this.uint32(value >>> 0)
+  }
+
+  /** Four little-endian bytes, stored one by one (Buffer's own writers validate their arguments on every call). */
+  private uint32(v: number): void {
+    const b = this.buffer
+    const p = this.pos
+    b[p] = v
+    b[p + 1] = v >>> 8
+    b[p + 2] = v >>> 16
+    b[p + 3] = v >>> 24
+    this.pos = p + 4
   }
 
   /** Epoch nanoseconds of an `HrTime`, exactly (the seconds split so no product passes 2⁵³). */
@@ -109,18 +119,16 @@ class Writer {
     const low = (lowerNanos >>> 0) + (((upperNanos & 0xffff) * 0x10000) >>> 0) + hr[1]
     const high = Math.floor(lowerNanos / 0x100000000) + ((upperNanos / 0x10000) >>> 0) +
       Math.floor(low / 0x100000000)
-    this.buffer.writeUInt32LE(low >>> 0, this.pos)
-    this.buffer.writeUInt32LE(high >>> 0, this.pos + 4)
-    this.pos += 8
+    this.uint32(low >>> 0)
+    this.uint32(high >>> 0)
   }
 
   /** Epoch nanoseconds held in a double (an integer: every value the tracer makes is one), exactly. */
   nanos(value: number): void {
     this.ensure(8)
     const high = Math.floor(value / 0x100000000)
-    this.buffer.writeUInt32LE(value - high * 0x100000000, this.pos)
-    this.buffer.writeUInt32LE(high >>> 0, this.pos + 4)
-    this.pos += 8
+    this.uint32((value - high * 0x100000000) >>> 0)
+    this.uint32(high >>> 0)
   }
 
   double(value: number): void {
@@ -153,9 +161,26 @@ class Writer {
     this.pos += this.buffer.write(value, this.pos, bytes, "utf8")
   }
 
-  /** A hex id (trace or span id) as its bytes. */
+  /** A hex id (trace or span id) as its bytes: decoded here, a native call cost more than the id's 16 or 32 digits. */
   hex(value: string): void {
     const bytes = value.length >>> 1
+    if (bytes < 0x80 && (value.length & 1) === 0) {
+      this.ensure(bytes + 1)
+      const b = this.buffer
+      const start = this.pos + 1
+      let bad = 0
+      for (let i = 0; i < bytes; i++) {
+        const high = hexDigit(value.charCodeAt(2 * i))
+        const low = hexDigit(value.charCodeAt(2 * i + 1))
+        bad |= high | low
+        b[start + i] = (high << 4) | low
+      }
+      if (bad >= 0) {
+        b[this.pos] = bytes
+        this.pos = start + bytes
+        return
+      }
+    }
     this.varint32(bytes)
     this.ensure(bytes)
     this.pos += this.buffer.write(value, this.pos, bytes, "hex")
@@ -186,6 +211,10 @@ class Writer {
     this.buffer[p] = v
   }
 }
+
+/** The value of one hex digit's character code, or -1. */
+const hexDigit = (c: number): number =>
+  c >= 48 && c <= 57 ? c - 48 : c >= 97 && c <= 102 ? c - 87 : c >= 65 && c <= 70 ? c - 55 : -1
 
 const varintSize = (value: number): number =>
   value < 0x80 ? 1 : value < 0x4000 ? 2 : value < 0x200000 ? 3 : value < 0x10000000 ? 4 : 5
