@@ -61,6 +61,10 @@ class Writer {
   /** A non-negative integer below 2³² (tags, lengths, counts, enums). */
   varint32(value: number): void {
     this.ensure(5)
+    if (value >= 0 && value < 0x80) {
+      this.buffer[this.pos++] = value
+      return
+    }
     let v = value >>> 0
     while (v > 0x7f) {
       this.buffer[this.pos++] = (v & 0x7f) | 0x80
@@ -186,6 +190,54 @@ class Writer {
     this.pos += this.buffer.write(value, this.pos, bytes, "hex")
   }
 
+  /**
+   * A field's key and a string value as one run of bytes cached per key (`KeyValue.key`: tag, length, the key's
+   * UTF-8). Attribute keys are a small set of constants — interned strings whose hash is already known, so the
+   * lookup is cheap — and encoding them character by character was most of what a span's attributes cost.
+   */
+  key(key: string): void {
+    let bytes = keyBytes.get(key)
+    if (bytes === undefined) {
+      const scratch = new Writer(key.length * 3 + 8, 0)
+      scratch.tag(1, 2)
+      scratch.string(key)
+      bytes = Buffer.from(scratch.buffer.subarray(0, scratch.pos))
+      if (keyBytes.size < maxCachedKeys) keyBytes.set(key, bytes)
+    }
+    const length = bytes.length
+    this.ensure(length)
+    const b = this.buffer
+    const p = this.pos
+    for (let i = 0; i < length; i++) b[p + i] = bytes[i]!
+    this.pos = p + length
+  }
+
+  /**
+   * Reserves two bytes for the length of a message that is usually 128 bytes to 16 KiB long (a span), which
+   * `finishWide` fills without moving the message (`begin`/`finish` would move every such span by one byte).
+   */
+  beginWide(): number {
+    this.ensure(2)
+    const at = this.pos
+    this.pos += 2
+    return at
+  }
+
+  finishWide(at: number): void {
+    const length = this.pos - at - 2
+    if (length >= 0x80 && length < 0x4000) {
+      this.buffer[at] = (length & 0x7f) | 0x80
+      this.buffer[at + 1] = length >>> 7
+      return
+    }
+    // Shorter or longer: the length takes one byte or more than two; move the message to fit it.
+    const size = varintSize(length)
+    this.ensure(size)
+    this.buffer.copyWithin(at + size, at + 2, this.pos)
+    this.pos += size - 2
+    varintBefore(this.buffer, at + size, length)
+  }
+
   /** Reserves one byte for a length that `finish` fills (shifting the message when it needs more). */
   begin(): number {
     this.ensure(1)
@@ -215,6 +267,10 @@ class Writer {
 /** The value of one hex digit's character code, or -1. */
 const hexDigit = (c: number): number =>
   c >= 48 && c <= 57 ? c - 48 : c >= 97 && c <= 102 ? c - 87 : c >= 65 && c <= 70 ? c - 55 : -1
+
+/** The encoded `KeyValue.key` field of each attribute key seen (bounded: an embedder's keys may be many). */
+const keyBytes = new Map<string, Buffer>()
+const maxCachedKeys = 1024
 
 const varintSize = (value: number): number =>
   value < 0x80 ? 1 : value < 0x4000 ? 2 : value < 0x200000 ? 3 : value < 0x10000000 ? 4 : 5
@@ -282,8 +338,7 @@ const anyValue = (w: Writer, value: unknown): void => {
 /** A `KeyValue` message (its tag already written). */
 const keyValue = (w: Writer, key: string, value: unknown): void => {
   const at = w.begin()
-  w.tag(1, 2)
-  w.string(key)
+  w.key(key)
   w.tag(2, 2)
   const inner = w.begin()
   anyValue(w, value)
@@ -341,7 +396,7 @@ const link = (w: Writer, l: Link): void => {
 /** One `ScopeSpans.spans` entry: the tag, the length and the `Span` message. */
 const protobufSpan = (w: Writer, span: ReadableSpan): void => {
   w.tag(2, 2)
-  const at = w.begin()
+  const at = w.beginWide()
   const ids = span.spanContext()
   w.tag(1, 2)
   w.hex(ids.traceId)
@@ -400,7 +455,7 @@ const protobufSpan = (w: Writer, span: ReadableSpan): void => {
   w.finish(status)
   w.tag(16, 5)
   w.fixed32(spanFlags(ids.traceFlags, parent?.isRemote))
-  w.finish(at)
+  w.finishWide(at)
 }
 
 /** `ResourceSpans.resource` and the start of `ResourceSpans.scope_spans`'s scope, as bytes. */
