@@ -37,6 +37,8 @@ export type Send = (body: Uint8Array, spans: number) => Promise<boolean>
 
 /** The processor, plus the counts of what it could not deliver. */
 export interface Processor extends SpanProcessor {
+  /** Takes one of Corral's own finished sampled spans as it is (telemetry/SpanTracer), with no `ReadableSpan` made. */
+  readonly onEndRecord: (span: OtlpEncoding.SpanRecord) => void
   /** Spans dropped so far, by reason. */
   readonly dropped: Readonly<Record<DropReason, number>>
 }
@@ -89,6 +91,23 @@ export const make = (options: {
     return done
   }
 
+  /** Encodes one finished sampled span into the open batch (or drops it when the queue is full). */
+  const take = (span: OtlpEncoding.SpanRecord): void => {
+    if (closed) return
+    if (held >= bounds.maxQueueSize) {
+      dropped.queue_full++
+      return
+    }
+    const batch = open ??= envelope.open()
+    batch.add(span)
+    held++
+    if (batch.count >= batchSize) void ship()
+    else if (timer === undefined) {
+      timer = setTimeout(() => void ship(), bounds.scheduleDelayMs)
+      timer.unref?.()
+    }
+  }
+
   const flush = (): Promise<void> => {
     void ship()
     return Promise.all(inFlight).then(() => undefined)
@@ -98,20 +117,10 @@ export const make = (options: {
     dropped,
     onStart: () => {},
     onEnd: (span: ReadableSpan) => {
-      if (closed || (span.spanContext().traceFlags & 1) === 0) return
-      if (held >= bounds.maxQueueSize) {
-        dropped.queue_full++
-        return
-      }
-      const batch = open ??= envelope.open()
-      batch.add(span)
-      held++
-      if (batch.count >= batchSize) void ship()
-      else if (timer === undefined) {
-        timer = setTimeout(() => void ship(), bounds.scheduleDelayMs)
-        timer.unref?.()
-      }
+      if ((span.spanContext().traceFlags & 1) === 0) return
+      take(OtlpEncoding.recordOf(span))
     },
+    onEndRecord: take,
     forceFlush: flush,
     shutdown: () => {
       if (closed) return flush()

@@ -16,7 +16,11 @@
  * - **a child of a span that is not sampled is that same span**: no ids, no allocation, and attributes and events
  *   on an unsampled span are not even converted — with `always_off` or a ratio a dropped burst costs one sampler
  *   call for the burst and nearly nothing for its model and tool calls;
- * - ids come from the shared pool of CSPRNG bytes (`internal/randomPool`); times are the Effect clock's.
+ * - ids come from the shared pool of CSPRNG bytes (`internal/randomPool`); times are the Effect clock's, kept as
+ *   epoch nanoseconds in a double (exact to 256 ns) — no BigInt per clock read on Corral's own path;
+ * - **a span is its own finished record**: the attributes are two parallel arrays and Corral's exporter
+ *   (`OtlpSpans`) encodes the span object itself when it ends; a `ReadableSpan` view is made only for any other
+ *   SDK processor.
  *
  * The span limits are the SDK's defaults (128 attributes, 128 events — the oldest dropped and counted — per span).
  * An embedder's own tracer keeps working: `Spans.span` falls back to `Tracer.span` for any other tracer.
@@ -24,8 +28,8 @@
 import type * as OtelApi from "@opentelemetry/api"
 import type { Resource } from "@opentelemetry/resources"
 import type { ReadableSpan, Sampler, SpanProcessor, TimedEvent } from "@opentelemetry/sdk-trace-base"
-import type { Exit, Option } from "effect"
-import { Cause, Context, DefaultServices, Tracer as EffectTracer } from "effect"
+import type { Option } from "effect"
+import { Cause, Clock, Context, DefaultServices, Exit, Tracer as EffectTracer } from "effect"
 import * as RandomPool from "../internal/randomPool.js"
 import type * as OtlpEncoding from "./internal/otlpEncoding.js"
 
@@ -38,8 +42,13 @@ export interface Api {
 /** Where finished spans go and how roots are sampled. */
 export interface Pipeline {
   readonly api: Api
-  /** Receives every finished sampled span (`onEnd`): the SDK's batch or simple processor. */
-  readonly processor: Pick<SpanProcessor, "onEnd">
+  /**
+   * Receives every finished sampled span: as the span record itself (`onEndRecord`, Corral's exporter) when it
+   * takes one, else as a `ReadableSpan` (`onEnd`: the SDK's batch or simple processor).
+   */
+  readonly processor: Pick<SpanProcessor, "onEnd"> & {
+    readonly onEndRecord?: ((span: OtlpEncoding.SpanRecord) => void) | undefined
+  }
   /** The resource every span carries (service name and attributes). */
   readonly resource: Resource
   /** Decides for root spans and spans under a remote parent. */
@@ -60,6 +69,8 @@ const RECORD_AND_SAMPLED = 2
 const noAttributes: ReadonlyMap<string, unknown> = new Map()
 const emptyContext: Context.Context<never> = Context.empty()
 const noLinks: ReadonlyArray<EffectTracer.SpanLink> = []
+const noOtelLinks: ReadonlyArray<OtelApi.Link> = []
+const noEvents: ReadonlyArray<TimedEvent> = []
 const maxAttributes = 128
 const maxEvents = 128
 /** The instrumentation scope of every span Corral makes. */
@@ -67,13 +78,12 @@ export const scope: { readonly name: string } = { name: "corral" }
 
 /**
  * Epoch nanoseconds as OpenTelemetry's `[seconds, nanoseconds]`, in floating point (exact to 256 ns at today's
- * epoch, finer than the clocks that stamp spans): BigInt division allocates, and this runs three times per span.
+ * epoch, finer than the clocks that stamp spans): BigInt division allocates.
  */
 const hrTimeOf = (n: number): OtelApi.HrTime => {
   const seconds = Math.floor(n / 1e9)
   return [seconds, Math.max(0, Math.min(999_999_999, Math.round(n - seconds * 1e9)))]
 }
-const hrTime = (nanos: bigint): OtelApi.HrTime => hrTimeOf(Number(nanos))
 
 // Random ids (the shared pool of CSPRNG bytes, not a random source per id).
 const zeros: Readonly<Record<number, string>> = { 8: "0".repeat(16), 16: "0".repeat(32) }
@@ -117,82 +127,50 @@ export const attributesOf = (attributes: Readonly<Record<string, unknown>>): Ote
   return out
 }
 
-/**
- * Attributes held as two parallel arrays (key i has value i), the way the encoder reads them: no object whose shape
- * grows property by property per span, and no `for…in` over objects of many shapes when the span is encoded.
- */
-export interface AttributeArrays {
-  readonly keys: Array<string>
-  readonly values: Array<OtelApi.AttributeValue>
-}
-
-/** Appends `attributes` (`undefined` values left out, the rest converted) to `into`, up to `maxAttributes`. */
-const append = (into: AttributeArrays, attributes: Readonly<Record<string, unknown>>): number => {
-  let dropped = 0
-  for (const key in attributes) {
-    const value = attributes[key]
-    if (value === undefined) continue
-    const at = into.keys.indexOf(key)
-    if (at >= 0) into.values[at] = attributeValue(value)
-    else if (into.keys.length >= maxAttributes) dropped++
-    else {
-      into.keys.push(key)
-      into.values.push(attributeValue(value))
-    }
-  }
-  return dropped
-}
-
-/** The object form of attribute arrays (what the SDK's `ReadableSpan.attributes` is). */
-const objectOf = (arrays: AttributeArrays): OtelApi.Attributes => {
-  const out: OtelApi.Attributes = {}
-  for (let i = 0; i < arrays.keys.length; i++) out[arrays.keys[i]!] = arrays.values[i]
-  return out
-}
-
-/** One span behind Effect's `Span` interface; a sampled one goes to the processor as a `ReadableSpan` when it ends. */
-class RecordedSpan implements EffectTracer.Span {
+/** One span behind Effect's `Span` interface, and — sampled and ended — the record its exporter encodes. */
+class RecordedSpan implements EffectTracer.Span, OtlpEncoding.SpanRecord {
   readonly _tag = "Span"
   readonly spanId: string
   readonly traceId: string
   readonly sampled: boolean
-  /** Not kept here (see `otelAttributes`); Effect reads this map only for its own console tracer. */
+  /** Not kept here (see `attributeKeys`); Effect reads this map only for its own console tracer. */
   readonly attributes = noAttributes
-  readonly links: Array<EffectTracer.SpanLink>
-  status: EffectTracer.SpanStatus
-  private readonly otelKind: OtelApi.SpanKind
-  private readonly startNanos: number
-  private readonly otelAttributes: AttributeArrays
-  private readonly otelLinks: Array<OtelApi.Link>
-  private events: Array<TimedEvent> | undefined = undefined
-  private droppedAttributes: number
-  private droppedEvents = 0
+  links: Array<EffectTracer.SpanLink> = noLinks as Array<EffectTracer.SpanLink>
+  readonly spanKind: number
+  endNanos = Number.NaN
+  statusCode = OK
+  statusMessage: string | undefined = undefined
+  readonly attributeKeys: Array<string> = []
+  readonly attributeValues: Array<OtelApi.AttributeValue> = []
+  droppedAttributes = 0
+  spanEvents: Array<TimedEvent> = noEvents as Array<TimedEvent>
+  droppedEvents = 0
+  spanLinks: Array<OtelApi.Link> = noOtelLinks as Array<OtelApi.Link>
+  readonly droppedLinks = 0
+  private exit: Exit.Exit<unknown, unknown> | undefined = undefined
 
   constructor(
     private readonly pipeline: Pipeline,
     readonly name: string,
     readonly parent: Option.Option<EffectTracer.AnySpan>,
     readonly context: Context.Context<never>,
-    links: ReadonlyArray<EffectTracer.SpanLink>,
-    startTime: bigint,
+    readonly startNanos: number,
     readonly kind: EffectTracer.SpanKind,
-    private readonly ids: OtelApi.SpanContext,
-    private readonly parentIds: OtelApi.SpanContext | undefined,
-    attributes: AttributeArrays,
-    dropped: number
+    readonly ids: OtelApi.SpanContext,
+    readonly parentIds: OtelApi.SpanContext | undefined
   ) {
     this.spanId = ids.spanId
     this.traceId = ids.traceId
     this.sampled = (ids.traceFlags & 1) === 1
-    this.links = links.length === 0 ? [] : links.slice()
-    this.otelLinks = links.length === 0
-      ? []
-      : links.map((l) => ({ context: contextOf(l.span), attributes: attributesOf(l.attributes) }))
-    this.otelKind = kinds[kind]
-    this.startNanos = Number(startTime)
-    this.status = { _tag: "Started", startTime }
-    this.otelAttributes = attributes
-    this.droppedAttributes = dropped
+    this.spanKind = kinds[kind]
+  }
+
+  /** Effect's view of its state (made when asked: Corral's own path never asks). */
+  get status(): EffectTracer.SpanStatus {
+    const startTime = BigInt(Math.round(this.startNanos))
+    return Number.isNaN(this.endNanos)
+      ? { _tag: "Started", startTime }
+      : { _tag: "Ended", startTime, endTime: BigInt(Math.round(this.endNanos)), exit: this.exit ?? Exit.void }
   }
 
   /** Its ids, as OpenTelemetry writes them (a child's trace id, flags and state come from here). */
@@ -200,129 +178,135 @@ class RecordedSpan implements EffectTracer.Span {
     return this.ids
   }
 
+  private get open(): boolean {
+    return this.sampled && Number.isNaN(this.endNanos)
+  }
+
   attribute(key: string, value: unknown): void {
-    if (!this.sampled || this.status._tag === "Ended") return
-    const { keys, values } = this.otelAttributes
-    const at = keys.indexOf(key)
-    if (at >= 0) values[at] = attributeValue(value)
-    else if (keys.length >= maxAttributes) this.droppedAttributes++
+    if (this.open) this.set(key, attributeValue(value))
+  }
+
+  private set(key: string, value: OtelApi.AttributeValue): void {
+    const at = this.attributeKeys.indexOf(key)
+    if (at >= 0) this.attributeValues[at] = value
+    else if (this.attributeKeys.length >= maxAttributes) this.droppedAttributes++
     else {
-      keys.push(key)
-      values.push(attributeValue(value))
+      this.attributeKeys.push(key)
+      this.attributeValues.push(value)
     }
   }
 
   /** Sets every defined attribute of `attributes` (one call for an annotation of many). */
   annotate(attributes: Readonly<Record<string, unknown>>): void {
-    if (!this.sampled || this.status._tag === "Ended") return
-    this.droppedAttributes += append(this.otelAttributes, attributes)
+    if (!this.open) return
+    for (const key in attributes) {
+      const value = attributes[key]
+      if (value !== undefined) this.set(key, attributeValue(value))
+    }
   }
 
   event(name: string, startTime: bigint, attributes?: Record<string, unknown>): void {
-    if (!this.sampled || this.status._tag === "Ended") return
-    this.record(name, hrTime(startTime), attributes === undefined ? {} : attributesOf(attributes))
+    if (this.open) {
+      this.record(name, hrTimeOf(Number(startTime)), attributes === undefined ? {} : attributesOf(attributes))
+    }
   }
 
   private record(name: string, time: OtelApi.HrTime, attributes: OtelApi.Attributes): void {
-    const events = this.events ??= []
-    if (events.length >= maxEvents) {
-      events.shift()
+    if (this.spanEvents === noEvents) this.spanEvents = []
+    if (this.spanEvents.length >= maxEvents) {
+      this.spanEvents.shift()
       this.droppedEvents++
     }
-    events.push({ name, time, attributes, droppedAttributesCount: 0 })
+    this.spanEvents.push({ name, time, attributes, droppedAttributesCount: 0 })
   }
 
   addLinks(links: ReadonlyArray<EffectTracer.SpanLink>): void {
-    this.links.push(...links)
+    this.links = [...this.links, ...links]
     if (this.sampled) {
-      for (const l of links) this.otelLinks.push({ context: contextOf(l.span), attributes: attributesOf(l.attributes) })
+      this.spanLinks = [
+        ...this.spanLinks,
+        ...links.map((l) => ({ context: contextOf(l.span), attributes: attributesOf(l.attributes) }))
+      ]
     }
   }
 
   end(endTime: bigint, exit: Exit.Exit<unknown, unknown>): void {
-    if (this.status._tag === "Ended") return
-    const startTime = this.status.startTime
-    if (!this.sampled) {
-      this.status = { _tag: "Ended", startTime, endTime, exit }
-      return
-    }
-    let status: OtelApi.SpanStatus = ok
-    if (exit._tag === "Failure") {
-      if (Cause.isInterruptedOnly(exit.cause)) this.attribute("status.interrupted", true)
+    if (!Number.isNaN(this.endNanos)) return
+    this.exit = exit
+    if (exit._tag === "Failure") this.fail(Number(endTime), exit.cause)
+    else this.succeed(Number(endTime))
+  }
+
+  /** Ends the span as succeeded at `nanos` (Corral's own path: no `Exit`, no BigInt). */
+  succeed(nanos: number): void {
+    if (!Number.isNaN(this.endNanos)) return
+    this.endNanos = nanos
+    if (this.sampled) this.deliver()
+  }
+
+  /** Ends the span as failed with `cause` at `nanos`: an interruption is marked, an error recorded. */
+  fail(nanos: number, cause: Cause.Cause<unknown>): void {
+    if (!Number.isNaN(this.endNanos)) return
+    if (this.sampled) {
+      if (Cause.isInterruptedOnly(cause)) this.set("status.interrupted", true)
       else {
-        const first = Cause.prettyErrors(exit.cause)[0]
+        const first = Cause.prettyErrors(cause)[0]
         if (first !== undefined) {
-          this.record("exception", hrTime(endTime), exceptionAttributes(first))
-          status = { code: ERROR, message: first.message }
+          this.record("exception", hrTimeOf(nanos), exceptionAttributes(first))
+          this.statusCode = ERROR
+          this.statusMessage = first.message
         }
       }
     }
-    this.status = { _tag: "Ended", startTime, endTime, exit }
-    this.pipeline.processor.onEnd(
-      new Finished(
-        this.name,
-        this.otelKind,
-        this.ids,
-        this.parentIds,
-        this.startNanos,
-        Number(endTime),
-        status,
-        this.otelAttributes,
-        this.otelLinks,
-        this.events ?? noEvents,
-        this.pipeline.resource,
-        this.droppedAttributes,
-        this.droppedEvents
-      )
-    )
+    this.endNanos = nanos
+    if (this.sampled) this.deliver()
+  }
+
+  private deliver(): void {
+    const { processor, resource } = this.pipeline
+    if (processor.onEndRecord !== undefined) processor.onEndRecord(this)
+    else processor.onEnd(new Finished(this, resource))
   }
 }
 
-const ok: OtelApi.SpanStatus = { code: OK }
-const noEvents: Array<TimedEvent> = []
-
-/**
- * A finished span as the SDK's processors and exporters read it (one shape for every span). Corral's encoder
- * (`internal/otlpEncoding`) reads the attribute arrays and the epoch nanoseconds directly; the SDK's `attributes`,
- * `startTime`, `endTime` and `duration` are made only when something else asks for them.
- */
-class Finished implements ReadableSpan, OtlpEncoding.Compact {
+/** A finished span as the SDK's processors and exporters read it, made from its record when one asks. */
+class Finished implements ReadableSpan {
   readonly ended = true
   readonly instrumentationScope = scope
-  readonly droppedLinksCount = 0
+  readonly name: string
+  readonly kind: OtelApi.SpanKind
   readonly parentSpanContext?: OtelApi.SpanContext
-  private madeAttributes: OtelApi.Attributes | undefined = undefined
-  constructor(
-    readonly name: string,
-    readonly kind: OtelApi.SpanKind,
-    private readonly ids: OtelApi.SpanContext,
-    parent: OtelApi.SpanContext | undefined,
-    readonly startNanos: number,
-    readonly endNanos: number,
-    readonly status: OtelApi.SpanStatus,
-    readonly attributeArrays: AttributeArrays,
-    readonly links: Array<OtelApi.Link>,
-    readonly events: Array<TimedEvent>,
-    readonly resource: Resource,
-    readonly droppedAttributesCount: number,
-    readonly droppedEventsCount: number
-  ) {
-    if (parent !== undefined) this.parentSpanContext = parent
+  readonly startTime: OtelApi.HrTime
+  readonly endTime: OtelApi.HrTime
+  readonly duration: OtelApi.HrTime
+  readonly status: OtelApi.SpanStatus
+  readonly attributes: OtelApi.Attributes = {}
+  readonly links: Array<OtelApi.Link>
+  readonly events: Array<TimedEvent>
+  readonly droppedAttributesCount: number
+  readonly droppedEventsCount: number
+  readonly droppedLinksCount: number
+  constructor(private readonly record: OtlpEncoding.SpanRecord, readonly resource: Resource) {
+    this.name = record.name
+    this.kind = record.spanKind
+    if (record.parentIds !== undefined) this.parentSpanContext = record.parentIds
+    this.startTime = hrTimeOf(record.startNanos)
+    this.endTime = hrTimeOf(record.endNanos)
+    this.duration = hrTimeOf(Math.max(0, record.endNanos - record.startNanos))
+    this.status = record.statusMessage === undefined
+      ? { code: record.statusCode }
+      : { code: record.statusCode, message: record.statusMessage }
+    for (let i = 0; i < record.attributeKeys.length; i++) {
+      this.attributes[record.attributeKeys[i]!] = record.attributeValues[i] as OtelApi.AttributeValue
+    }
+    this.links = [...record.spanLinks]
+    this.events = [...record.spanEvents]
+    this.droppedAttributesCount = record.droppedAttributes
+    this.droppedEventsCount = record.droppedEvents
+    this.droppedLinksCount = record.droppedLinks
   }
   spanContext(): OtelApi.SpanContext {
-    return this.ids
-  }
-  get attributes(): OtelApi.Attributes {
-    return this.madeAttributes ??= objectOf(this.attributeArrays)
-  }
-  get startTime(): OtelApi.HrTime {
-    return hrTimeOf(this.startNanos)
-  }
-  get endTime(): OtelApi.HrTime {
-    return hrTimeOf(this.endNanos)
-  }
-  get duration(): OtelApi.HrTime {
-    return hrTimeOf(Math.max(0, this.endNanos - this.startNanos))
+    return this.record.ids
   }
 }
 
@@ -341,16 +325,34 @@ const contextOf = (span: EffectTracer.AnySpan): OtelApi.SpanContext => ({
 })
 
 /**
- * Starts a span named `name()` under `parent` with `attributes()`. Under a span that is not sampled it returns that
- * span (see the module header) without calling `name` or `attributes`.
+ * Starts a span named `name()` under `parent` with `attributes()` at `startNanos` (epoch nanoseconds, `nowNanos`).
+ * Under a span that is not sampled it returns that span (see the module header) without calling `name` or
+ * `attributes`. End what it returns with `succeed` or `fail`.
  */
 export type Start = (
   name: () => string,
   parent: Option.Option<EffectTracer.AnySpan>,
   kind: EffectTracer.SpanKind,
   attributes: () => Readonly<Record<string, unknown>>,
-  startTime: bigint
+  startNanos: number
 ) => EffectTracer.Span
+
+/** Ends a span `Start` made as succeeded at `nanos`. */
+export const succeed = (span: EffectTracer.Span, nanos: number): void => (span as RecordedSpan).succeed(nanos)
+
+/** Ends a span `Start` made as failed with `cause` at `nanos`. */
+export const fail = (span: EffectTracer.Span, nanos: number, cause: Cause.Cause<unknown>): void =>
+  (span as RecordedSpan).fail(nanos, cause)
+
+const liveClock = Context.get(DefaultServices.liveServices, Clock.Clock)
+const origin = Date.now() * 1e6 - performance.now() * 1e6
+
+/**
+ * `clock`'s time in epoch nanoseconds as a double: Effect's live clock read as a number (its own reading is a BigInt
+ * made of two more), any other clock (a `TestClock`) through its own reading.
+ */
+export const nowNanos = (clock: Clock.Clock): number =>
+  clock === liveClock ? origin + performance.now() * 1e6 : Number(clock.unsafeCurrentTimeNanos())
 
 /**
  * The `start` of each tracer `make` built, kept beside the tracer rather than on it: Effect's fiber calls
@@ -372,52 +374,57 @@ export const make = (pipeline: Pipeline): EffectTracer.Tracer => {
     parent: Option.Option<EffectTracer.AnySpan>,
     context: Context.Context<never>,
     links: ReadonlyArray<EffectTracer.SpanLink>,
-    startTime: bigint,
+    startNanos: number,
     kind: EffectTracer.SpanKind,
     attributes: Readonly<Record<string, unknown>>
   ): RecordedSpan => {
     const spanId = randomHex(8)
     const local = parent._tag === "Some" && parent.value instanceof RecordedSpan ? parent.value : undefined
-    const arrays: AttributeArrays = { keys: [], values: [] }
+    let span: RecordedSpan
     if (local !== undefined) {
       // A local parent's decision is its children's (see the module header).
-      const of = local.spanContext()
+      const of = local.ids
       const ids: OtelApi.SpanContext = of.traceState === undefined
         ? { traceId: of.traceId, spanId, traceFlags: of.traceFlags }
         : { traceId: of.traceId, spanId, traceFlags: of.traceFlags, traceState: of.traceState }
-      const dropped = local.sampled ? append(arrays, attributes) : 0
-      return new RecordedSpan(pipeline, name, parent, context, links, startTime, kind, ids, of, arrays, dropped)
+      span = new RecordedSpan(pipeline, name, parent, context, startNanos, kind, ids, of)
+      span.annotate(attributes)
+    } else {
+      const remote = parent._tag === "Some" ? contextOf(parent.value) : undefined
+      const traceId = remote?.traceId ?? randomHex(16)
+      const parentContext = remote === undefined
+        ? pipeline.api.ROOT_CONTEXT
+        : pipeline.api.trace.setSpanContext(pipeline.api.ROOT_CONTEXT, remote)
+      const otelLinks = links.map((l) => ({ context: contextOf(l.span), attributes: attributesOf(l.attributes) }))
+      const converted = attributesOf(attributes)
+      const decision = pipeline.sampler.shouldSample(parentContext, traceId, name, kinds[kind], converted, otelLinks)
+      const sampled = decision.decision === RECORD_AND_SAMPLED
+      const traceState = decision.traceState ?? remote?.traceState
+      const ids: OtelApi.SpanContext = traceState === undefined
+        ? { traceId, spanId, traceFlags: sampled ? 1 : 0 }
+        : { traceId, spanId, traceFlags: sampled ? 1 : 0, traceState }
+      span = new RecordedSpan(pipeline, name, parent, context, startNanos, kind, ids, remote)
+      span.annotate(converted)
+      if (decision.attributes !== undefined) span.annotate(decision.attributes)
     }
-    const remote = parent._tag === "Some" ? contextOf(parent.value) : undefined
-    const traceId = remote?.traceId ?? randomHex(16)
-    const parentContext = remote === undefined
-      ? pipeline.api.ROOT_CONTEXT
-      : pipeline.api.trace.setSpanContext(pipeline.api.ROOT_CONTEXT, remote)
-    const otelLinks = links.map((l) => ({ context: contextOf(l.span), attributes: attributesOf(l.attributes) }))
-    const converted = attributesOf(attributes)
-    const decision = pipeline.sampler.shouldSample(parentContext, traceId, name, kinds[kind], converted, otelLinks)
-    const sampled = decision.decision === RECORD_AND_SAMPLED
-    const traceState = decision.traceState ?? remote?.traceState
-    const ids: OtelApi.SpanContext = traceState === undefined
-      ? { traceId, spanId, traceFlags: sampled ? 1 : 0 }
-      : { traceId, spanId, traceFlags: sampled ? 1 : 0, traceState }
-    let dropped = 0
-    if (sampled) {
-      dropped = append(arrays, converted)
-      if (decision.attributes !== undefined) dropped += append(arrays, decision.attributes)
-    }
-    return new RecordedSpan(pipeline, name, parent, context, links, startTime, kind, ids, remote, arrays, dropped)
+    if (links.length > 0) span.addLinks(links)
+    return span
   }
   const made = EffectTracer.make({
-    span: (name, parent, context, links, startTime, kind) => open(name, parent, context, links, startTime, kind, {}),
+    span: (name, parent, context, links, startTime, kind) =>
+      open(name, parent, context, links, Number(startTime), kind, {}),
     context: nativeContext
   })
-  starts.set(made, (name, parent, kind, attributes, startTime) => {
+  starts.set(made, (name, parent, kind, attributes, startNanos) => {
     if (parent._tag === "Some" && parent.value instanceof RecordedSpan && !parent.value.sampled) return parent.value
-    return open(name(), parent, emptyContext, noLinks, startTime, kind, attributes())
+    return open(name(), parent, emptyContext, noLinks, startNanos, kind, attributes())
   })
   return made
 }
+
+/** A finished span record as the SDK's `ReadableSpan` (what a processor without `onEndRecord` receives). */
+export const readable = (span: OtlpEncoding.SpanRecord, resource: Resource): ReadableSpan =>
+  new Finished(span, resource)
 
 /** Sets every defined attribute of `attributes` on `span` in one call when it is one of Corral's spans. */
 export const annotate = (span: EffectTracer.Span, attributes: Readonly<Record<string, unknown>>): boolean => {

@@ -7,7 +7,7 @@
  * Names follow the OpenTelemetry GenAI semantic conventions: `invoke_agent {agent}` for a burst, `chat {model}` for
  * a logical model call with one `chat.attempt {model}` child per attempt, `execute_tool {tool}` for a tool call.
  */
-import type { Fiber } from "effect"
+import type { Cause, Fiber } from "effect"
 import {
   Clock,
   Context,
@@ -111,27 +111,43 @@ export const span = (
     const parent = parentOf(fiber, context)
     const start = SpanTracer.startOf(tracer)
     const open = (): Tracer.Span => {
-      if (start !== undefined) return start(name, parent, kind, attributes, clock.unsafeCurrentTimeNanos())
+      if (start !== undefined) return start(name, parent, kind, attributes, SpanTracer.nowNanos(clock))
       const made = tracer.span(name(), parent, Context.empty(), [], clock.unsafeCurrentTimeNanos(), kind)
       const built = clean(attributes())
       for (const key in built) made.attribute(key, built[key])
       return made
     }
+    const corral = start !== undefined
     if (options.leaf === true) {
       // Under an unsampled span of Corral's tracer a span is that span again (SpanTracer): nothing to open or end.
-      if (start !== undefined && parent._tag === "Some" && parent.value._tag === "Span" && !parent.value.sampled) {
+      if (corral && parent._tag === "Some" && parent.value._tag === "Span" && !parent.value.sampled) {
         return self
       }
-      return inLeaf(fiber, self, open, clock)
+      return inLeaf(fiber, self, open, clock, corral)
     }
     const opened = open()
     // Under an unsampled span: that span again, nothing to end.
     if (parent._tag === "Some" && opened === parent.value) return self
     return Effect.onExit(
       Effect.locally(self, FiberRef.currentContext, Context.add(context, EffectTracer.ParentSpan, opened)),
-      (exit) => Effect.sync(() => opened.end(clock.unsafeCurrentTimeNanos(), exit))
+      (exit) =>
+        Effect.sync(() =>
+          exit._tag === "Success" ? ended(opened, clock, corral, exit.value) : failed(opened, clock, corral, exit.cause)
+        )
     )
   })
+
+/** Ends `span` as succeeded with `value`: Corral's own spans with no `Exit` and no BigInt (`SpanTracer.succeed`). */
+const ended = (span: Tracer.Span, clock: Clock.Clock, corral: boolean, value: unknown): void =>
+  corral
+    ? SpanTracer.succeed(span, SpanTracer.nowNanos(clock))
+    : span.end(clock.unsafeCurrentTimeNanos(), Exit.succeed(value))
+
+/** Ends `span` as failed with `cause`. */
+const failed = (span: Tracer.Span, clock: Clock.Clock, corral: boolean, cause: Cause.Cause<unknown>): void =>
+  corral
+    ? SpanTracer.fail(span, SpanTracer.nowNanos(clock), cause)
+    : span.end(clock.unsafeCurrentTimeNanos(), Exit.failCause(cause))
 
 /**
  * Runs `self` in a span `open()` makes as `fiber`'s leaf, then restores the one before and ends the span with
@@ -143,7 +159,8 @@ const inLeaf = <A, E, R>(
   fiber: Fiber.RuntimeFiber<unknown, unknown>,
   self: Effect.Effect<A, E, R>,
   open: () => Tracer.Span,
-  clock: Clock.Clock
+  clock: Clock.Clock,
+  corral: boolean
 ): Effect.Effect<A, E, R> =>
   Effect.uninterruptibleMask((restore) => {
     const span = open()
@@ -154,12 +171,12 @@ const inLeaf = <A, E, R>(
     const run = Effect.matchCauseEffect(restore(self), {
       onFailure: (cause) => {
         slot.span = previous
-        span.end(clock.unsafeCurrentTimeNanos(), Exit.failCause(cause))
+        failed(span, clock, corral, cause)
         return Effect.failCause(cause)
       },
       onSuccess: (value) => {
         slot.span = previous
-        span.end(clock.unsafeCurrentTimeNanos(), Exit.succeed(value))
+        ended(span, clock, corral, value)
         return Effect.succeed(value)
       }
     })

@@ -103,7 +103,7 @@ const shapes: ReadonlyArray<ReadableSpan> = [
 
 const encode = (encoding: OtlpEncoding.Encoding, spans: ReadonlyArray<ReadableSpan>): Uint8Array => {
   const batch = OtlpEncoding.envelope({ encoding, resource, scope }).open()
-  for (const s of spans) batch.add(s)
+  for (const s of spans) batch.add(OtlpEncoding.recordOf(s))
   return batch.seal()
 }
 
@@ -137,11 +137,14 @@ describe("OTLP encoding", () => {
  * Spans as Corral's tracer finishes them: their attributes are two arrays and their times epoch nanoseconds, which the
  * encoder reads directly, while the SDK's serializers read the `ReadableSpan` fields made from them on demand.
  */
-const tracerSpans = (): Promise<ReadonlyArray<ReadableSpan>> => {
-  const finished: Array<ReadableSpan> = []
+const tracerSpans = (): Promise<ReadonlyArray<OtlpEncoding.SpanRecord>> => {
+  const finished: Array<OtlpEncoding.SpanRecord> = []
   const tracer = Layer.setTracer(SpanTracer.make({
     api,
-    processor: { onEnd: (s) => finished.push(s) },
+    processor: {
+      onEnd: () => expect.fail("a record-taking processor gets records"),
+      onEndRecord: (s) => finished.push(s)
+    },
     resource,
     sampler: new AlwaysOnSampler()
   }))
@@ -179,22 +182,31 @@ const tracerSpans = (): Promise<ReadonlyArray<ReadableSpan>> => {
 
 describe("OTLP encoding of Corral's own spans", () => {
   it("protobuf: byte for byte what the SDK's serializer writes for the same spans; JSON parse-equal", async () => {
-    const spans = await tracerSpans()
+    const records = await tracerSpans()
+    const spans = records.map((r) => SpanTracer.readable(r, resource))
     expect(spans.map((s) => s.name).sort()).toEqual(
       ["chat m", "execute_tool echo", "interrupted", "invoke_agent triage"]
     )
     const chat = spans.find((s) => s.name === "chat m")!
     expect(chat.attributes["gen_ai.usage.input_tokens"]).toBe(12)
     expect(Object.keys(chat.attributes)).not.toContain("corral.skipped")
-    for (const s of [...spans, ...spans]) {
-      const ours = Buffer.from(encode("protobuf", [s]))
+    expect(spans.find((s) => s.name === "interrupted")!.attributes["status.interrupted"]).toBe(true)
+    const failed = spans.find((s) => s.name === "execute_tool echo")!
+    expect(failed.status).toEqual({ code: api.SpanStatusCode.ERROR, message: "refused" })
+    expect(failed.events.map((e) => e.name)).toEqual(["exception"])
+    const own = (encoding: OtlpEncoding.Encoding, list: ReadonlyArray<OtlpEncoding.SpanRecord>) => {
+      const batch = OtlpEncoding.envelope({ encoding, resource, scope }).open()
+      for (const r of list) batch.add(r)
+      return batch.seal()
+    }
+    records.forEach((r, i) => {
+      const s = spans[i]!
+      const ours = Buffer.from(own("protobuf", [r]))
       const sdk = Buffer.from(ProtobufTraceSerializer.serializeRequest([s])!)
       expect(ours.equals(sdk), `${s.name}: ${ours.length} bytes against the SDK's ${sdk.length}`).toBe(true)
-      expect(text(encode("json", [s]))).toEqual(text(JsonTraceSerializer.serializeRequest([s])!))
-    }
-    expect(
-      Buffer.from(encode("protobuf", spans)).equals(Buffer.from(ProtobufTraceSerializer.serializeRequest([...spans])!))
-    )
+      expect(text(own("json", [r]))).toEqual(text(JsonTraceSerializer.serializeRequest([s])!))
+    })
+    expect(Buffer.from(own("protobuf", records)).equals(Buffer.from(ProtobufTraceSerializer.serializeRequest(spans)!)))
       .toBe(true)
   })
 })

@@ -10,7 +10,7 @@
  * text before encoding that. Here a span's objects die young; what waits for the batch is its bytes. Tested against
  * the SDK's serializers (test/telemetry/OtlpEncoding.test.ts).
  */
-import type { Attributes, AttributeValue, HrTime, Link } from "@opentelemetry/api"
+import type { Attributes, AttributeValue, HrTime, Link, SpanContext } from "@opentelemetry/api"
 import type { Resource } from "@opentelemetry/resources"
 import type { ReadableSpan, TimedEvent } from "@opentelemetry/sdk-trace-base"
 
@@ -18,14 +18,60 @@ import type { ReadableSpan, TimedEvent } from "@opentelemetry/sdk-trace-base"
 export type Encoding = "protobuf" | "json"
 
 /**
- * What Corral's own finished spans (telemetry/SpanTracer) carry besides the `ReadableSpan` fields: the attributes as
- * two parallel arrays and the times as epoch nanoseconds, read here directly (the SDK's object and `HrTime` forms
- * are made only when something else asks for them). Any other `ReadableSpan` is encoded from its SDK fields.
+ * A finished span as the encoder reads it. Corral's own spans (telemetry/SpanTracer) are records themselves — their
+ * attributes two parallel arrays, their times epoch nanoseconds in a double — so encoding one makes no object; any
+ * other `ReadableSpan` is read through `recordOf` (its times kept as `HrTime`, exact to the nanosecond).
  */
-export interface Compact {
-  readonly attributeArrays: { readonly keys: ReadonlyArray<string>; readonly values: ReadonlyArray<AttributeValue> }
+export interface SpanRecord {
+  readonly name: string
+  /** OpenTelemetry's `SpanKind` (0 internal … 4 consumer). */
+  readonly spanKind: number
+  readonly ids: SpanContext
+  readonly parentIds: SpanContext | undefined
   readonly startNanos: number
   readonly endNanos: number
+  /** The times as the SDK has them, when the span came from elsewhere (they win over the nanoseconds). */
+  readonly startHr?: HrTime | undefined
+  readonly endHr?: HrTime | undefined
+  readonly statusCode: number
+  readonly statusMessage: string | undefined
+  readonly attributeKeys: ReadonlyArray<string>
+  readonly attributeValues: ReadonlyArray<unknown>
+  readonly droppedAttributes: number
+  readonly spanEvents: ReadonlyArray<TimedEvent>
+  readonly droppedEvents: number
+  readonly spanLinks: ReadonlyArray<Link>
+  readonly droppedLinks: number
+}
+
+/** A `ReadableSpan` of any origin as a record. */
+export const recordOf = (span: ReadableSpan): SpanRecord => {
+  const keys: Array<string> = []
+  const values: Array<unknown> = []
+  for (const key in span.attributes) {
+    if (!Object.prototype.hasOwnProperty.call(span.attributes, key)) continue
+    keys.push(key)
+    values.push(span.attributes[key])
+  }
+  return {
+    name: span.name,
+    spanKind: span.kind,
+    ids: span.spanContext(),
+    parentIds: span.parentSpanContext,
+    startNanos: 0,
+    endNanos: 0,
+    startHr: span.startTime,
+    endHr: span.endTime,
+    statusCode: span.status.code,
+    statusMessage: span.status.message,
+    attributeKeys: keys,
+    attributeValues: values,
+    droppedAttributes: span.droppedAttributesCount,
+    spanEvents: span.events,
+    droppedEvents: span.droppedEventsCount,
+    spanLinks: span.links,
+    droppedLinks: span.droppedLinksCount
+  }
 }
 
 const SPAN_FLAGS_HAS_IS_REMOTE = 0x100
@@ -354,8 +400,12 @@ const attributes = (w: Writer, attrs: Attributes, field: number): void => {
   }
 }
 
-const attributeArrays = (w: Writer, arrays: Compact["attributeArrays"], field: number): void => {
-  const { keys, values } = arrays
+const attributeArrays = (
+  w: Writer,
+  keys: ReadonlyArray<string>,
+  values: ReadonlyArray<unknown>,
+  field: number
+): void => {
   for (let i = 0; i < keys.length; i++) {
     w.tag(field, 2)
     keyValue(w, keys[i]!, values[i])
@@ -394,10 +444,10 @@ const link = (w: Writer, l: Link): void => {
 }
 
 /** One `ScopeSpans.spans` entry: the tag, the length and the `Span` message. */
-const protobufSpan = (w: Writer, span: ReadableSpan): void => {
+const protobufSpan = (w: Writer, span: SpanRecord): void => {
   w.tag(2, 2)
   const at = w.beginWide()
-  const ids = span.spanContext()
+  const ids = span.ids
   w.tag(1, 2)
   w.hex(ids.traceId)
   w.tag(2, 2)
@@ -407,7 +457,7 @@ const protobufSpan = (w: Writer, span: ReadableSpan): void => {
     w.tag(3, 2)
     w.string(state)
   }
-  const parent = span.parentSpanContext
+  const parent = span.parentIds
   if (parent?.spanId) {
     w.tag(4, 2)
     w.hex(parent.spanId)
@@ -415,43 +465,36 @@ const protobufSpan = (w: Writer, span: ReadableSpan): void => {
   w.tag(5, 2)
   w.string(span.name)
   w.tag(6, 0)
-  w.varint32(span.kind + 1)
-  const compact = (span as Partial<Compact>).attributeArrays === undefined ? undefined : span as ReadableSpan & Compact
-  if (compact !== undefined) {
-    w.tag(7, 1)
-    w.nanos(compact.startNanos)
-    w.tag(8, 1)
-    w.nanos(compact.endNanos)
-    attributeArrays(w, compact.attributeArrays, 9)
-  } else {
-    w.tag(7, 1)
-    w.time(span.startTime)
-    w.tag(8, 1)
-    w.time(span.endTime)
-    attributes(w, span.attributes, 9)
-  }
+  w.varint32(span.spanKind + 1)
+  w.tag(7, 1)
+  if (span.startHr === undefined) w.nanos(span.startNanos)
+  else w.time(span.startHr)
+  w.tag(8, 1)
+  if (span.endHr === undefined) w.nanos(span.endNanos)
+  else w.time(span.endHr)
+  attributeArrays(w, span.attributeKeys, span.attributeValues, 9)
   w.tag(10, 0)
-  w.varint32(span.droppedAttributesCount)
-  for (const e of span.events) {
+  w.varint32(span.droppedAttributes)
+  for (const e of span.spanEvents) {
     w.tag(11, 2)
     event(w, e)
   }
   w.tag(12, 0)
-  w.varint32(span.droppedEventsCount)
-  for (const l of span.links) {
+  w.varint32(span.droppedEvents)
+  for (const l of span.spanLinks) {
     w.tag(13, 2)
     link(w, l)
   }
   w.tag(14, 0)
-  w.varint32(span.droppedLinksCount)
+  w.varint32(span.droppedLinks)
   w.tag(15, 2)
   const status = w.begin()
-  if (span.status.message) {
+  if (span.statusMessage) {
     w.tag(2, 2)
-    w.string(span.status.message)
+    w.string(span.statusMessage)
   }
   w.tag(3, 0)
-  w.varint32(span.status.code)
+  w.varint32(span.statusCode)
   w.finish(status)
   w.tag(16, 5)
   w.fixed32(spanFlags(ids.traceFlags, parent?.isRemote))
@@ -524,41 +567,38 @@ const jsonAttributes = (attrs: Attributes | undefined) => {
   return out
 }
 
-const jsonAttributeArrays = (arrays: Compact["attributeArrays"]) => {
+const jsonAttributeArrays = (keys: ReadonlyArray<string>, values: ReadonlyArray<unknown>) => {
   const out: Array<{ key: string; value: JsonAnyValue }> = []
-  for (let i = 0; i < arrays.keys.length; i++) out.push({ key: arrays.keys[i]!, value: jsonValue(arrays.values[i]) })
+  for (let i = 0; i < keys.length; i++) out.push({ key: keys[i]!, value: jsonValue(values[i]) })
   return out
 }
 
 const nanos = (hr: HrTime): string =>
   (BigInt(Math.trunc(hr[0])) * 1_000_000_000n + BigInt(Math.trunc(hr[1]))).toString()
 
-const jsonSpan = (span: ReadableSpan): string => {
-  const compact = (span as Partial<Compact>).attributeArrays === undefined ? undefined : span as ReadableSpan & Compact
-  const ids = span.spanContext()
-  const parent = span.parentSpanContext
+const jsonSpan = (span: SpanRecord): string => {
+  const ids = span.ids
+  const parent = span.parentIds
   return JSON.stringify({
     traceId: ids.traceId,
     spanId: ids.spanId,
     parentSpanId: parent?.spanId ? parent.spanId : undefined,
     traceState: ids.traceState?.serialize(),
     name: span.name,
-    kind: span.kind + 1,
-    startTimeUnixNano: compact === undefined ? nanos(span.startTime) : BigInt(compact.startNanos).toString(),
-    endTimeUnixNano: compact === undefined ? nanos(span.endTime) : BigInt(compact.endNanos).toString(),
-    attributes: compact === undefined
-      ? jsonAttributes(span.attributes)
-      : jsonAttributeArrays(compact.attributeArrays),
-    droppedAttributesCount: span.droppedAttributesCount,
-    events: span.events.map((e) => ({
+    kind: span.spanKind + 1,
+    startTimeUnixNano: span.startHr === undefined ? BigInt(span.startNanos).toString() : nanos(span.startHr),
+    endTimeUnixNano: span.endHr === undefined ? BigInt(span.endNanos).toString() : nanos(span.endHr),
+    attributes: jsonAttributeArrays(span.attributeKeys, span.attributeValues),
+    droppedAttributesCount: span.droppedAttributes,
+    events: span.spanEvents.map((e) => ({
       attributes: jsonAttributes(e.attributes),
       name: e.name,
       timeUnixNano: nanos(e.time),
       droppedAttributesCount: e.droppedAttributesCount ?? 0
     })),
-    droppedEventsCount: span.droppedEventsCount,
-    status: { code: span.status.code, message: span.status.message },
-    links: span.links.map((l) => ({
+    droppedEventsCount: span.droppedEvents,
+    status: { code: span.statusCode, message: span.statusMessage },
+    links: span.spanLinks.map((l) => ({
       attributes: jsonAttributes(l.attributes),
       spanId: l.context.spanId,
       traceId: l.context.traceId,
@@ -566,7 +606,7 @@ const jsonSpan = (span: ReadableSpan): string => {
       droppedAttributesCount: l.droppedAttributesCount ?? 0,
       flags: spanFlags(l.context.traceFlags, l.context.isRemote)
     })),
-    droppedLinksCount: span.droppedLinksCount,
+    droppedLinksCount: span.droppedLinks,
     flags: spanFlags(ids.traceFlags, parent?.isRemote)
   })
 }
@@ -611,7 +651,7 @@ export interface Batch {
   /** How many spans it holds. */
   readonly count: number
   /** Encodes one span into the batch (its objects are not kept). */
-  add(span: ReadableSpan): void
+  add(span: SpanRecord): void
   /** The whole request body (call once, after the last `add`). */
   seal(): Uint8Array
 }
@@ -631,7 +671,7 @@ class ProtobufBatch implements Batch {
     this.w = new Writer(size, head)
   }
 
-  add(span: ReadableSpan): void {
+  add(span: SpanRecord): void {
     protobufSpan(this.w, span)
     this.count++
   }
@@ -668,7 +708,7 @@ class JsonBatch implements Batch {
     this.w.pos += this.w.buffer.write(value, this.w.pos, bytes, "utf8")
   }
 
-  add(span: ReadableSpan): void {
+  add(span: SpanRecord): void {
     this.text(this.count === 0 ? jsonSpan(span) : `,${jsonSpan(span)}`)
     this.count++
   }
