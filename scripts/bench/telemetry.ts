@@ -7,7 +7,9 @@
  * variant (median of the processes), the ratio of the medians, and the median of the per-round ratios — only ratios
  * within this one run mean anything on this machine.
  *
- * Usage: `npm run bench:telemetry [-- --rounds N] [--sessions N] [--json]`.
+ * Usage: `npm run bench:telemetry [-- --rounds N] [--sessions N] [--json] [--base DIR]`. `--base DIR` adds the same
+ * variants of another checkout (its own `scripts/bench/workload.ts`, e.g. a `git worktree` of an earlier commit) to
+ * every round, so a change is measured against what it replaces in the same run.
  */
 import { spawn } from "node:child_process"
 import { loadavg } from "node:os"
@@ -24,16 +26,21 @@ const sessions = flag("sessions", "1500")
 const port = 43_000 + Math.floor(Math.random() * 2000)
 const sink = `http://127.0.0.1:${port}`
 
-const variants: ReadonlyArray<{ readonly name: string; readonly args: ReadonlyArray<string> }> = [
+const base = argv.includes("--base") ? flag("base", "") : undefined
+const own: ReadonlyArray<{ readonly name: string; readonly args: ReadonlyArray<string> }> = [
   { name: "off", args: [] },
   { name: "protobuf", args: ["--otlp", sink, "--protocol", "http/protobuf"] },
   ...(argv.includes("--json") ? [{ name: "json", args: ["--otlp", sink, "--protocol", "http/json"] }] : [])
 ]
+const variants: ReadonlyArray<{ readonly name: string; readonly args: ReadonlyArray<string>; readonly cwd: string }> = [
+  ...own.map((v) => ({ ...v, cwd: root })),
+  ...(base === undefined ? [] : own.map((v) => ({ ...v, name: `base ${v.name}`, cwd: base })))
+]
 
-const run = (args: ReadonlyArray<string>) =>
+const run = (args: ReadonlyArray<string>, cwd = root) =>
   new Promise<number>((resolve, reject) => {
     const child = spawn(process.execPath, ["--expose-gc", "--import", "tsx", "scripts/bench/workload.ts", ...args], {
-      cwd: root,
+      cwd,
       stdio: ["ignore", "pipe", "pipe"],
       env: { ...process.env, OTEL_BSP_MAX_QUEUE_SIZE: "200000", OTEL_BSP_MAX_EXPORT_BATCH_SIZE: "8192" }
     })
@@ -64,30 +71,32 @@ const main = async () => {
   try {
     // Builds dist/ when the sources are newer, outside the measured rounds.
     await run(["--scenario", "A", "--quick", "--sessions", "5", "--warmup", "5"])
+    if (base !== undefined) await run(["--scenario", "A", "--quick", "--sessions", "5", "--warmup", "5"], base)
     const load = loadavg()[0]!.toFixed(2)
     const cpu = new Map<string, Array<number>>(variants.map((v) => [v.name, []]))
     for (let round = 0; round < rounds; round++) {
       const order = variants.map((_, i) => variants[(i + round) % variants.length]!)
       const line: Array<string> = []
       for (const v of order) {
-        const us = await run(["--scenario", "A", "--sessions", sessions, ...v.args])
+        const us = await run(["--scenario", "A", "--sessions", sessions, ...v.args], v.cwd)
         cpu.get(v.name)!.push(us)
         line.push(`${v.name} ${us.toFixed(0)}`)
       }
       process.stdout.write(`round ${round + 1}/${rounds}: ${line.join(", ")} CPU µs per turn\n`)
     }
-    const off = cpu.get("off")!
+    const offOf = (name: string) => cpu.get(name.startsWith("base ") ? "base off" : "off")!
     process.stdout.write(
       `\nscenario A, ${sessions} sessions a batch, ${rounds} rounds, load ${load} → ${loadavg()[0]!.toFixed(2)}\n`
     )
     for (const v of variants) {
       const xs = cpu.get(v.name)!
+      const off = offOf(v.name)
       const perRound = xs.map((x, i) => x / off[i]!)
       process.stdout.write(
         `${v.name.padEnd(9)} CPU µs per turn median ${median(xs).toFixed(0)} (${Math.min(...xs).toFixed(0)}–${
           Math.max(...xs).toFixed(0)
         })` +
-          (v.name === "off"
+          (v.name.endsWith("off")
             ? "\n"
             : `, ÷ off ${(median(xs) / median(off)).toFixed(3)} (median per round ${median(perRound).toFixed(3)})\n`)
       )

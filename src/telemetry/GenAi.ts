@@ -51,11 +51,6 @@ export interface BurstView {
   readonly startedAt: number
 }
 
-const usageAttributes = (usage: Usage): Spans.Attributes => ({
-  "gen_ai.usage.input_tokens": usage.inputTokens,
-  "gen_ai.usage.output_tokens": usage.outputTokens
-})
-
 const events = (list: ReadonlyArray<RailEvents.RailEvent>) =>
   Effect.forEach(list, (e) => Spans.event(e.name, e.at, e.attributes), { discard: true })
 
@@ -88,7 +83,8 @@ const landed = (trajectory: Trajectory): Effect.Effect<void> => {
       "corral.attempts": trajectory.modelCalls.length,
       "corral.tool_calls": trajectory.toolCalls.length,
       "corral.duration_ms": trajectory.endedAt - trajectory.startedAt,
-      ...usageAttributes(trajectory.usage)
+      "gen_ai.usage.input_tokens": trajectory.usage.inputTokens,
+      "gen_ai.usage.output_tokens": trajectory.usage.outputTokens
     })),
     Effect.flatMap(
       Spans.recording,
@@ -184,11 +180,6 @@ export interface AttemptView {
   readonly usage: Usage
 }
 
-const content = (request: ModelRequest): Spans.Attributes => ({
-  "gen_ai.system_instructions": request.system,
-  "gen_ai.input.messages": JSON.stringify(request.messages)
-})
-
 /**
  * Runs one logical model call (`walk(options)`) inside its `chat {model}` span: the attempts' counts (attempts,
  * retries, failovers) on success and failure alike, the reply's model, finish reason and usage, and `error.type` (the
@@ -224,7 +215,8 @@ export const chat = <
             "gen_ai.response.model": record.reply?.model,
             "gen_ai.response.finish_reasons": record.reply === undefined ? undefined : [record.reply.finishReason],
             "error.type": record.error?.kind,
-            ...usageAttributes(record.usage)
+            "gen_ai.usage.input_tokens": record.usage.inputTokens,
+            "gen_ai.usage.output_tokens": record.usage.outputTokens
           })),
           reported(record)
         )
@@ -267,29 +259,33 @@ export const chat = <
             Metrics.add(Metrics.tokenUsage, output, ...tokenLabels, "gen_ai.token.type", "output")
           }
           return Effect.flatMap(Spans.CaptureContent, (capture) =>
-            Spans.annotate(() => ({
-              "gen_ai.provider.name": vendor,
-              "gen_ai.request.model": model,
-              "corral.provider": provider?.name,
-              "gen_ai.response.model": ok ? exit.value.reply.model : undefined,
-              "gen_ai.response.finish_reasons": ok ? [exit.value.reply.finishReason] : undefined,
-              "gen_ai.usage.input_tokens": input,
-              "gen_ai.usage.output_tokens": output,
-              "corral.attempts": attempts,
-              "corral.retries": retries,
-              "corral.failovers": failovers,
-              "error.type": errorType,
-              ...(capture ? content(options.request) : {}),
-              ...(capture && ok
-                ? {
-                  "gen_ai.output.messages": JSON.stringify([{
+            Spans.annotate(() => {
+              const attributes: Spans.Attributes = {
+                "gen_ai.provider.name": vendor,
+                "gen_ai.request.model": model,
+                "corral.provider": provider?.name,
+                "gen_ai.response.model": ok ? exit.value.reply.model : undefined,
+                "gen_ai.response.finish_reasons": ok ? [exit.value.reply.finishReason] : undefined,
+                "gen_ai.usage.input_tokens": input,
+                "gen_ai.usage.output_tokens": output,
+                "corral.attempts": attempts,
+                "corral.retries": retries,
+                "corral.failovers": failovers,
+                "error.type": errorType
+              }
+              if (capture) {
+                attributes["gen_ai.system_instructions"] = options.request.system
+                attributes["gen_ai.input.messages"] = JSON.stringify(options.request.messages)
+                if (ok) {
+                  attributes["gen_ai.output.messages"] = JSON.stringify([{
                     role: "assistant",
                     text: exit.value.reply.text,
                     toolCalls: exit.value.reply.toolCalls
                   }])
                 }
-                : {})
-            })))
+              }
+              return attributes
+            }))
         })
       ),
       Spans.span(
@@ -380,16 +376,18 @@ export const executeTool = (
           return Effect.flatMap(Spans.CaptureContent, (capture) =>
             Spans.annotate(() => {
               const bytes = Buffer.byteLength(outcome.content, "utf8")
-              return {
+              const attributes: Spans.Attributes = {
                 "corral.tool.duration_ms": now - startedAt,
                 "corral.tool.result_bytes": bytes,
                 "corral.tool.truncated": bytes > maxBytes,
                 "corral.tool.is_error": outcome.isError,
-                "error.type": errorType,
-                ...(capture
-                  ? { "gen_ai.tool.call.arguments": call.arguments, "gen_ai.tool.call.result": outcome.content }
-                  : {})
+                "error.type": errorType
               }
+              if (capture) {
+                attributes["gen_ai.tool.call.arguments"] = call.arguments
+                attributes["gen_ai.tool.call.result"] = outcome.content
+              }
+              return attributes
             }))
         })
       ),
