@@ -213,6 +213,25 @@ class Writer {
 
   /** A hex id (trace or span id) as its bytes: decoded here, a native call cost more than the id's 16 or 32 digits. */
   hex(value: string): void {
+    // A batch's spans share few trace ids: the last one's bytes are copied (the same string, compared by identity).
+    if (value === this.lastHex) {
+      this.ensure(this.lastBytes.length)
+      this.buffer.set(this.lastBytes, this.pos)
+      this.pos += this.lastBytes.length
+      return
+    }
+    const from = this.pos
+    this.hexOnce(value)
+    if (value.length === 32) {
+      this.lastHex = value
+      this.lastBytes = Buffer.from(this.buffer.subarray(from, this.pos))
+    }
+  }
+
+  private lastHex: string | undefined = undefined
+  private lastBytes: Buffer = Buffer.alloc(0)
+
+  private hexOnce(value: string): void {
     const bytes = value.length >>> 1
     if (bytes < 0x80 && (value.length & 1) === 0) {
       this.ensure(bytes + 1)
@@ -242,20 +261,11 @@ class Writer {
    * lookup is cheap — and encoding them character by character was most of what a span's attributes cost.
    */
   key(key: string): void {
-    let bytes = keyBytes.get(key)
-    if (bytes === undefined) {
-      const scratch = new Writer(key.length * 3 + 8, 0)
-      scratch.tag(1, 2)
-      scratch.string(key)
-      bytes = Buffer.from(scratch.buffer.subarray(0, scratch.pos))
-      if (keyBytes.size < maxCachedKeys) keyBytes.set(key, bytes)
-    }
+    const bytes = keyBytesOf(key)
     const length = bytes.length
     this.ensure(length)
-    const b = this.buffer
-    const p = this.pos
-    for (let i = 0; i < length; i++) b[p + i] = bytes[i]!
-    this.pos = p + length
+    this.buffer.set(bytes, this.pos)
+    this.pos += length
   }
 
   /**
@@ -317,6 +327,19 @@ const hexDigit = (c: number): number =>
 /** The encoded `KeyValue.key` field of each attribute key seen (bounded: an embedder's keys may be many). */
 const keyBytes = new Map<string, Buffer>()
 const maxCachedKeys = 1024
+
+/** The encoded `KeyValue.key` field of `key`: its tag, length and UTF-8 (cached, see `keyBytes`). */
+const keyBytesOf = (key: string): Buffer => {
+  let bytes = keyBytes.get(key)
+  if (bytes === undefined) {
+    const scratch = new Writer(key.length * 3 + 8, 0)
+    scratch.tag(1, 2)
+    scratch.string(key)
+    bytes = Buffer.from(scratch.buffer.subarray(0, scratch.pos))
+    if (keyBytes.size < maxCachedKeys) keyBytes.set(key, bytes)
+  }
+  return bytes
+}
 
 const varintSize = (value: number): number =>
   value < 0x80 ? 1 : value < 0x4000 ? 2 : value < 0x200000 ? 3 : value < 0x10000000 ? 4 : 5
@@ -407,9 +430,70 @@ const attributeArrays = (
   field: number
 ): void => {
   for (let i = 0; i < keys.length; i++) {
+    if (shortAttribute(w, field, keys[i]!, values[i])) continue
     w.tag(field, 2)
     keyValue(w, keys[i]!, values[i])
   }
+}
+
+/**
+ * One attribute of the usual kind — a short ASCII string, a small non-negative integer or a boolean, under a key
+ * whose `KeyValue` fits in 127 bytes — written in one pass: every length is known up front, so there is no length to
+ * reserve and fill in afterwards and one bounds check for the whole field. Returns false, having written nothing,
+ * for any other attribute (the general path writes it).
+ */
+const shortAttribute = (w: Writer, field: number, key: string, value: unknown): boolean => {
+  const kb = keyBytesOf(key)
+  let anyLength: number
+  switch (typeof value) {
+    case "string":
+      if (value.length > 100) return false
+      anyLength = 2 + value.length
+      break
+    case "number":
+      if (!(value >= 0 && value < 0x10000000 && Number.isInteger(value))) return false
+      anyLength = 1 + varintSize(value)
+      break
+    case "boolean":
+      anyLength = 2
+      break
+    default:
+      return false
+  }
+  const kvLength = kb.length + 2 + anyLength
+  if (kvLength > 0x7f) return false
+  w.ensure(kvLength + 2)
+  const b = w.buffer
+  let p = w.pos
+  b[p++] = (field << 3) | 2
+  b[p++] = kvLength
+  b.set(kb, p)
+  p += kb.length
+  b[p++] = (2 << 3) | 2
+  b[p++] = anyLength
+  if (typeof value === "string") {
+    b[p++] = (1 << 3) | 2
+    b[p++] = value.length
+    for (let i = 0; i < value.length; i++) {
+      const c = value.charCodeAt(i)
+      // Not ASCII: its UTF-8 is longer than its length; nothing is committed until `pos` moves.
+      if (c > 0x7f) return false
+      b[p++] = c
+    }
+  } else if (typeof value === "number") {
+    b[p++] = (3 << 3) | 0
+    let v = value
+    while (v > 0x7f) {
+      b[p++] = (v & 0x7f) | 0x80
+      v >>>= 7
+    }
+    b[p++] = v
+  } else {
+    b[p++] = (2 << 3) | 0
+    b[p++] = value ? 1 : 0
+  }
+  w.pos = p
+  return true
 }
 
 const event = (w: Writer, e: TimedEvent): void => {
