@@ -375,7 +375,7 @@ export const executeTool = (
           )
           return Effect.flatMap(Spans.CaptureContent, (capture) =>
             Spans.annotate(() => {
-              const bytes = Buffer.byteLength(outcome.content, "utf8")
+              const bytes = utf8Bytes(outcome.content)
               const attributes: Spans.Attributes = {
                 "corral.tool.duration_ms": now - startedAt,
                 "corral.tool.result_bytes": bytes,
@@ -408,6 +408,17 @@ export const executeTool = (
       )
     ))
 }
+
+/**
+ * The UTF-8 size of a tool result, without changing how the result itself is held. Measuring a string made by
+ * concatenation (a rope) makes the engine flatten it IN PLACE: the result then keeps a flat copy for as long as the
+ * transcript holds it — 1 KiB more per result of the peers workload, where the results are ropes, and the garbage
+ * collector copied every one of them again (docs/benchmarks.md, "Telemetry cost, fourth pass"). A short result is
+ * measured on a throwaway string that starts with it (whatever is flattened dies young); a long one is measured in
+ * place, where a copy would cost more than it saves (and what a parser produced is flat already).
+ */
+const utf8Bytes = (text: string): number =>
+  text.length <= 4096 ? Buffer.byteLength(` ${text}`, "utf8") - 1 : Buffer.byteLength(text, "utf8")
 
 // ---------------------------------------------------------------------------------------------------------------
 // approval: a refused decision (no burst)
