@@ -30,6 +30,8 @@ export const vendorOf = (provider: ModelProvider | undefined): string => provide
  * (`Spans.asParentOfOthers`).
  */
 const leaf = { leaf: true } as const
+/** An attempt runs inside its logical call's region, on the same fiber: no region of its own (`Spans.span`). */
+const inner = { leaf: true, inner: true } as const
 
 /** Exit reasons that are not a failure of the burst (no `error.type`). */
 const fine = new Set(["completed", "confirmation_pending"])
@@ -327,7 +329,7 @@ export const attempt = (provider: ModelProvider, attemptNumber: number) =>
       "corral.attempt": attemptNumber
     }),
     "client",
-    leaf
+    inner
   )
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ import type * as OtelApi from "@opentelemetry/api"
 import type { Resource } from "@opentelemetry/resources"
 import type { ReadableSpan, Sampler, SpanProcessor, TimedEvent } from "@opentelemetry/sdk-trace-base"
 import type { Option } from "effect"
-import { Cause, Clock, Context, DefaultServices, Exit, Tracer as EffectTracer } from "effect"
+import { Cause, Clock, Context, DefaultServices, Exit, FiberId, Tracer as EffectTracer } from "effect"
 import * as RandomPool from "../internal/randomPool.js"
 import type * as OtlpEncoding from "./internal/otlpEncoding.js"
 
@@ -343,6 +343,20 @@ export const succeed = (span: EffectTracer.Span, nanos: number): void => (span a
 /** Ends a span `Start` made as failed with `cause` at `nanos`. */
 export const fail = (span: EffectTracer.Span, nanos: number, cause: Cause.Cause<unknown>): void =>
   (span as RecordedSpan).fail(nanos, cause)
+
+const interrupted = Cause.interrupt(FiberId.none)
+
+/**
+ * Ends `span` and every open ancestor of it below `guard` as interrupted at `nanos`: the inner spans a fiber was
+ * interrupted in, ended by the region that encloses them (telemetry/Spans).
+ */
+export const interruptUpTo = (span: EffectTracer.Span, guard: EffectTracer.Span, nanos: number): void => {
+  let at: EffectTracer.AnySpan | undefined = span
+  while (at !== undefined && at !== guard && at instanceof RecordedSpan) {
+    at.fail(nanos, interrupted)
+    at = at.parent._tag === "Some" ? at.parent.value : undefined
+  }
+}
 
 const liveClock = Context.get(DefaultServices.liveServices, Clock.Clock)
 const origin = Date.now() * 1e6 - performance.now() * 1e6

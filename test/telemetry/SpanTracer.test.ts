@@ -8,7 +8,7 @@ import * as api from "@opentelemetry/api"
 import { resourceFromAttributes } from "@opentelemetry/resources"
 import type { Sampler } from "@opentelemetry/sdk-trace-base"
 import { InMemorySpanExporter, SamplingDecision, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
-import { Effect, Layer } from "effect"
+import { Deferred, Effect, Fiber, Layer } from "effect"
 import * as Spans from "../../src/telemetry/Spans.js"
 import * as SpanTracer from "../../src/telemetry/SpanTracer.js"
 
@@ -115,6 +115,63 @@ describe("SpanTracer", () => {
       expect(span!.events[0]!.name).toBe("e2")
       expect(span!.events[0]!.time).toEqual([1, 2_000_000])
       expect(span!.droppedEventsCount).toBe(2)
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.live("an attempt interrupted inside its call is ended as interrupted by the call's region: no span left open", () => {
+    const { sampler } = choosing(new Set(["chat m"]))
+    const { exporter, layer } = traced(sampler)
+    const inner = { leaf: true, inner: true } as const
+    return Effect.gen(function*() {
+      const started = yield* Deferred.make<void>()
+      const fiber = yield* Deferred.succeed(started, undefined).pipe(
+        Effect.zipRight(Effect.never),
+        Spans.span(() => "chat.attempt m", () => ({ "corral.attempt": 1 }), "client", inner),
+        // A first attempt that ends normally: the second one is the interrupted one.
+        (second) =>
+          Effect.zipRight(
+            Effect.void.pipe(Spans.span(() => "chat.attempt m", () => ({ "corral.attempt": 0 }), "client", inner)),
+            second
+          ),
+        Spans.span(() => "chat m", () => ({}), "client", leaf),
+        Effect.fork
+      )
+      yield* Deferred.await(started)
+      yield* Fiber.interrupt(fiber)
+      const spans = exporter.getFinishedSpans()
+      expect(spans.map((s) => [s.name, s.attributes["corral.attempt"], s.attributes["status.interrupted"]])).toEqual([
+        ["chat.attempt m", 0, undefined],
+        ["chat.attempt m", 1, true],
+        ["chat m", undefined, true]
+      ])
+      const call = spans[2]!
+      expect(spans[1]!.parentSpanContext?.spanId).toBe(call.spanContext().spanId)
+      expect(spans[1]!.endTime[0] * 1e9 + spans[1]!.endTime[1]).toBeLessThanOrEqual(
+        call.endTime[0] * 1e9 + call.endTime[1]
+      )
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.live("an inner span on a fiber forked inside the call keeps a region of its own (interrupting the fork ends it)", () => {
+    const { sampler } = choosing(new Set(["chat m"]))
+    const { exporter, layer } = traced(sampler)
+    const inner = { leaf: true, inner: true } as const
+    return Effect.gen(function*() {
+      yield* Effect.gen(function*() {
+        const started = yield* Deferred.make<void>()
+        const child = yield* Deferred.succeed(started, undefined).pipe(
+          Effect.zipRight(Effect.never),
+          Spans.span(() => "chat.attempt m", () => ({}), "client", inner),
+          Effect.fork
+        )
+        yield* Deferred.await(started)
+        yield* Fiber.interrupt(child)
+        // The call goes on after its forked attempt was interrupted: the attempt is already ended.
+        expect(exporter.getFinishedSpans().map((s) => [s.name, s.attributes["status.interrupted"]])).toEqual([
+          ["chat.attempt m", true]
+        ])
+      }).pipe(Spans.span(() => "chat m", () => ({}), "client", leaf))
+      expect(exporter.getFinishedSpans().map((s) => s.name)).toEqual(["chat.attempt m", "chat m"])
     }).pipe(Effect.provide(layer))
   })
 })
