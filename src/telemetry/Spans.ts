@@ -178,22 +178,14 @@ const inLeaf = <A, E, R>(
     const previousGuard = slot.guard
     slot.span = span
     slot.guard = span
-    const leave = () => {
-      // An inner span the fiber was interrupted in (its own handler skipped, see `innerLeaf`) ends here.
-      if (slot.span !== span && slot.span !== undefined) {
-        SpanTracer.interruptUpTo(slot.span, span, SpanTracer.nowNanos(clock))
-      }
-      slot.span = previous
-      slot.guard = previousGuard
-    }
     const run = Effect.matchCauseEffect(restore(self), {
       onFailure: (cause) => {
-        leave()
+        leave(slot, span, previous, previousGuard, clock)
         failed(span, clock, corral, cause)
         return Effect.failCause(cause)
       },
       onSuccess: (value) => {
-        leave()
+        leave(slot, span, previous, previousGuard, clock)
         ended(span, clock, corral, value)
         return Effect.succeed(value)
       }
@@ -201,6 +193,22 @@ const inLeaf = <A, E, R>(
     // The first leaf of a fiber that owns no slot yet: one fiber-ref write, then changes in place.
     return owned === undefined ? Effect.zipRight(FiberRef.set(currentLeaf, slot), run) : run
   })
+
+/** Restores the leaf and guard a region of `span` found, first ending an inner span it was interrupted in. */
+const leave = (
+  slot: LeafSlot,
+  span: Tracer.Span,
+  previous: Tracer.Span | undefined,
+  previousGuard: Tracer.Span | undefined,
+  clock: Clock.Clock
+): void => {
+  // An inner span the fiber was interrupted in (its own handler skipped, see `innerLeaf`) ends here.
+  if (slot.span !== span && slot.span !== undefined) {
+    SpanTracer.interruptUpTo(slot.span, span, SpanTracer.nowNanos(clock))
+  }
+  slot.span = previous
+  slot.guard = previousGuard
+}
 
 /**
  * An `inner` leaf: `span` (already open) as the leaf of `self` on a fiber that is inside one of Corral's leaf
