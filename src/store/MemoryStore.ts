@@ -3,9 +3,10 @@
  *
  * Every method runs as one synchronous step: JavaScript is single threaded and nothing yields between reading the
  * last sequence number and writing the next, so concurrent `appendTurn`s on one session can never share or skip a
- * number. Memory per session is one record and one array of the Turn objects exactly as appended (the benchmark
- * holds 10,000 sessions of 20 turns: no copies, no per-turn indexes). Because sequence numbers start at 1 with no
- * gaps, a turn's index in the array is `seq - 1`, which makes "turns after seq N" a slice.
+ * number. Memory per session is one record, one array of the Turn objects exactly as appended, and the
+ * trajectories, closed ones packed (the benchmark holds 10,000 sessions of 20 turns: no copies, no per-turn indexes).
+ * Because sequence numbers start at 1 with no gaps, a turn's index in the array is `seq - 1`, which makes "turns after
+ * seq N" a slice.
  */
 import { Effect, Layer, Option } from "effect"
 import type { Context } from "effect"
@@ -15,8 +16,11 @@ import { PersistenceFailed } from "../domain/Errors.js"
 import type { ScopeMismatch } from "../domain/Errors.js"
 import type { IdempotencyRecord, InboxMessage } from "../domain/Inbox.js"
 import type { Turn } from "../domain/Message.js"
+import { Principal } from "../domain/Principal.js"
 import type { Session } from "../domain/Session.js"
 import type { Trajectory } from "../domain/Trajectory.js"
+import { Usage } from "../domain/Usage.js"
+import * as Packing from "./internal/packing.js"
 import * as Refusals from "./internal/refusals.js"
 import type { AcceptOutcome } from "./SessionStore.js"
 import { decodeCursor, encodeCursor, listedBefore, SessionStore } from "./SessionStore.js"
@@ -24,11 +28,22 @@ import { decodeCursor, encodeCursor, listedBefore, SessionStore } from "./Sessio
 interface SessionRecord {
   session: Session
   readonly turns: Array<Turn>
-  /** Created on the first trajectory: most sessions in a benchmark never land one while held in memory. */
-  trajectories: Array<Trajectory> | undefined
+  /**
+   * Created on the first trajectory. A closed trajectory is kept packed (internal/packing), an open one (replaced as its
+   * burst goes) as it is.
+   */
+  trajectories: Array<StoredTrajectory> | undefined
   /** Ids of the sessions this one inherits artifacts from; created on the first. */
   inherits: Set<string> | undefined
 }
+
+/** A trajectory as it was saved, or packed (an array) with its run id as the key. */
+type StoredTrajectory = Trajectory | Packing.Packed
+
+/** A trajectory is an object, a packed one an array. */
+const isPacked = (stored: StoredTrajectory): stored is Packing.Packed => Array.isArray(stored)
+
+const runIdOf = (stored: StoredTrajectory): string => isPacked(stored) ? Packing.keyOf(stored) as string : stored.runId
 
 const byId = (a: AgentSpec, b: AgentSpec): number => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
 
@@ -51,6 +66,9 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
   /** `<org>\u0000<key>` → the first answer under that idempotency key. */
   const idempotency = new Map<string, IdempotencyRecord>()
   const keyOf = (orgId: string, key: string) => `${orgId}\u0000${key}`
+  // Closed trajectories are kept packed (internal/packing): as objects they were two fifths of a held session's
+  // bytes. Their templates are this store's own, so they go with it.
+  const packer = Packing.make({ classes: [Usage, Principal], maxTemplates: 1024 })
 
   /** The session's record when it belongs to `orgId`: every read goes through here, so no read crosses orgs. */
   const owned = (orgId: string, id: string): SessionRecord | undefined => {
@@ -273,13 +291,15 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
       Effect.suspend(() => {
         const record = sessions.get(trajectory.sessionId)
         if (record === undefined) return missing("saveTrajectory", trajectory.sessionId)
-        if (record.trajectories === undefined) record.trajectories = [trajectory]
+        // An open trajectory is saved again and again as its burst goes: kept as it is until it closes.
+        const stored = trajectory.open === true ? trajectory : packer.pack(trajectory, trajectory.runId) ?? trajectory
+        if (record.trajectories === undefined) record.trajectories = [stored]
         else {
           // Saved again as the burst goes (an open trajectory, then the closed one): replace, like the SQL upsert.
           let at = record.trajectories.length - 1
-          while (at >= 0 && record.trajectories[at]!.runId !== trajectory.runId) at--
-          if (at < 0) record.trajectories.push(trajectory)
-          else record.trajectories[at] = trajectory
+          while (at >= 0 && runIdOf(record.trajectories[at]!) !== trajectory.runId) at--
+          if (at < 0) record.trajectories.push(stored)
+          else record.trajectories[at] = stored
         }
         return Effect.void
       }),
@@ -287,7 +307,9 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
     trajectories: (orgId, sessionId) =>
       Effect.sync(() => {
         const record = owned(orgId, sessionId)
-        return record?.trajectories === undefined ? [] : record.trajectories.slice()
+        return record?.trajectories === undefined
+          ? []
+          : record.trajectories.map((stored) => isPacked(stored) ? packer.unpack(stored) as Trajectory : stored)
       })
   }
   for (const listener of listeners) listener(service, () => [...sessions.values()].map((r) => r.session))
