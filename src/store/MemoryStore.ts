@@ -3,10 +3,10 @@
  *
  * Every method runs as one synchronous step: JavaScript is single threaded and nothing yields between reading the
  * last sequence number and writing the next, so concurrent `appendTurn`s on one session can never share or skip a
- * number. Memory per session is one record, one array of the Turn objects exactly as appended, and the
- * trajectories, closed ones packed (the benchmark holds 10,000 sessions of 20 turns: no copies, no per-turn indexes).
- * Because sequence numbers start at 1 with no gaps, a turn's index in the array is `seq - 1`, which makes "turns after
- * seq N" a slice.
+ * number. Memory per session is one record, the turn entries exactly as appended with their times beside them, and
+ * the trajectories, closed ones packed (the benchmark holds 10,000 sessions of 20 turns: no copies, no per-turn
+ * indexes). Because sequence numbers start at 1 with no gaps, a turn's index in the arrays is `seq - 1`, which makes
+ * "turns after seq N" a slice.
  */
 import { Effect, Layer, Option } from "effect"
 import type { Context } from "effect"
@@ -15,7 +15,7 @@ import type { ApprovalRecord } from "../domain/Approval.js"
 import { PersistenceFailed } from "../domain/Errors.js"
 import type { ScopeMismatch } from "../domain/Errors.js"
 import type { IdempotencyRecord, InboxMessage } from "../domain/Inbox.js"
-import type { Turn } from "../domain/Message.js"
+import type { Turn, TurnEntry } from "../domain/Message.js"
 import { Principal } from "../domain/Principal.js"
 import type { Session } from "../domain/Session.js"
 import type { Trajectory } from "../domain/Trajectory.js"
@@ -27,7 +27,13 @@ import { decodeCursor, encodeCursor, listedBefore, SessionStore } from "./Sessio
 
 interface SessionRecord {
   session: Session
-  readonly turns: Array<Turn>
+  /**
+   * The transcript by column: the entries exactly as appended (the live actor's conversation holds the same
+   * objects) and their times, a number array V8 keeps unboxed. A Turn object and a boxed timestamp per turn were 72
+   * bytes of every turn a host keeps; `turns` makes the Turns when they are read.
+   */
+  readonly entries: Array<TurnEntry>
+  readonly times: Array<number>
   /**
    * Created on the first trajectory. A closed trajectory is kept packed (internal/packing), an open one (replaced as its
    * burst goes) as it is.
@@ -118,7 +124,7 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
             new PersistenceFailed({ operation: "createSession", message: `session "${session.id}" already exists` })
           )
         }
-        sessions.set(session.id, { session, turns: [], trajectories: undefined, inherits: undefined })
+        sessions.set(session.id, { session, entries: [], times: [], trajectories: undefined, inherits: undefined })
         return Effect.void
       }),
 
@@ -140,7 +146,7 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
           return missing("accept", message.sessionId)
         }
         if (session !== undefined) {
-          sessions.set(session.id, { session, turns: [], trajectories: undefined, inherits: undefined })
+          sessions.set(session.id, { session, entries: [], times: [], trajectories: undefined, inherits: undefined })
         }
         inbox.set(message.id, message)
         if (first !== undefined) idempotency.set(keyOf(first.orgId, first.key), first)
@@ -212,9 +218,9 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
         const record = sessions.get(sessionId)
         if (record === undefined) return missing("appendTurn", sessionId)
         // Read and write in one synchronous step: this is what makes the sequence gap-free under concurrency.
-        const turn: Turn = { sessionId, seq: record.turns.length + 1, at, entry }
-        record.turns.push(turn)
-        return Effect.succeed(turn)
+        const seq = record.entries.push(entry)
+        record.times.push(at)
+        return Effect.succeed({ sessionId, seq, at, entry } satisfies Turn)
       }),
 
     turns: (orgId, sessionId, afterSeq) =>
@@ -222,7 +228,11 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
         const record = owned(orgId, sessionId)
         if (record === undefined) return []
         // seq = index + 1, so the turns after `afterSeq` start at index `afterSeq`.
-        return record.turns.slice(afterSeq === undefined ? 0 : Math.max(0, Math.floor(afterSeq)))
+        const out: Array<Turn> = []
+        for (let i = afterSeq === undefined ? 0 : Math.max(0, Math.floor(afterSeq)); i < record.entries.length; i++) {
+          out.push({ sessionId: record.session.id, seq: i + 1, at: record.times[i]!, entry: record.entries[i]! })
+        }
+        return out
       }),
 
     inheritArtifact: (orgId, sessionId, fromSessionId) =>

@@ -61,10 +61,10 @@ const maxWidth = 256
 /**
  * Strings longer than this are never compared with the template's, and are kept by reference: comparing two strings
  * of equal length compares their characters, which makes V8 flatten a concatenated one — a report's summary that
- * ends with a 1 KB reply of the transcript would get a copy of it. Ids, texts and summaries are longer than this and
- * differ from record to record anyway.
+ * ends with a 1 KB reply of the transcript would get a copy of it. Shorter ones are compared (a flattened copy of
+ * one costs little), so the texts every record repeats (a rail's notice, a fallback's reason) cost nothing.
  */
-const maxCompared = 32
+const maxCompared = 256
 /** Differences to the template's integer beyond this are kept by reference (their zig-zag stays a safe integer). */
 const maxDelta = 2 ** 50
 
