@@ -30,10 +30,13 @@ interface SessionRecord {
   /**
    * The transcript by column: the entries exactly as appended (the live actor's conversation holds the same
    * objects) and their times, a number array V8 keeps unboxed. A Turn object and a boxed timestamp per turn were 72
-   * bytes of every turn a host keeps; `turns` makes the Turns when they are read.
+   * bytes of every turn a host keeps; `turns` makes the Turns when they are read. Both have room for more than
+   * `length` (see `appendEntry`).
    */
-  readonly entries: Array<TurnEntry>
-  readonly times: Array<number>
+  entries: Array<TurnEntry>
+  times: Array<number>
+  /** Turns stored: also the last sequence number. */
+  length: number
   /**
    * Created on the first trajectory. A closed trajectory is kept packed (internal/packing), an open one (replaced as its
    * burst goes) as it is.
@@ -50,6 +53,48 @@ type StoredTrajectory = Trajectory | Packing.Packed
 const isPacked = (stored: StoredTrajectory): stored is Packing.Packed => Array.isArray(stored)
 
 const runIdOf = (stored: StoredTrajectory): string => isPacked(stored) ? Packing.keyOf(stored) as string : stored.runId
+
+/**
+ * `entries` with `entry` put at `length` (its first free slot), grown when full: by a quarter (at least 4), into an
+ * array of exactly that room. A pushed array grows by half plus 16 slots (41 slots for 18 turns), and a host keeps
+ * every session's transcript: at 20 turns this leaves no free slot at all.
+ */
+const appendEntry = (entries: Array<TurnEntry>, length: number, entry: TurnEntry): Array<TurnEntry> => {
+  if (length < entries.length) {
+    entries[length] = entry
+    return entries
+  }
+  const grown = new Array<TurnEntry>(length + Math.max(4, length >> 2))
+  for (let i = 0; i < length; i++) grown[i] = entries[i]!
+  grown[length] = entry
+  return grown
+}
+
+/**
+ * `appendEntry` for the times. A function of its own, not a generic one: V8 learns an array store's element-kind
+ * transition per store site, and a site shared with the entries made the times' arrays hold boxed numbers (16 bytes
+ * more per turn).
+ */
+const appendTime = (times: Array<number>, length: number, at: number): Array<number> => {
+  if (length < times.length) {
+    times[length] = at
+    return times
+  }
+  const grown = new Array<number>(length + Math.max(4, length >> 2))
+  for (let i = 0; i < length; i++) grown[i] = times[i]!
+  grown[length] = at
+  return grown
+}
+
+/** The record of a session with nothing stored yet. */
+const fresh = (session: Session): SessionRecord => ({
+  session,
+  entries: [],
+  times: [],
+  length: 0,
+  trajectories: undefined,
+  inherits: undefined
+})
 
 const byId = (a: AgentSpec, b: AgentSpec): number => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
 
@@ -124,7 +169,7 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
             new PersistenceFailed({ operation: "createSession", message: `session "${session.id}" already exists` })
           )
         }
-        sessions.set(session.id, { session, entries: [], times: [], trajectories: undefined, inherits: undefined })
+        sessions.set(session.id, fresh(session))
         return Effect.void
       }),
 
@@ -146,7 +191,7 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
           return missing("accept", message.sessionId)
         }
         if (session !== undefined) {
-          sessions.set(session.id, { session, entries: [], times: [], trajectories: undefined, inherits: undefined })
+          sessions.set(session.id, fresh(session))
         }
         inbox.set(message.id, message)
         if (first !== undefined) idempotency.set(keyOf(first.orgId, first.key), first)
@@ -218,8 +263,9 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
         const record = sessions.get(sessionId)
         if (record === undefined) return missing("appendTurn", sessionId)
         // Read and write in one synchronous step: this is what makes the sequence gap-free under concurrency.
-        const seq = record.entries.push(entry)
-        record.times.push(at)
+        record.entries = appendEntry(record.entries, record.length, entry)
+        record.times = appendTime(record.times, record.length, at)
+        const seq = ++record.length
         return Effect.succeed({ sessionId, seq, at, entry } satisfies Turn)
       }),
 
@@ -229,7 +275,7 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
         if (record === undefined) return []
         // seq = index + 1, so the turns after `afterSeq` start at index `afterSeq`.
         const out: Array<Turn> = []
-        for (let i = afterSeq === undefined ? 0 : Math.max(0, Math.floor(afterSeq)); i < record.entries.length; i++) {
+        for (let i = afterSeq === undefined ? 0 : Math.max(0, Math.floor(afterSeq)); i < record.length; i++) {
           out.push({ sessionId: record.session.id, seq: i + 1, at: record.times[i]!, entry: record.entries[i]! })
         }
         return out
