@@ -12,7 +12,7 @@
  * `Template` that keeps its leaves; a later record of the same signature keeps only the leaves that differ from
  * the template's. Differing strings and objects are kept by reference (never copied); differing integers are
  * written as the difference to the template's value (a timestamp becomes a few characters) into one one-byte
- * string, together with where each difference sits. A trajectory of the workload's held sessions packs to ~200
+ * string, together with where each difference sits. A trajectory of the workload's held sessions packs to ~160
  * bytes: an array of a few slots and a string of a few dozen characters.
  *
  * What is flattened: plain objects, arrays, and instances of the classes named to `make` (the domain's
