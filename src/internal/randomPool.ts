@@ -18,10 +18,26 @@ const take = (bytes: number): number => {
   return start
 }
 
-/** `bytes` random bytes as lowercase hex (2 × `bytes` characters). `bytes` must be at most 4,096. */
-export const hex = (bytes: number): string => {
+/** Where a prefixed id is put together; the largest is a 4-character prefix and 32 hex digits. */
+const scratch = Buffer.allocUnsafe(64)
+const digits = Buffer.from("0123456789abcdef", "latin1")
+
+/**
+ * `bytes` random bytes as lowercase hex (2 × `bytes` characters) after `prefix` (one-byte characters), as ONE flat
+ * string: `prefix + hex` would be a concatenation, two strings and a pair (80 bytes for a run id instead of 56), and
+ * a host keeps ids for as long as it keeps sessions, turns and trajectories. `bytes` must be at most 4,096.
+ */
+export const hex = (bytes: number, prefix = ""): string => {
   const start = take(bytes)
-  return pool.toString("hex", start, start + bytes)
+  if (prefix === "") return pool.toString("hex", start, start + bytes)
+  if (prefix.length + 2 * bytes > scratch.length) return prefix + pool.toString("hex", start, start + bytes)
+  let out = scratch.write(prefix, 0, "latin1")
+  for (let i = start; i < start + bytes; i++) {
+    const byte = pool[i]!
+    scratch[out++] = digits[byte >> 4]!
+    scratch[out++] = digits[byte & 15]!
+  }
+  return scratch.toString("latin1", 0, out)
 }
 
 /** `bytes` random bytes as unpadded base64url. `bytes` must be at most 4,096. */

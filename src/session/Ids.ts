@@ -18,9 +18,9 @@ export interface IdGenerator {
 
 /** The default generator: the CSPRNG's bytes (drawn a pool at a time, `internal/randomPool`). */
 export const random: IdGenerator = {
-  runId: () => `run_${RandomPool.hex(16)}`,
-  sessionId: () => `ses_${RandomPool.hex(16)}`,
-  messageId: () => `msg_${RandomPool.hex(16)}`,
+  runId: () => RandomPool.hex(16, "run_"),
+  sessionId: () => RandomPool.hex(16, "ses_"),
+  messageId: () => RandomPool.hex(16, "msg_"),
   token: () => RandomPool.base64url(24)
 }
 

@@ -47,6 +47,10 @@ const nudged = (burst: Burst.Burst, cause: "empty" | "length") =>
   Effect.map(Clock.currentTimeMillis, (at) => Burst.decided(burst, { _tag: "nudge", at, cause }))
 
 /** One iteration of DESIGN §3 steps 2-9. */
+// Most assistant turns call no tool, and a host keeps every turn (the memory store, the live actor): they share one
+// empty list instead of one each.
+const noCalls: ReadonlyArray<never> = Object.freeze([])
+
 const iteration = (ctx: Burst.Context, burst: Burst.Burst): Effect.Effect<Step, PersistenceFailed> =>
   Effect.gen(function*() {
     const outcome = yield* ModelCall.next(ctx, burst)
@@ -59,7 +63,7 @@ const iteration = (ctx: Burst.Context, burst: Burst.Burst): Effect.Effect<Step, 
         yield* record(ctx, burst, {
           kind: "assistant",
           text: reply.text,
-          toolCalls: [],
+          toolCalls: noCalls,
           finishReason: reply.finishReason
         })
         return verdict._tag === "Filtered"
@@ -68,7 +72,7 @@ const iteration = (ctx: Burst.Context, burst: Burst.Burst): Effect.Effect<Step, 
       }
       case "Truncated": {
         // The calls of a cut reply may carry cut arguments: drop them rather than run something half-specified.
-        yield* record(ctx, burst, { kind: "assistant", text: reply.text, toolCalls: [], finishReason: "length" })
+        yield* record(ctx, burst, { kind: "assistant", text: reply.text, toolCalls: noCalls, finishReason: "length" })
         yield* nudged(burst, "length")
         yield* record(ctx, burst, notice("ReplyPolicy", ReplyPolicy.lengthNudge))
         return next
@@ -86,7 +90,7 @@ const iteration = (ctx: Burst.Context, burst: Burst.Burst): Effect.Effect<Step, 
         yield* record(ctx, burst, {
           kind: "assistant",
           text: reply.text,
-          toolCalls: [],
+          toolCalls: noCalls,
           finishReason: reply.finishReason
         })
         return replied("completed", "the model answered without tool calls")

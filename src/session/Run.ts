@@ -312,9 +312,8 @@ const run = (
         const report = yield* Landing.land(ctx, b, reason)
         const endedAt = yield* Clock.currentTimeMillis
         const state: SessionState = {
-          ...(yield* Burst.toState(b, before, reason, endedAt)),
-          status: "interrupted",
-          report
+          ...(yield* Burst.toState(b, before, reason, endedAt, report)),
+          status: "interrupted"
         }
         const settle = settleStopped({ store, events }, session, {
           trajectory: Burst.trajectory(ctx, b, reason, endedAt, report),
@@ -369,7 +368,7 @@ const run = (
 
     const report = yield* Landing.land(ctx, b, reason)
     const endedAt = yield* Clock.currentTimeMillis
-    let state: SessionState = { ...(yield* Burst.toState(b, before, reason, endedAt)), report }
+    let state: SessionState = yield* Burst.toState(b, before, reason, endedAt, report)
     // The report is stored with the trajectory: a late subscriber is replayed every landing (events/Landings).
     const trajectory: Trajectory = Burst.trajectory(ctx, b, reason, endedAt, report)
     // The pending writes' tokens are stored (hashed) before the state that makes the session wait for them.

@@ -190,8 +190,8 @@ export const repairPending = (
   })
 }
 
-/** Builds an actor over a session already in the store, its agent spec and its conversation. */
-export const make = (options: {
+/** What `make` builds an actor from. */
+export interface Options {
   readonly session: Session
   readonly spec: AgentSpec
   readonly history: ReadonlyArray<TurnEntry>
@@ -202,119 +202,218 @@ export const make = (options: {
    * yields. Called synchronously by `offer`; `false` when the supervisor has stopped (nothing was forked).
    */
   readonly start: (drain: Effect.Effect<void, never, Requirements>) => boolean
-  /** Called once, synchronously, when the actor closes (the supervisor forgets it). */
-  readonly onClose: () => void
-  /** Takes the landing of a burst the store stopped, to save once the store answers (see `Run.Request.later`). */
-  readonly later?: (settle: Effect.Effect<void, PersistenceFailed>) => void
+  /** Called once, synchronously, with the actor when it closes (the supervisor forgets it). */
+  readonly onClose: (actor: Actor) => void
+  /**
+   * Takes the landing of a burst of session `sessionId` the store stopped, to save once the store answers (see
+   * `Run.Request.later`). One function for every actor, told which session: a function per actor is kept as long as
+   * the actor.
+   */
+  readonly later?: (sessionId: string, orgId: string, settle: Effect.Effect<void, PersistenceFailed>) => void
   /** The process's cap on bursts running at once (`Admission`); absent = every burst runs at once. */
   readonly admission?: Admission.Gate
-}): Actor => {
-  let session = options.session
-  let conversation: ReadonlyArray<TurnEntry> = options.history
-  let closed = false
-  let running: Deferred.Deferred<void> | undefined
-  /** Completed once the burst in flight has landed and `session` holds its state; `undefined` when none runs. */
-  let landing: Deferred.Deferred<void> | undefined
-  let inFlight: Envelope | undefined
-  /** Messages not yet taken by the drain, oldest first; only this actor touches it. */
-  let mailbox: Array<Envelope> = []
-  /** Whether a drain fiber runs (or is about to): set by the offer that starts it, cleared when it finds no message. */
-  let draining = false
-  /** When the last drain ended (or the actor was made). */
-  let lastDrained = options.now
+}
 
-  const close = () => {
-    if (closed) return
-    closed = true
-    options.onClose()
+/** Builds an actor over a session already in the store, its agent spec and its conversation. */
+export const make = (options: Options): Actor => new LiveActor(options)
+
+/**
+ * The actor: its state in fields, its behaviour on the prototype. A host keeps an actor per live session, so what one
+ * costs is per session: as a closure per operation over a shared scope (and a generator function of its own for the
+ * drain, which V8 gives a prototype and two hidden classes the first time it runs) an idle actor was ~3 KB
+ * (docs/benchmarks.md, "Issue 14, ninth pass"); as an object it is its fields.
+ */
+class LiveActor implements Actor {
+  readonly sessionId: string
+  readonly orgId: string
+  private current: Session
+  private conversation: ReadonlyArray<TurnEntry>
+  private isClosed = false
+  private running: Deferred.Deferred<void> | undefined = undefined
+  /** Completed once the burst in flight has landed and `current` holds its state; `undefined` when none runs. */
+  private landing: Deferred.Deferred<void> | undefined = undefined
+  private inFlight: Envelope | undefined = undefined
+  /** Messages not yet taken by the drain, oldest first; only this actor touches it. */
+  private mailbox: Array<Envelope> = []
+  /** Whether a drain fiber runs (or is about to): set by the offer that starts it, cleared when it finds no message. */
+  private draining = false
+  /** When the last drain ended (or the actor was made). */
+  private lastDrained: number
+
+  private readonly spec: AgentSpec
+  private readonly start: Options["start"]
+  private readonly onClose: Options["onClose"]
+  private readonly later: Options["later"]
+  private readonly admission: Options["admission"]
+
+  constructor(options: Options) {
+    this.sessionId = options.session.id
+    this.orgId = options.session.principal.orgId
+    this.current = options.session
+    this.conversation = options.history
+    this.lastDrained = options.now
+    this.spec = options.spec
+    this.start = options.start
+    this.onClose = options.onClose
+    this.later = options.later
+    this.admission = options.admission
   }
 
-  const reply = (tokens: ReadonlyArray<IssuedToken> = []): Reply => ({ session, tokens })
+  session(): Session {
+    return this.current
+  }
+
+  closed(): boolean {
+    return this.isClosed
+  }
+
+  offer(message: Message): Option.Option<Deferred.Deferred<Reply, Failure>> {
+    if (this.isClosed) return Option.none()
+    const reply = Deferred.unsafeMake<Reply, Failure>(FiberId.none)
+    this.mailbox.push({ message, reply })
+    if (!this.draining) {
+      this.draining = true
+      if (!this.start(drain(this))) {
+        // The supervisor has stopped: nothing will ever process the mailbox.
+        this.close()
+        for (const envelope of this.mailbox) Deferred.unsafeDone(envelope.reply, Exit.fail(stopped(this.sessionId)))
+        this.mailbox = []
+      }
+    }
+    return Option.some(reply)
+  }
+
+  get cancel(): Effect.Effect<boolean> {
+    return Effect.suspend(() =>
+      this.running === undefined ? Effect.succeed(false) : Deferred.succeed(this.running, undefined)
+    )
+  }
+
+  get landed(): Effect.Effect<void> {
+    return Effect.suspend(() => this.landing === undefined ? Effect.void : Deferred.await(this.landing))
+  }
+
+  idleSince(): number | undefined {
+    return this.draining ? undefined : this.lastDrained
+  }
+
+  passivate(): boolean {
+    // A queued message always has a drain running (the offer started it), so `draining` covers the mailbox too.
+    if (this.isClosed || this.draining) return false
+    this.close()
+    return true
+  }
+
+  stop(): void {
+    if (this.isClosed) return
+    this.close()
+    const left = this.mailbox
+    this.mailbox = []
+    for (const envelope of left) Deferred.unsafeDone(envelope.reply, Exit.fail(stopped(this.sessionId)))
+  }
+
+  private close(): void {
+    if (this.isClosed) return
+    this.isClosed = true
+    this.onClose(this)
+  }
+
+  private reply(tokens: ReadonlyArray<IssuedToken> = []): Reply {
+    return { session: this.current, tokens }
+  }
 
   /** The limits of this session's agent (host ∩ spec), as its bursts run under: the approval path obeys them too. */
-  const agentLimits = Effect.map(Limits.Limits, (host) => Limits.effective(host, options.spec.limits))
+  private get agentLimits() {
+    return Effect.map(Limits.Limits, (host) => Limits.effective(host, this.spec.limits))
+  }
 
-  const burst = (
+  private burst(
     opening: TurnEntry,
     extra: Pick<Run.Request, "notes"> = {}
-  ): Effect.Effect<Reply, PersistenceFailed, Requirements> =>
-    Effect.gen(function*() {
+  ): Effect.Effect<Reply, PersistenceFailed, Requirements> {
+    return Effect.gen(this, function*() {
       const cancel = yield* Deferred.make<void>()
       const done = yield* Deferred.make<void>()
-      running = cancel
-      landing = done
-      const before = session
+      this.running = cancel
+      this.landing = done
+      const before = this.current
+      const { later, orgId, sessionId } = this
       // Readers (`get`) see the burst in flight, as the store does.
-      session = { ...session, state: { ...session.state, status: "running" } }
+      this.current = { ...this.current, state: { ...this.current.state, status: "running" } }
       const run = Run.burst({
         session: before,
-        spec: options.spec,
-        history: conversation,
+        spec: this.spec,
+        history: this.conversation,
         opening,
         cancel,
         ...extra,
-        ...(options.later === undefined ? {} : { later: options.later })
+        ...(later === undefined ? {} : { later: (settle) => later(sessionId, orgId, settle) })
       })
       // While it waits for a place the session reads `running` (its message is accepted) and can be cancelled.
-      const landed = yield* (options.admission === undefined ? run : options.admission.admit(run, cancel)).pipe(
-        Effect.ensuring(Effect.sync(() => (running = undefined)))
+      const admission = this.admission
+      const landed = yield* (admission === undefined ? run : admission.admit(run, cancel)).pipe(
+        Effect.ensuring(Effect.sync(() => (this.running = undefined)))
       )
-      session = { ...session, state: landed.state, updatedAt: landed.trajectory.endedAt }
-      conversation = landed.messages
-      return reply(landed.tokens)
+      this.current = { ...this.current, state: landed.state, updatedAt: landed.trajectory.endedAt }
+      this.conversation = landed.messages
+      return this.reply(landed.tokens)
     }).pipe(
       // After the landed state is held (or the burst failed): a `cancel` awaiting it then reads the landed view.
       Effect.ensuring(Effect.suspend(() => {
-        const done = landing
-        landing = undefined
+        const done = this.landing
+        this.landing = undefined
         return done === undefined ? Effect.void : Deferred.succeed(done, undefined)
       }))
     )
+  }
 
   /** Saves `state` as the session's state now. */
-  const save = (state: SessionState) =>
-    Effect.gen(function*() {
+  private save(state: SessionState) {
+    return Effect.gen(this, function*() {
       const now = yield* Clock.currentTimeMillis
-      yield* (yield* SessionStore).saveState(session.id, state, now)
-      session = { ...session, state, updatedAt: now }
+      yield* (yield* SessionStore).saveState(this.current.id, state, now)
+      this.current = { ...this.current, state, updatedAt: now }
     })
+  }
 
   // A refused decision is recorded in the transcript (the person and the model see it), then answered with the
   // reason; the session keeps waiting for a valid decision (or, when its write was decided, as it stands).
-  const recordRefusal = <E>(
+  private recordRefusal<E>(
     text: string,
     error: E,
     refusal: { readonly reason: string; readonly decision: "approve" | "reject"; readonly callId?: string }
-  ) =>
-    Effect.gen(function*() {
-      const limits = yield* agentLimits
+  ) {
+    return Effect.gen(this, function*() {
+      const limits = yield* this.agentLimits
       const entry: TurnEntry = { kind: "notice", rail: "Approvals", text: `A decision was refused: ${text}.` }
       const ports = { store: yield* SessionStore, events: yield* SessionEvents }
-      yield* Transcript.append(ports, session.id, entry, yield* Clock.currentTimeMillis, limits.persistTimeoutMs)
-      conversation = [...conversation, entry]
+      yield* Transcript.append(ports, this.current.id, entry, yield* Clock.currentTimeMillis, limits.persistTimeoutMs)
+      this.conversation = [...this.conversation, entry]
       return yield* Effect.fail(error)
-    }).pipe(GenAi.approvalRefused(session, { ...refusal, notice: text }))
+    }).pipe(GenAi.approvalRefused(this.current, { ...refusal, notice: text }))
+  }
 
-  const refuse = (refusal: Approvals.Refusal, decision: "approve" | "reject") => {
+  private refuse(refusal: Approvals.Refusal, decision: "approve" | "reject") {
     const text = Approvals.refusalText(refusal)
-    return recordRefusal(
+    return this.recordRefusal(
       text,
-      new InvalidSessionState({ sessionId: session.id, message: text, reason: refusal }),
+      new InvalidSessionState({ sessionId: this.current.id, message: text, reason: refusal }),
       { reason: refusal, decision }
     )
   }
 
-  const approve = (by: Principal, tokenHash: string, decision: "approve" | "reject") =>
-    Effect.gen(function*() {
+  private approve(by: Principal, tokenHash: string, decision: "approve" | "reject") {
+    return Effect.gen(this, function*() {
       const store = yield* SessionStore
       const now = yield* Clock.currentTimeMillis
+      const session = this.current
       const record = yield* store.findApproval(session.principal.orgId, session.id, tokenHash)
       const verdict = Approvals.check({ record, by, session, now })
       // Deciding twice is refused and recorded: the first decision stands, and the client is told which it was (a
       // 200 here read as "approved" to a client whose approve came after a reject, and nothing showed it).
       if (verdict._tag === "AlreadyDecided") {
         const text = Approvals.alreadyDecidedText(verdict.target)
-        return yield* recordRefusal(
+        return yield* this.recordRefusal(
           text,
           new AlreadyDecided({
             sessionId: session.id,
@@ -326,34 +425,35 @@ export const make = (options: {
           { reason: "already_decided", decision, callId: verdict.target.callId }
         )
       }
-      if (verdict._tag === "Refused") return yield* refuse(verdict.refusal, decision)
-      if (!(yield* store.spendApproval(tokenHash, now))) return yield* refuse("spent", decision)
-      const resolution = yield* resolve(verdict.target, decision, by)
-      const pending = session.state.pending.map((p) =>
+      if (verdict._tag === "Refused") return yield* this.refuse(verdict.refusal, decision)
+      if (!(yield* store.spendApproval(tokenHash, now))) return yield* this.refuse("spent", decision)
+      const resolution = yield* this.resolve(verdict.target, decision, by)
+      const pending = this.current.state.pending.map((p) =>
         p.callId === verdict.target.callId && p.turnSeq === verdict.target.turnSeq
           ? { ...p, resolution, unreported: true as const }
           : p
       )
       const claimed = resolution.status === "ok" || resolution.status === "error" ? 1 : 0
-      yield* save({
-        ...session.state,
+      yield* this.save({
+        ...this.current.state,
         status: "awaiting_confirmation",
         pending,
-        toolCalls: session.state.toolCalls + claimed
+        toolCalls: this.current.state.toolCalls + claimed
       })
-      if (undecided(session.state).length > 0) return reply()
+      if (undecided(this.current.state).length > 0) return this.reply()
       // Every pending write is decided: the model hears the outcome as data and carries on.
-      const round = currentRound(session.state.pending)
-      return yield* burst({
+      const round = currentRound(this.current.state.pending)
+      return yield* this.burst({
         kind: "user",
         text: "The pending write(s) were decided by a person (see the context). Report the outcome and continue.",
         context: resolutionText(round)
       })
     })
+  }
 
   // The approved call runs FIRST, from exactly what the person was shown; the model only reports it afterwards.
-  const resolve = (target: PendingConfirmation, decision: "approve" | "reject", by: Principal) =>
-    Effect.gen(function*() {
+  private resolve(target: PendingConfirmation, decision: "approve" | "reject", by: Principal) {
+    return Effect.gen(this, function*() {
       const decidedBy = by.userId
       if (decision === "reject") {
         return {
@@ -364,8 +464,8 @@ export const make = (options: {
           decidedBy
         } satisfies Resolution
       }
-      const limits = yield* agentLimits
-      const budget = { toolCalls: session.state.toolCalls, tokens: session.state.usage.total }
+      const limits = yield* this.agentLimits
+      const budget = { toolCalls: this.current.state.toolCalls, tokens: this.current.state.usage.total }
       if (Option.isNone(Budget.claimTool(budget, limits))) {
         const content = Budget.budgetNotice(target.tool, limits.toolCalls)
         return { decision, content, isError: true, status: "not_executed", decidedBy } satisfies Resolution
@@ -374,14 +474,15 @@ export const make = (options: {
       // after the restart (repairPending) instead of being run a second time.
       const startedAt = yield* Clock.currentTimeMillis
       // The session is `running` meanwhile, so recovery at start finds it if the process dies.
-      yield* save({
-        ...session.state,
+      yield* this.save({
+        ...this.current.state,
         status: "running",
-        pending: session.state.pending.map((p) =>
+        pending: this.current.state.pending.map((p) =>
           p.callId === target.callId && p.turnSeq === target.turnSeq ? { ...p, dispatchedAt: startedAt } : p
         )
       })
       const executor = yield* ToolExecutor
+      const session = this.current
       const outcome = yield* executor.call(target.tool, target.arguments, {
         sessionId: session.id,
         principal: session.principal,
@@ -395,9 +496,11 @@ export const make = (options: {
       const status = outcome.isError ? "error" as const : "ok" as const
       return { decision, content, isError: outcome.isError, status, decidedBy, durationMs } satisfies Resolution
     })
+  }
 
-  const renew = (by: Principal) =>
-    Effect.gen(function*() {
+  private renew(by: Principal) {
+    return Effect.gen(this, function*() {
+      const session = this.current
       if (by.orgId !== session.principal.orgId || by.userId !== session.principal.userId) {
         return yield* new InvalidSessionState({
           sessionId: session.id,
@@ -417,122 +520,118 @@ export const make = (options: {
         mint: (yield* Ids).token
       })
       yield* (yield* SessionStore).issueApprovals(session.id, records)
-      return reply(issued)
+      return this.reply(issued)
     })
+  }
 
-  const handle = (message: Message): Effect.Effect<Reply, Failure, Requirements> => {
+  /** Processes one message. */
+  handle(message: Message): Effect.Effect<Reply, Failure, Requirements> {
     switch (message._tag) {
       case "Run":
-        return burst({
+        return this.burst({
           kind: "user",
           text: message.text,
           ...(message.context === undefined ? {} : { context: message.context }),
           ...(message.inboxId === undefined ? {} : { messageId: message.inboxId })
         }, message.notes === undefined ? {} : { notes: message.notes })
       case "Continue":
-        if (session.state.status === "awaiting_confirmation") {
+        if (this.current.state.status === "awaiting_confirmation") {
           return Effect.fail(
             new InvalidSessionState({
-              sessionId: session.id,
+              sessionId: this.current.id,
               message: waitingForDecision
             })
           )
         }
-        return burst({
+        return this.burst({
           kind: "user",
           text: message.text,
           ...(message.inboxId === undefined ? {} : { messageId: message.inboxId })
         })
       case "Approve":
-        return approve(message.by, message.tokenHash, message.decision)
+        return this.approve(message.by, message.tokenHash, message.decision)
       case "Renew":
-        return renew(message.by)
+        return this.renew(message.by)
     }
   }
 
   /** Forgets a settled accepted message; a failure only leaves the row for the next load to settle. */
-  const settle = (inboxId: string) =>
-    Effect.flatMap(SessionStore, (store) => store.settle(session.id, inboxId)).pipe(
+  settle(inboxId: string) {
+    const sessionId = this.current.id
+    return Effect.flatMap(SessionStore, (store) => store.settle(sessionId, inboxId)).pipe(
       Effect.catchAll((error) =>
-        Effect.logWarning(`session ${session.id}: accepted message ${inboxId} not settled: ${error.message}`)
+        Effect.logWarning(`session ${sessionId}: accepted message ${inboxId} not settled: ${error.message}`)
       )
     )
+  }
 
-  /** Processes messages until the mailbox is empty; then the actor is idle and the fiber ends. */
-  const drain: Effect.Effect<void, never, Requirements> = Effect.gen(function*() {
-    while (mailbox.length > 0) {
-      const envelope = mailbox.shift()!
-      inFlight = envelope
-      const exit = yield* Effect.exit(handle(envelope.message))
-      inFlight = undefined
+  /**
+   * The drain's next message (module-level `drain` is not a method: see it). When none is left the actor is no
+   * longer draining, synchronously with this emptiness check: an offer from now on starts a new drain.
+   */
+  take(): Envelope | undefined {
+    const envelope = this.mailbox.shift()
+    this.inFlight = envelope
+    if (envelope === undefined) this.draining = false
+    return envelope
+  }
+
+  taken(): void {
+    this.inFlight = undefined
+  }
+
+  /** Closes after an infrastructure failure: the in-memory state may be ahead of the store; rebuild from it. */
+  fail(): void {
+    this.close()
+  }
+
+  /** The drain found no message left (`take`): the actor is idle from `now`. */
+  idle(now: number): void {
+    this.lastDrained = now
+  }
+
+  /** The drain ended interrupted or after a failure: every message left is answered, and the actor takes no more. */
+  abandon(): Effect.Effect<void> {
+    this.close()
+    this.draining = false
+    const left = this.inFlight === undefined ? this.mailbox : [this.inFlight, ...this.mailbox]
+    this.inFlight = undefined
+    this.mailbox = []
+    const sessionId = this.current.id
+    return Effect.forEach(left, (envelope) => Deferred.fail(envelope.reply, stopped(sessionId)), { discard: true })
+  }
+}
+
+/**
+ * Processes the actor's messages until its mailbox is empty; then the actor is idle and the fiber ends. A generator
+ * of the module, not of the actor: a generator function gets a prototype object and two hidden classes of its own
+ * the first time it runs, and one made per actor kept them for the actor's life.
+ */
+const drain = (actor: LiveActor): Effect.Effect<void, never, Requirements> =>
+  Effect.gen(function*() {
+    for (let envelope = actor.take(); envelope !== undefined; envelope = actor.take()) {
+      const exit = yield* Effect.exit(actor.handle(envelope.message))
+      actor.taken()
       yield* Deferred.done(envelope.reply, exit)
       // The accepted message was taken up (its user turn is stored) or refused: the mailbox row can go (after the
       // answer: the caller need not wait for it). After an infrastructure failure it stays; the next load finds
       // whether its turn was stored (`messageId`) and runs it if not.
       const inboxId = inboxOf(envelope.message)
-      if (inboxId !== undefined && !isPersistence(exit)) yield* settle(inboxId)
+      if (inboxId !== undefined && !isPersistence(exit)) yield* actor.settle(inboxId)
       // After an infrastructure failure the in-memory state may be ahead of the store: rebuild from the store.
-      if (isPersistence(exit)) return close()
+      if (isPersistence(exit)) return actor.fail()
     }
-    // Synchronous with the emptiness check above: an offer from now on starts a new drain.
-    draining = false
-    lastDrained = yield* Clock.currentTimeMillis
+    actor.idle(yield* Clock.currentTimeMillis)
   }).pipe(
     Effect.onExit((exit) =>
       Effect.suspend(() => {
-        if (Exit.isSuccess(exit) && !closed) return Effect.void
+        if (Exit.isSuccess(exit) && !actor.closed()) return Effect.void
         // Interrupted (the supervisor is closing) or closed after a failure: the message in flight and whatever is
         // still queued get an answer, and the actor takes no more.
-        close()
-        draining = false
-        const left = inFlight === undefined ? mailbox : [inFlight, ...mailbox]
-        inFlight = undefined
-        mailbox = []
-        return Effect.forEach(left, (envelope) => Deferred.fail(envelope.reply, stopped(session.id)), {
-          discard: true
-        })
+        return actor.abandon()
       })
     )
   )
-
-  return {
-    sessionId: session.id,
-    orgId: session.principal.orgId,
-    session: () => session,
-    closed: () => closed,
-    offer: (message) => {
-      if (closed) return Option.none()
-      const reply = Deferred.unsafeMake<Reply, Failure>(FiberId.none)
-      mailbox.push({ message, reply })
-      if (!draining) {
-        draining = true
-        if (!options.start(drain)) {
-          // The supervisor has stopped: nothing will ever process the mailbox.
-          close()
-          for (const envelope of mailbox) Deferred.unsafeDone(envelope.reply, Exit.fail(stopped(session.id)))
-          mailbox = []
-        }
-      }
-      return Option.some(reply)
-    },
-    cancel: Effect.suspend(() => running === undefined ? Effect.succeed(false) : Deferred.succeed(running, undefined)),
-    landed: Effect.suspend(() => landing === undefined ? Effect.void : Deferred.await(landing)),
-    idleSince: () => draining ? undefined : lastDrained,
-    passivate: () => {
-      // A queued message always has a drain running (the offer started it), so `draining` covers the mailbox too.
-      if (closed || draining) return false
-      close()
-      return true
-    },
-    stop: () => {
-      if (closed) return
-      close()
-      const left = mailbox
-      mailbox = []
-      for (const envelope of left) Deferred.unsafeDone(envelope.reply, Exit.fail(stopped(session.id)))
-    }
-  }
-}
 
 /** The accepted message a mailbox message carries, if it came through the durable mailbox. */
 export const inboxOf = (message: Message): string | undefined =>

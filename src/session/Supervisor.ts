@@ -237,7 +237,7 @@ export const make = (
      * 5 s, so a session reads `interrupted` within seconds of the store's return), then runs what its mailbox still
      * holds. `load` runs a waiting landing first, so the two never overwrite a newer state.
      */
-    const later = (sessionId: string, orgId: string) => (settle: Effect.Effect<void, PersistenceFailed>) => {
+    const later = (sessionId: string, orgId: string, settle: Effect.Effect<void, PersistenceFailed>) => {
       const lock = Effect.unsafeMakeSemaphore(1)
       const attempt: Effect.Effect<void, PersistenceFailed> = lock.withPermits(1)(Effect.suspend(() =>
         unsettled.get(sessionId) === attempt
@@ -271,6 +271,21 @@ export const make = (
         return Effect.flatMap(store.turns(orgId, sessionId), (turns) => deliverInbox(live, takenIds(turns), waiting))
       })
 
+    // One for every actor (a function made per actor is kept as long as the actor).
+    const start = (drain: Effect.Effect<void, never, SessionActor.Requirements>) => {
+      if (stopping) {
+        return false
+      }
+      runDrain(drain, { immediate: false })
+      return true
+    }
+
+    const forget = (actor: SessionActor.Actor) => {
+      if (actors.get(actor.sessionId) === actor) {
+        actors.delete(actor.sessionId)
+      }
+    }
+
     const spawn = (session: Session, spec: AgentSpec, history: ReadonlyArray<TurnEntry>) =>
       Effect.map(Clock.currentTimeMillis, (now) => {
         const actor: SessionActor.Actor = SessionActor.make({
@@ -278,19 +293,9 @@ export const make = (
           spec,
           history,
           now,
-          start: (drain) => {
-            if (stopping) {
-              return false
-            }
-            runDrain(drain, { immediate: false })
-            return true
-          },
-          onClose: () => {
-            if (actors.get(session.id) === actor) {
-              actors.delete(session.id)
-            }
-          },
-          later: later(session.id, session.principal.orgId),
+          start,
+          onClose: forget,
+          later,
           admission
         })
         actors.set(session.id, actor)

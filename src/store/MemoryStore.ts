@@ -3,9 +3,10 @@
  *
  * Every method runs as one synchronous step: JavaScript is single threaded and nothing yields between reading the
  * last sequence number and writing the next, so concurrent `appendTurn`s on one session can never share or skip a
- * number. Memory per session is one record and one array of the Turn objects exactly as appended (the benchmark
- * holds 10,000 sessions of 20 turns: no copies, no per-turn indexes). Because sequence numbers start at 1 with no
- * gaps, a turn's index in the array is `seq - 1`, which makes "turns after seq N" a slice.
+ * number. Memory per session is one record, the turn entries exactly as appended with their times beside them, and
+ * the trajectories, closed ones packed (the benchmark holds 10,000 sessions of 20 turns: no copies, no per-turn
+ * indexes). Because sequence numbers start at 1 with no gaps, a turn's index in the arrays is `seq - 1`, which makes
+ * "turns after seq N" a slice.
  */
 import { Effect, Layer, Option } from "effect"
 import type { Context } from "effect"
@@ -14,21 +15,86 @@ import type { ApprovalRecord } from "../domain/Approval.js"
 import { PersistenceFailed } from "../domain/Errors.js"
 import type { ScopeMismatch } from "../domain/Errors.js"
 import type { IdempotencyRecord, InboxMessage } from "../domain/Inbox.js"
-import type { Turn } from "../domain/Message.js"
+import type { Turn, TurnEntry } from "../domain/Message.js"
+import { Principal } from "../domain/Principal.js"
 import type { Session } from "../domain/Session.js"
 import type { Trajectory } from "../domain/Trajectory.js"
+import { Usage } from "../domain/Usage.js"
+import * as Packing from "./internal/packing.js"
 import * as Refusals from "./internal/refusals.js"
 import type { AcceptOutcome } from "./SessionStore.js"
 import { decodeCursor, encodeCursor, listedBefore, SessionStore } from "./SessionStore.js"
 
 interface SessionRecord {
   session: Session
-  readonly turns: Array<Turn>
-  /** Created on the first trajectory: most sessions in a benchmark never land one while held in memory. */
-  trajectories: Array<Trajectory> | undefined
+  /**
+   * The transcript by column: the entries exactly as appended (the live actor's conversation holds the same
+   * objects) and their times, a number array V8 keeps unboxed. A Turn object and a boxed timestamp per turn were 72
+   * bytes of every turn a host keeps; `turns` makes the Turns when they are read. Both have room for more than
+   * `length` (see `appendEntry`).
+   */
+  entries: Array<TurnEntry>
+  times: Array<number>
+  /** Turns stored: also the last sequence number. */
+  length: number
+  /**
+   * Created on the first trajectory. A closed trajectory is kept packed (internal/packing), an open one (replaced as its
+   * burst goes) as it is.
+   */
+  trajectories: Array<StoredTrajectory> | undefined
   /** Ids of the sessions this one inherits artifacts from; created on the first. */
   inherits: Set<string> | undefined
 }
+
+/** A trajectory as it was saved, or packed (an array) with its run id as the key. */
+type StoredTrajectory = Trajectory | Packing.Packed
+
+/** A trajectory is an object, a packed one an array. */
+const isPacked = (stored: StoredTrajectory): stored is Packing.Packed => Array.isArray(stored)
+
+const runIdOf = (stored: StoredTrajectory): string => isPacked(stored) ? Packing.keyOf(stored) as string : stored.runId
+
+/**
+ * `entries` with `entry` put at `length` (its first free slot), grown when full: by a quarter (at least 4), into an
+ * array of exactly that room. A pushed array grows by half plus 16 slots (41 slots for 18 turns), and a host keeps
+ * every session's transcript: at 20 turns this leaves no free slot at all.
+ */
+const appendEntry = (entries: Array<TurnEntry>, length: number, entry: TurnEntry): Array<TurnEntry> => {
+  if (length < entries.length) {
+    entries[length] = entry
+    return entries
+  }
+  const grown = new Array<TurnEntry>(length + Math.max(4, length >> 2))
+  for (let i = 0; i < length; i++) grown[i] = entries[i]!
+  grown[length] = entry
+  return grown
+}
+
+/**
+ * `appendEntry` for the times. A function of its own, not a generic one: V8 learns an array store's element-kind
+ * transition per store site, and a site shared with the entries made the times' arrays hold boxed numbers (16 bytes
+ * more per turn).
+ */
+const appendTime = (times: Array<number>, length: number, at: number): Array<number> => {
+  if (length < times.length) {
+    times[length] = at
+    return times
+  }
+  const grown = new Array<number>(length + Math.max(4, length >> 2))
+  for (let i = 0; i < length; i++) grown[i] = times[i]!
+  grown[length] = at
+  return grown
+}
+
+/** The record of a session with nothing stored yet. */
+const fresh = (session: Session): SessionRecord => ({
+  session,
+  entries: [],
+  times: [],
+  length: 0,
+  trajectories: undefined,
+  inherits: undefined
+})
 
 const byId = (a: AgentSpec, b: AgentSpec): number => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
 
@@ -51,6 +117,9 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
   /** `<org>\u0000<key>` → the first answer under that idempotency key. */
   const idempotency = new Map<string, IdempotencyRecord>()
   const keyOf = (orgId: string, key: string) => `${orgId}\u0000${key}`
+  // Closed trajectories are kept packed (internal/packing): as objects they were two fifths of a held session's
+  // bytes. Their templates are this store's own, so they go with it.
+  const packer = Packing.make({ classes: [Usage, Principal], maxTemplates: 1024 })
 
   /** The session's record when it belongs to `orgId`: every read goes through here, so no read crosses orgs. */
   const owned = (orgId: string, id: string): SessionRecord | undefined => {
@@ -100,7 +169,7 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
             new PersistenceFailed({ operation: "createSession", message: `session "${session.id}" already exists` })
           )
         }
-        sessions.set(session.id, { session, turns: [], trajectories: undefined, inherits: undefined })
+        sessions.set(session.id, fresh(session))
         return Effect.void
       }),
 
@@ -122,7 +191,7 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
           return missing("accept", message.sessionId)
         }
         if (session !== undefined) {
-          sessions.set(session.id, { session, turns: [], trajectories: undefined, inherits: undefined })
+          sessions.set(session.id, fresh(session))
         }
         inbox.set(message.id, message)
         if (first !== undefined) idempotency.set(keyOf(first.orgId, first.key), first)
@@ -194,9 +263,10 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
         const record = sessions.get(sessionId)
         if (record === undefined) return missing("appendTurn", sessionId)
         // Read and write in one synchronous step: this is what makes the sequence gap-free under concurrency.
-        const turn: Turn = { sessionId, seq: record.turns.length + 1, at, entry }
-        record.turns.push(turn)
-        return Effect.succeed(turn)
+        record.entries = appendEntry(record.entries, record.length, entry)
+        record.times = appendTime(record.times, record.length, at)
+        const seq = ++record.length
+        return Effect.succeed({ sessionId, seq, at, entry } satisfies Turn)
       }),
 
     turns: (orgId, sessionId, afterSeq) =>
@@ -204,7 +274,11 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
         const record = owned(orgId, sessionId)
         if (record === undefined) return []
         // seq = index + 1, so the turns after `afterSeq` start at index `afterSeq`.
-        return record.turns.slice(afterSeq === undefined ? 0 : Math.max(0, Math.floor(afterSeq)))
+        const out: Array<Turn> = []
+        for (let i = afterSeq === undefined ? 0 : Math.max(0, Math.floor(afterSeq)); i < record.length; i++) {
+          out.push({ sessionId: record.session.id, seq: i + 1, at: record.times[i]!, entry: record.entries[i]! })
+        }
+        return out
       }),
 
     inheritArtifact: (orgId, sessionId, fromSessionId) =>
@@ -273,13 +347,15 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
       Effect.suspend(() => {
         const record = sessions.get(trajectory.sessionId)
         if (record === undefined) return missing("saveTrajectory", trajectory.sessionId)
-        if (record.trajectories === undefined) record.trajectories = [trajectory]
+        // An open trajectory is saved again and again as its burst goes: kept as it is until it closes.
+        const stored = trajectory.open === true ? trajectory : packer.pack(trajectory, trajectory.runId) ?? trajectory
+        if (record.trajectories === undefined) record.trajectories = [stored]
         else {
           // Saved again as the burst goes (an open trajectory, then the closed one): replace, like the SQL upsert.
           let at = record.trajectories.length - 1
-          while (at >= 0 && record.trajectories[at]!.runId !== trajectory.runId) at--
-          if (at < 0) record.trajectories.push(trajectory)
-          else record.trajectories[at] = trajectory
+          while (at >= 0 && runIdOf(record.trajectories[at]!) !== trajectory.runId) at--
+          if (at < 0) record.trajectories.push(stored)
+          else record.trajectories[at] = stored
         }
         return Effect.void
       }),
@@ -287,7 +363,9 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
     trajectories: (orgId, sessionId) =>
       Effect.sync(() => {
         const record = owned(orgId, sessionId)
-        return record?.trajectories === undefined ? [] : record.trajectories.slice()
+        return record?.trajectories === undefined
+          ? []
+          : record.trajectories.map((stored) => isPacked(stored) ? packer.unpack(stored) as Trajectory : stored)
       })
   }
   for (const listener of listeners) listener(service, () => [...sessions.values()].map((r) => r.session))

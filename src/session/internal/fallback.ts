@@ -49,11 +49,24 @@ const toolFindings = (messages: ReadonlyArray<TurnEntry>): Array<string> => {
   return out.slice(-10)
 }
 
+const head = (reason: ExitReason): string =>
+  `The burst ended with exit reason "${reason}" before a report could be written by the model.`
+
+// The summary's opening per exit reason, made once and flat: a host keeps every report (the memory store, every
+// trajectory's), and a summary put together per report was a chain of four concatenations (~130 bytes) in front of
+// the reply it quotes; now it is one pair of this shared opening and the reply (which stays the transcript's own).
+const flat = (text: string): string => JSON.parse(JSON.stringify(text)) as string
+const heads = Object.fromEntries(
+  Object.keys(advice).map((reason) => [reason, flat(head(reason as ExitReason))])
+) as Record<ExitReason, string>
+const replyHeads = Object.fromEntries(
+  Object.keys(advice).map((reason) => [reason, flat(`${head(reason as ExitReason)} Last reply: `)])
+) as Record<ExitReason, string>
+
 /** A one-paragraph summary of how the burst ended. */
 export const summary = (facts: Facts): string => {
   const last = lastAssistantText(facts.messages)
-  const head = `The burst ended with exit reason "${facts.reason}" before a report could be written by the model.`
-  return last.length > 0 ? `${head} Last reply: ${last.slice(0, 2000)}` : head
+  return last.length > 0 ? replyHeads[facts.reason] + last.slice(0, 2000) : heads[facts.reason]
 }
 
 /** The default-schema fallback. */
