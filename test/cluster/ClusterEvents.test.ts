@@ -107,6 +107,7 @@ describe("cluster events", () => {
       testDatabaseUrl === undefined ? ` (${skipReason})` : ""
     }`,
     () => withCluster(testDatabaseUrl!, env, scenario),
-    { timeout: 110_000 }
+    // Room to wait for the other multi-node scenarios (one at a time, `withCluster`).
+    { timeout: 240_000 }
   )
 })

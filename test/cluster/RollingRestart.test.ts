@@ -115,6 +115,7 @@ describe("a rolling restart of a two-node cluster", () => {
       testDatabaseUrl === undefined ? ` (${skipReason})` : ""
     }`,
     () => withCluster(testDatabaseUrl!, env, scenario),
-    { timeout: 110_000 }
+    // Room to wait for the other multi-node scenarios (one at a time, `withCluster`).
+    { timeout: 240_000 }
   )
 })

@@ -223,6 +223,7 @@ describe("the cluster sweep", () => {
       testDatabaseUrl === undefined ? ` (${skipReason})` : ""
     }`,
     () => withCluster(testDatabaseUrl!, env, scenario),
-    { timeout: 110_000 }
+    // Room to wait for the other multi-node scenarios (one at a time, `withCluster`).
+    { timeout: 240_000 }
   )
 })

@@ -127,6 +127,7 @@ describe("a cluster of two nodes", () => {
       testDatabaseUrl === undefined ? ` (${skipReason})` : ""
     }`,
     () => withCluster(testDatabaseUrl!, env, scenario),
-    { timeout: 110_000 }
+    // Room to wait for the other multi-node scenarios (one at a time, `withCluster`).
+    { timeout: 240_000 }
   )
 })

@@ -10,7 +10,7 @@ import { expect } from "@effect/vitest"
 import { Duration, Effect, Layer, Redacted } from "effect"
 import type { Scope } from "effect"
 import { randomUUID } from "node:crypto"
-import { mkdtempSync, rmSync } from "node:fs"
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -264,6 +264,39 @@ export const startTwo = ({ sql, start }: Cluster) =>
     return [a, b] as const
   })
 
+const lockFile = join(tmpdir(), "corral-test-cluster.lock")
+
+/**
+ * One multi-node scenario at a time across the test workers: two of them at once (four `corral serve` processes
+ * and their Postgres sessions on two cores) starved the nodes' shard-lock refreshes ("Shard lock storage is
+ * unhealthy") and turned a scenario's own sessions `interrupted` — a failure of the machine, not of Corral. A lock
+ * file holds the holder's pid; one left by a process that died is taken over. Released when the scope closes.
+ */
+const exclusive: Effect.Effect<void, never, Scope.Scope> = Effect.acquireRelease(
+  Effect.promise(async () => {
+    for (;;) {
+      try {
+        const fd = openSync(lockFile, "wx")
+        writeSync(fd, String(process.pid))
+        closeSync(fd)
+        return
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error
+      }
+      try {
+        const holder = Number(readFileSync(lockFile, "utf8"))
+        if (holder > 0) process.kill(holder, 0)
+      } catch (error) {
+        const code = (error as NodeJS.ErrnoException).code
+        if (code === "ESRCH") rmSync(lockFile, { force: true })
+        if (code === "ESRCH" || code === "ENOENT") continue
+      }
+      await new Promise((resolve) => setTimeout(resolve, 250))
+    }
+  }),
+  () => Effect.sync(() => rmSync(lockFile, { force: true }))
+)
+
 /**
  * Runs `body` with a fresh database and a `cluster` on it (`env` added to every node's), then closes both; when
  * anything failed, prints what the nodes said (after the scope closed, so every node's output is in).
@@ -275,6 +308,7 @@ export const withCluster = <A, E>(
 ): Effect.Effect<A, E | unknown> => {
   const logs: Logs = []
   return Effect.gen(function*() {
+    yield* exclusive
     const database = yield* clusterDatabase(adminUrl)
     const { start } = yield* cluster({ DATABASE_URL: database.url, ...env }, logs)
     return yield* body({ sql: database.sql, start })
