@@ -347,15 +347,28 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
       Effect.suspend(() => {
         const record = sessions.get(trajectory.sessionId)
         if (record === undefined) return missing("saveTrajectory", trajectory.sessionId)
-        // An open trajectory is saved again and again as its burst goes: kept as it is until it closes.
-        const stored = trajectory.open === true ? trajectory : packer.pack(trajectory, trajectory.runId) ?? trajectory
-        if (record.trajectories === undefined) record.trajectories = [stored]
-        else {
-          // Saved again as the burst goes (an open trajectory, then the closed one): replace, like the SQL upsert.
-          let at = record.trajectories.length - 1
-          while (at >= 0 && runIdOf(record.trajectories[at]!) !== trajectory.runId) at--
-          if (at < 0) record.trajectories.push(stored)
-          else record.trajectories[at] = stored
+        // An open trajectory is saved again and again as its burst goes: kept as it is until it closes. A closed one
+        // is packed once its session holds another run: packing costs about a microsecond per leaf (a burst of
+        // eleven model turns is ~200 µs, docs/benchmarks.md "Issue 14, tenth pass"), and a session of one burst
+        // — most of them — is not where held memory piles up; a session with history is.
+        const list = record.trajectories ?? (record.trajectories = [])
+        let at = list.length - 1
+        while (at >= 0 && runIdOf(list[at]!) !== trajectory.runId) at--
+        const others = at < 0 ? list.length : list.length - 1
+        const stored = trajectory.open === true || others === 0
+          ? trajectory
+          : packer.pack(trajectory, trajectory.runId) ?? trajectory
+        // Saved again as the burst goes (an open trajectory, then the closed one): replace, like the SQL upsert.
+        if (at < 0) list.push(stored)
+        else list[at] = stored
+        if (others > 0) {
+          // The session's first closed run, kept as an object while it was the only one, is packed now.
+          for (let i = 0; i < list.length; i++) {
+            const held = list[i]!
+            if (i !== (at < 0 ? list.length - 1 : at) && !isPacked(held) && held.open !== true) {
+              list[i] = packer.pack(held, held.runId) ?? held
+            }
+          }
         }
         return Effect.void
       }),
