@@ -4,9 +4,9 @@
  * Every method runs as one synchronous step: JavaScript is single threaded and nothing yields between reading the
  * last sequence number and writing the next, so concurrent `appendTurn`s on one session can never share or skip a
  * number. Memory per session is one record, the turn entries exactly as appended with their times beside them, and
- * the trajectories, closed ones packed (the benchmark holds 10,000 sessions of 20 turns: no copies, no per-turn
- * indexes). Because sequence numbers start at 1 with no gaps, a turn's index in the arrays is `seq - 1`, which makes
- * "turns after seq N" a slice.
+ * the trajectories, closed ones packed once the session holds two (the benchmark holds 10,000 sessions of 20 turns:
+ * no copies, no per-turn indexes). Because sequence numbers start at 1 with no gaps, a turn's index in the arrays is
+ * `seq - 1`, which makes "turns after seq N" a slice.
  */
 import { Effect, Layer, Option } from "effect"
 import type { Context } from "effect"
