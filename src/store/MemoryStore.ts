@@ -359,13 +359,14 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
           ? trajectory
           : packer.pack(trajectory, trajectory.runId) ?? trajectory
         // Saved again as the burst goes (an open trajectory, then the closed one): replace, like the SQL upsert.
-        if (at < 0) list.push(stored)
-        else list[at] = stored
-        if (others > 0) {
-          // The session's first closed run, kept as an object while it was the only one, is packed now.
+        const own = at < 0 ? list.push(stored) - 1 : at
+        list[own] = stored
+        if (stored !== trajectory) {
+          // The session's first closed run, kept as an object while it was the only one, is packed with the second
+          // (once: an open run's saves, every turn, do not look).
           for (let i = 0; i < list.length; i++) {
             const held = list[i]!
-            if (i !== (at < 0 ? list.length - 1 : at) && !isPacked(held) && held.open !== true) {
+            if (i !== own && !isPacked(held) && held.open !== true) {
               list[i] = packer.pack(held, held.runId) ?? held
             }
           }

@@ -229,12 +229,12 @@ const innerLeaf = <A, E, R>(
   return Effect.matchCauseEffect(self, {
     onFailure: (cause) => {
       slot.span = previous
-      SpanTracer.fail(span, SpanTracer.nowNanos(clock), cause)
+      failed(span, clock, true, cause)
       return Effect.failCause(cause)
     },
     onSuccess: (value) => {
       slot.span = previous
-      SpanTracer.succeed(span, SpanTracer.nowNanos(clock))
+      ended(span, clock, true, value)
       return Effect.succeed(value)
     }
   })
