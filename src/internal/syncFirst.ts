@@ -34,15 +34,19 @@ export const start = <A, E>(runtime: Runtime.Runtime<never>, self: Effect.Effect
 /**
  * Runs `self` sync-first: at once when it does not suspend (no fork, no timer), otherwise joins its fiber within
  * `duration` (failing with `onTimeout`) and interrupts it when the wait ends early (timeout or the caller's own
- * interruption).
+ * interruption). `adapt` changes the runtime `self` starts with — e.g. `Runtime.setFiberRef`, where
+ * `Effect.locally` around `self` would enter and leave a region (two fiber-ref writes, an uninterruptible
+ * acquire-use-release: some two dozen run-loop instructions) on a fiber that only lives for `self`. The wait does not
+ * merge the fiber's refs back into the caller's (internal/boundedWait), so nothing leaks out.
  */
 export const within = <A, E, E2>(
   self: Effect.Effect<A, E>,
   duration: Duration.DurationInput,
-  onTimeout: () => E2
+  onTimeout: () => E2,
+  adapt?: (runtime: Runtime.Runtime<never>) => Runtime.Runtime<never>
 ): Effect.Effect<A, E | E2> =>
   Effect.flatMap(Effect.runtime<never>(), (runtime) => {
-    const started = start(runtime, self)
+    const started = start(adapt === undefined ? runtime : adapt(runtime), self)
     if (started._tag === "Done") return started.exit
     return BoundedWait.joinWithin(started.fiber, { duration, onTimeout })
   })

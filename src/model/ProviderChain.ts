@@ -15,7 +15,7 @@
  * through `onDecision`.
  */
 import type { Random } from "effect"
-import { Clock, Duration, Effect, Either, identity, Option, Ref } from "effect"
+import { Clock, Duration, Effect, Either, Option, Ref, Runtime } from "effect"
 import { disposition } from "../domain/ErrorKind.js"
 import { ProviderError, ProviderExhausted } from "../domain/Errors.js"
 import type { ModelReply } from "../domain/Message.js"
@@ -99,37 +99,42 @@ const attemptOnce = (
   attempt: number,
   options: CallOptions
 ): Effect.Effect<Either.Either<ModelReply, ProviderError>> =>
-  Effect.gen(function*() {
-    const startedAt = yield* Clock.currentTimeMillis
-    const heard = options.onDecision
-    // Sync-first: a provider that answers without suspending costs no fork and no timer; one that suspends is
-    // joined under its timeout as before.
-    const outcome = yield* SyncFirst.within(
-      provider.complete(options.request).pipe(
-        // A wait in the provider's storm line (StormGuard) is a rail decision of this call.
-        heard === undefined ? identity : Effect.locally(StormGuard.waitListener, (wait: StormGuard.Wait) =>
-          heard({
-            _tag: "storm_wait",
-            at: wait.releasedAt,
-            provider: wait.provider,
-            waitMs: wait.releasedAt - wait.arrivedAt
-          }))
-      ),
-      provider.timeoutMs,
-      () => timedOut(provider)
-    ).pipe(
-      Effect.mapError((error) => withProvider(error, provider.name)),
-      Effect.either
-    )
-    const durationMs = (yield* Clock.currentTimeMillis) - startedAt
-    const base = { provider: provider.name, attempt, startedAt, durationMs }
-    yield* options.onAttempt(
-      Either.isRight(outcome)
-        ? { ...base, reply: outcome.right, usage: outcome.right.usage }
-        : { ...base, error: outcome.left, usage: outcome.left.usage ?? Usage.zero }
-    )
-    return outcome
-  }).pipe(GenAi.attempt(provider, attempt))
+  Effect.clockWith((clock) =>
+    Effect.gen(function*() {
+      const startedAt = clock.unsafeCurrentTimeMillis()
+      const heard = options.onDecision
+      // Sync-first: a provider that answers without suspending costs no fork and no timer; one that suspends is
+      // joined under its timeout as before.
+      const outcome = yield* SyncFirst.within(
+        provider.complete(options.request),
+        provider.timeoutMs,
+        () => timedOut(provider),
+        // A wait in the provider's storm line (StormGuard) is a rail decision of this call: its listener is set on
+        // the attempt's own fiber as that starts.
+        heard === undefined ?
+          undefined :
+          (runtime) =>
+            Runtime.setFiberRef(runtime, StormGuard.waitListener, (wait: StormGuard.Wait) =>
+              heard({
+                _tag: "storm_wait",
+                at: wait.releasedAt,
+                provider: wait.provider,
+                waitMs: wait.releasedAt - wait.arrivedAt
+              }))
+      ).pipe(
+        Effect.mapError((error) => withProvider(error, provider.name)),
+        Effect.either
+      )
+      const durationMs = clock.unsafeCurrentTimeMillis() - startedAt
+      const base = { provider: provider.name, attempt, startedAt, durationMs }
+      yield* options.onAttempt(
+        Either.isRight(outcome)
+          ? { ...base, reply: outcome.right, usage: outcome.right.usage }
+          : { ...base, error: outcome.left, usage: outcome.left.usage ?? Usage.zero }
+      )
+      return outcome
+    })
+  ).pipe(GenAi.attempt(provider, attempt))
 
 /**
  * Calls the model through the route, retrying and failing over per the classification rules (module comment).

@@ -16,8 +16,40 @@ export interface RepeatGuard {
   readonly counts: ReadonlyMap<string, number>
 }
 
+// The guard is a persistent list, newest observation first: observing adds one node and shares the rest, where a copy
+// of the counts per call (a Map per tool call, growing through the burst) was ~2 % of a turn in workload A. A burst's
+// list is bounded by its tool-call budget, so the walk that finds a fingerprint's last count stays short.
+interface Node {
+  readonly key: string
+  readonly count: number
+  readonly prev: Node | undefined
+}
+
+class Guard implements RepeatGuard {
+  constructor(readonly head: Node | undefined) {}
+  /** The count of `key` so far (0 when never seen). */
+  countOf(key: string): number {
+    for (let node = this.head; node !== undefined; node = node.prev) if (node.key === key) return node.count
+    return 0
+  }
+  get counts(): ReadonlyMap<string, number> {
+    const counts = new Map<string, number>()
+    for (let node = this.head; node !== undefined; node = node.prev) {
+      if (!counts.has(node.key)) counts.set(node.key, node.count)
+    }
+    return counts
+  }
+}
+
+/** A guard given as plain counts (not built by `observe`), as a list. */
+const fromCounts = (counts: ReadonlyMap<string, number>): Guard => {
+  let head: Node | undefined
+  for (const [key, count] of counts) head = { key, count, prev: head }
+  return new Guard(head)
+}
+
 /** The state at the start of a burst. */
-export const empty: RepeatGuard = { counts: new Map() }
+export const empty: RepeatGuard = new Guard(undefined)
 
 const sortKeys = (value: unknown): unknown => {
   if (Array.isArray(value)) return value.map(sortKeys)
@@ -71,11 +103,10 @@ export const observe = (
   limits: Limits
 ): { readonly guard: RepeatGuard; readonly verdict: Verdict; readonly count: number } => {
   const key = fingerprint(name, argumentsJson, resultContent)
-  const count = (g.counts.get(key) ?? 0) + 1
-  const counts = new Map(g.counts)
-  counts.set(key, count)
+  const guard = g instanceof Guard ? g : fromCounts(g.counts)
+  const count = guard.countOf(key) + 1
   const verdict: Verdict = count >= limits.repeatHaltAt ? "halt" : count >= limits.repeatWarnAt ? "warn" : "ok"
-  return { guard: { counts }, verdict, count }
+  return { guard: new Guard({ key, count, prev: guard.head }), verdict, count }
 }
 
 /** The text appended to the result the model sees when the verdict is `warn`. */

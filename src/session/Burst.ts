@@ -82,7 +82,7 @@ export interface Burst {
   /** Samples that reached the model, by the tool call they served (`ModelAttempt.sampled.n` is the count). */
   readonly samples: Map<string, number>
   /** Saves the open trajectory as it stands, without waiting (internal/trajectoryLog); a no-op until the log is set. */
-  touch: Effect.Effect<void>
+  touch: () => void
 }
 
 /** Opens a burst over the session's state and history; `seed` seeds its jitter. */
@@ -124,7 +124,7 @@ export const start = (
   decisions: [],
   pending: [],
   samples: new Map(),
-  touch: Effect.void
+  touch: () => {}
 })
 
 /** Notes a persisted turn's sequence number. */

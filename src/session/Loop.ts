@@ -35,11 +35,16 @@ export const record = (
   burst: Burst.Burst,
   entry: TurnEntry
 ): Effect.Effect<void, PersistenceFailed> =>
-  Effect.flatMap(Clock.currentTimeMillis, (now) =>
+  // `clockWith` and a read in place: one run-loop instruction where `Clock.currentTimeMillis` then `flatMap` take three.
+  Effect.clockWith((clock) =>
     Effect.map(
-      Transcript.append(ctx.ports, ctx.session.id, entry, now, ctx.limits.persistTimeoutMs),
-      (turn) => Burst.persisted(burst, turn.seq, entry)
-    )).pipe(Effect.zipRight(Effect.suspend(() => burst.touch)))
+      Transcript.append(ctx.ports, ctx.session.id, entry, clock.unsafeCurrentTimeMillis(), ctx.limits.persistTimeoutMs),
+      (turn) => {
+        Burst.persisted(burst, turn.seq, entry)
+        burst.touch()
+      }
+    )
+  )
 
 const notice = (rail: string, text: string): TurnEntry => ({ kind: "notice", rail, text })
 

@@ -124,10 +124,9 @@ const attempt = (ctx: Burst.Context, burst: Burst.Burst, request: ModelRequest, 
           if (record.error !== undefined) {
             burst.errors.push({ code: `provider.${record.error.kind}`, message: record.error.message })
           }
-        }).pipe(
           // Recorded as it happens: a process that dies during the next attempt keeps this one and its usage.
-          Effect.zipRight(Effect.suspend(() => burst.touch))
-        )
+          burst.touch()
+        })
     })
   })
 

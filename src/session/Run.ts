@@ -334,7 +334,7 @@ const run = (
       yield* store.saveState(session.id, { ...before, status: "running", pending: [] }, startedAt)
       // The open trajectory is saved from the start (debounced, internal/trajectoryLog): a burst that dies in a first
       // model call longer than the debounce still leaves a record.
-      yield* b.touch
+      b.touch()
       const cancelled = Effect.map(Clock.currentTimeMillis, (at): ExitPolicy.Decision => {
         b.cancelledAt = at
         return { check: "cancel", reason: "cancelled", notice: "the burst was cancelled" }

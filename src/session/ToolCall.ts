@@ -144,114 +144,116 @@ export const runTurn = (
       }
     }
 
-    const persist = Effect.gen(function*() {
-      const now = yield* Clock.currentTimeMillis
-      const results: Array<ToolResult> = []
-      const turnStrikes: Array<boolean> = []
-      let repeats = 0
-      for (let i = 0; i < run.length; i++) {
-        const call = run[i]!
-        const slot = slots[i] ?? interrupted
-        const def = ctx.tools.get(call.name)
-        const output = slot.outcome.content
-        const cut = Truncate.truncate(output, ctx.limits.toolResultMaxBytes)
-        let content = cut.text
-        if (cut.truncated) {
-          const bytes = Truncate.utf8Length(output)
-          Burst.decided(burst, {
-            _tag: "truncate",
-            at: now,
-            callId: call.id,
-            tool: call.name,
-            bytes,
-            keptBytes: Truncate.utf8Length(content)
-          })
-        }
-        // Strikes own bad tool use; the repeat guard watches calls that actually ran.
-        const strike = isStrike(slot.outcome.failure)
-        if ((slot.status === "ok" || slot.status === "error") && !strike) {
-          const seen = RepeatGuard.observe(burst.repeat, call.name, call.arguments, output, ctx.limits)
-          burst.repeat = seen.guard
-          repeats = Math.max(repeats, seen.count)
-          if (seen.verdict !== "ok") {
-            content += `\n\n${RepeatGuard.warning(call.name, seen.count, ctx.limits.repeatHaltAt)}`
+    const persist = Effect.clockWith((clock) =>
+      Effect.gen(function*() {
+        const now = clock.unsafeCurrentTimeMillis()
+        const results: Array<ToolResult> = []
+        const turnStrikes: Array<boolean> = []
+        let repeats = 0
+        for (let i = 0; i < run.length; i++) {
+          const call = run[i]!
+          const slot = slots[i] ?? interrupted
+          const def = ctx.tools.get(call.name)
+          const output = slot.outcome.content
+          const cut = Truncate.truncate(output, ctx.limits.toolResultMaxBytes)
+          let content = cut.text
+          if (cut.truncated) {
+            const bytes = Truncate.utf8Length(output)
             Burst.decided(burst, {
-              _tag: "repeat",
+              _tag: "truncate",
               at: now,
               callId: call.id,
               tool: call.name,
-              count: seen.count,
-              verdict: seen.verdict
+              bytes,
+              keptBytes: Truncate.utf8Length(content)
             })
           }
+          // Strikes own bad tool use; the repeat guard watches calls that actually ran.
+          const strike = isStrike(slot.outcome.failure)
+          if ((slot.status === "ok" || slot.status === "error") && !strike) {
+            const seen = RepeatGuard.observe(burst.repeat, call.name, call.arguments, output, ctx.limits)
+            burst.repeat = seen.guard
+            repeats = Math.max(repeats, seen.count)
+            if (seen.verdict !== "ok") {
+              content += `\n\n${RepeatGuard.warning(call.name, seen.count, ctx.limits.repeatHaltAt)}`
+              Burst.decided(burst, {
+                _tag: "repeat",
+                at: now,
+                callId: call.id,
+                tool: call.name,
+                count: seen.count,
+                verdict: seen.verdict
+              })
+            }
+          }
+          turnStrikes.push(strike)
+          // Images and audio: whole or not at all, within the same cap as the text (the notice says what was left out).
+          const attached = capAttachments(slot.outcome.attachments, ctx.limits.toolResultMaxBytes)
+          if (attached.notice !== undefined) content += `\n\n${attached.notice}`
+          results.push({
+            callId: call.id,
+            name: call.name,
+            content,
+            isError: slot.outcome.isError,
+            status: slot.status,
+            ...(attached.kept.length === 0 ? {} : { attachments: attached.kept })
+          })
+          burst.toolCalls.push({
+            callId: call.id,
+            name: call.name,
+            origin: "model",
+            effect: def?.effect ?? "unknown",
+            source: def?.source ?? "none",
+            status: slot.status,
+            durationMs: started[i]! < 0 ? 0 : Math.max(0, (ended[i]! >= 0 ? ended[i]! : now) - started[i]!),
+            arguments: call.arguments,
+            result: content,
+            isError: slot.outcome.isError,
+            ...(slot.outcome.failure === undefined ? {} : { failure: slot.outcome.failure }),
+            ...(started[i]! < 0 ? {} : { startedAt: started[i]! }),
+            ...(content === output ? {} : { output }),
+            ...(slot.outcome.attachments === undefined ? {} : { attachments: slot.outcome.attachments }),
+            ...((samples[i]?.passed ?? 0) === 0 ? {} : { samples: samples[i]!.passed })
+          })
         }
-        turnStrikes.push(strike)
-        // Images and audio: whole or not at all, within the same cap as the text (the notice says what was left out).
-        const attached = capAttachments(slot.outcome.attachments, ctx.limits.toolResultMaxBytes)
-        if (attached.notice !== undefined) content += `\n\n${attached.notice}`
-        results.push({
-          callId: call.id,
-          name: call.name,
-          content,
-          isError: slot.outcome.isError,
-          status: slot.status,
-          ...(attached.kept.length === 0 ? {} : { attachments: attached.kept })
-        })
-        burst.toolCalls.push({
-          callId: call.id,
-          name: call.name,
-          origin: "model",
-          effect: def?.effect ?? "unknown",
-          source: def?.source ?? "none",
-          status: slot.status,
-          durationMs: started[i]! < 0 ? 0 : Math.max(0, (ended[i]! >= 0 ? ended[i]! : now) - started[i]!),
-          arguments: call.arguments,
-          result: content,
-          isError: slot.outcome.isError,
-          ...(slot.outcome.failure === undefined ? {} : { failure: slot.outcome.failure }),
-          ...(started[i]! < 0 ? {} : { startedAt: started[i]! }),
-          ...(content === output ? {} : { output }),
-          ...(slot.outcome.attachments === undefined ? {} : { attachments: slot.outcome.attachments }),
-          ...((samples[i]?.passed ?? 0) === 0 ? {} : { samples: samples[i]!.passed })
-        })
-      }
-      for (const call of surplus) {
-        const result = TurnCap.surplusResult(call, ctx.limits.toolCallsPerTurn)
-        results.push(result)
-        const def = ctx.tools.get(call.name)
-        burst.toolCalls.push({
-          callId: call.id,
-          name: call.name,
-          origin: "model",
-          effect: def?.effect ?? "unknown",
-          source: def?.source ?? "none",
-          status: result.status,
-          durationMs: 0,
-          arguments: call.arguments,
-          result: result.content,
-          isError: true
-        })
-      }
-      const entry = { kind: "tool_results" as const, results }
-      const turn = yield* Transcript.append(ctx.ports, ctx.session.id, entry, now, ctx.limits.persistTimeoutMs)
-      Burst.persisted(burst, turn.seq, entry)
-      yield* burst.touch
-      burst.strikes = Strikes.observeTurn(burst.strikes, turnStrikes, ctx.limits).strikes
-      if (burst.strikes > 0 && turnStrikes.includes(true)) {
-        Burst.decided(burst, { _tag: "strike", at: now, strikes: burst.strikes })
-      }
-      const chain = yield* Ref.get(burst.chain)
-      return ExitPolicy.decide(
-        ctx.policy,
-        "after_tools",
-        Burst.facts(ctx, burst, chain.exhausted, now, {
-          calls: calls.length,
-          repeats,
-          pending: burst.pending.length,
-          budgetRefused
-        })
-      )
-    })
+        for (const call of surplus) {
+          const result = TurnCap.surplusResult(call, ctx.limits.toolCallsPerTurn)
+          results.push(result)
+          const def = ctx.tools.get(call.name)
+          burst.toolCalls.push({
+            callId: call.id,
+            name: call.name,
+            origin: "model",
+            effect: def?.effect ?? "unknown",
+            source: def?.source ?? "none",
+            status: result.status,
+            durationMs: 0,
+            arguments: call.arguments,
+            result: result.content,
+            isError: true
+          })
+        }
+        const entry = { kind: "tool_results" as const, results }
+        const turn = yield* Transcript.append(ctx.ports, ctx.session.id, entry, now, ctx.limits.persistTimeoutMs)
+        Burst.persisted(burst, turn.seq, entry)
+        burst.touch()
+        burst.strikes = Strikes.observeTurn(burst.strikes, turnStrikes, ctx.limits).strikes
+        if (burst.strikes > 0 && turnStrikes.includes(true)) {
+          Burst.decided(burst, { _tag: "strike", at: now, strikes: burst.strikes })
+        }
+        const chain = yield* Ref.get(burst.chain)
+        return ExitPolicy.decide(
+          ctx.policy,
+          "after_tools",
+          Burst.facts(ctx, burst, chain.exhausted, now, {
+            calls: calls.length,
+            repeats,
+            pending: burst.pending.length,
+            budgetRefused
+          })
+        )
+      })
+    )
 
     const toolCtx = {
       sessionId: ctx.session.id,
@@ -275,7 +277,8 @@ export const runTurn = (
         callId: run[i]!.id,
         name: run[i]!.name
       }), { discard: true })
-    const startAll = Effect.flatMap(Clock.currentTimeMillis, (now) => {
+    const startAll = Effect.clockWith((clock) => {
+      const now = clock.unsafeCurrentTimeMillis()
       for (const i of dispatch) {
         const call = run[i]!
         started[i] = now
@@ -290,20 +293,24 @@ export const runTurn = (
             callId: call.id,
             timeoutMs: ctx.limits.toolTimeoutMs,
             sample: ModelCall.sample(ctx, burst, slot)
-          }).pipe(
-            Effect.ensuring(Effect.sync(() => ModelCall.endSlot(slot))),
-            GenAi.executeTool(call, ctx.tools.get(call.name), ctx.limits.toolResultMaxBytes)
-          )
+          }).pipe(GenAi.executeTool(call, ctx.tools.get(call.name), ctx.limits.toolResultMaxBytes))
         )
+        // The call's samples stop when the call ends, however it ends: now if it ran to its end here, else when its
+        // fiber ends (an observer, where `Effect.ensuring` in the call would be a region of its own on every call).
+        const defect = Exit.isSuccess(exit) ? Option.none() : Cause.dieOption(exit.cause)
+        const suspended = Option.isSome(defect) && Runtime.isAsyncFiberException(defect.value)
+          ? defect.value.fiber as Fiber.RuntimeFiber<ToolOutcome, never>
+          : undefined
+        if (suspended === undefined) ModelCall.endSlot(slot)
+        else suspended.addObserver(() => ModelCall.endSlot(slot))
         if (Exit.isSuccess(exit)) {
           slots[i] = { outcome: exit.value, status: exit.value.isError ? "error" : "ok" }
           ended[i] = now
           continue
         }
-        const defect = Cause.dieOption(exit.cause)
-        if (Option.isSome(defect) && Runtime.isAsyncFiberException(defect.value)) {
+        if (suspended !== undefined) {
           // The suspended fiber runs `executor.call`, which never fails.
-          inFlight.push([i, defect.value.fiber as Fiber.RuntimeFiber<ToolOutcome, never>])
+          inFlight.push([i, suspended])
           continue
         }
         // The executor broke its never-fail contract: a defect of the burst (`crashed`), not a tool result.

@@ -7,7 +7,7 @@
  * Each wrapper is called with one line at its call site (session/Run, model/ProviderChain, session/ToolCall) so
  * the hot code stays as it is; with spans off (`Spans.enabled` false) a wrapper only updates its metrics.
  */
-import { Clock, Effect, Exit, Ref } from "effect"
+import { Clock, Context, Effect, Exit, FiberRef, Ref } from "effect"
 import type { AgentSpec } from "../domain/AgentSpec.js"
 import type { ModelReply } from "../domain/Message.js"
 import type { Session } from "../domain/Session.js"
@@ -197,110 +197,120 @@ export const chat = <
   options: O,
   walk: (options: O) => Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, R> =>
-  Effect.flatMap(Effect.zip(Ref.get(options.state), Clock.currentTimeMillis), ([start, startedAt]) => {
-    const first = options.providers[start.index]
-    let attempts = 0
-    let retries = 0
-    let failovers = 0
-    let input = 0
-    let output = 0
-    const decide = options.onDecision
-    const reported = options.onAttempt as (record: AttemptView) => Effect.Effect<void>
-    const wrapped: O = {
-      ...options,
-      onAttempt: (record: AttemptView) => {
-        attempts += 1
-        input += record.usage.inputTokens
-        output += record.usage.outputTokens
-        return Effect.zipRight(
-          Spans.annotate(() => ({
-            "gen_ai.response.model": record.reply?.model,
-            "gen_ai.response.finish_reasons": record.reply === undefined ? undefined : [record.reply.finishReason],
-            "error.type": record.error?.kind,
-            "gen_ai.usage.input_tokens": record.usage.inputTokens,
-            "gen_ai.usage.output_tokens": record.usage.outputTokens
-          })),
-          reported(record)
-        )
-      },
-      onDecision: (decision: RailDecision) => {
-        if (decision._tag === "retry") {
-          retries += 1
-          Metrics.add(Metrics.retries, 1, "error.type", decision.kind, "corral.provider", decision.provider)
-        } else if (decision._tag === "failover") {
-          failovers += 1
-          Metrics.add(Metrics.failovers, 1, "error.type", decision.kind, "corral.provider", decision.from)
-        }
-        return decide === undefined ? Effect.void : decide(decision)
-      }
-    }
-    return walk(wrapped).pipe(
-      Effect.onExit((exit) =>
-        Effect.flatMap(Clock.currentTimeMillis, (now) => {
-          const ok = Exit.isSuccess(exit)
-          const provider = ok ? exit.value.provider : first
-          const errorType = ok ? undefined : failureType(exit)
-          const model = provider?.model ?? "unknown"
-          const vendor = vendorOf(provider)
-          Metrics.add(
-            Metrics.operationDuration,
-            (now - startedAt) / 1000,
-            "gen_ai.operation.name",
-            "chat",
-            "gen_ai.provider.name",
-            vendor,
-            "gen_ai.request.model",
-            model,
-            "error.type",
-            errorType ?? "none"
+  // What tracing costs is paid only when it is on: off, the call reads the fiber's clock in place and moves the
+  // metrics (each `Clock.currentTimeMillis`, `annotate` and span check is a few run-loop instructions, and this runs
+  // for every model call: docs/benchmarks.md, "Issue 14, eleventh pass").
+  Effect.withFiberRuntime((fiber) => {
+    const tracing = fiber.getFiberRef(FiberRef.currentTracerEnabled)
+    const clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
+    return Effect.flatMap(Ref.get(options.state), (start) => {
+      const startedAt = clock.unsafeCurrentTimeMillis()
+      const first = options.providers[start.index]
+      let attempts = 0
+      let retries = 0
+      let failovers = 0
+      let input = 0
+      let output = 0
+      const decide = options.onDecision
+      const reported = options.onAttempt as (record: AttemptView) => Effect.Effect<void>
+      const wrapped: O = {
+        ...options,
+        onAttempt: (record: AttemptView) => {
+          attempts += 1
+          input += record.usage.inputTokens
+          output += record.usage.outputTokens
+          if (!tracing) return reported(record)
+          return Effect.zipRight(
+            Spans.annotate(() => ({
+              "gen_ai.response.model": record.reply?.model,
+              "gen_ai.response.finish_reasons": record.reply === undefined ? undefined : [record.reply.finishReason],
+              "error.type": record.error?.kind,
+              "gen_ai.usage.input_tokens": record.usage.inputTokens,
+              "gen_ai.usage.output_tokens": record.usage.outputTokens
+            })),
+            reported(record)
           )
-          Metrics.add(Metrics.attempts, attempts, "gen_ai.provider.name", vendor)
-          const tokenLabels = ["gen_ai.provider.name", vendor, "gen_ai.request.model", model] as const
-          if (attempts > 0) {
-            Metrics.add(Metrics.tokenUsage, input, ...tokenLabels, "gen_ai.token.type", "input")
-            Metrics.add(Metrics.tokenUsage, output, ...tokenLabels, "gen_ai.token.type", "output")
+        },
+        onDecision: (decision: RailDecision) => {
+          if (decision._tag === "retry") {
+            retries += 1
+            Metrics.add(Metrics.retries, 1, "error.type", decision.kind, "corral.provider", decision.provider)
+          } else if (decision._tag === "failover") {
+            failovers += 1
+            Metrics.add(Metrics.failovers, 1, "error.type", decision.kind, "corral.provider", decision.from)
           }
-          return Effect.flatMap(Spans.CaptureContent, (capture) =>
-            Spans.annotate(() => {
-              const attributes: Spans.Attributes = {
-                "gen_ai.provider.name": vendor,
-                "gen_ai.request.model": model,
-                "corral.provider": provider?.name,
-                "gen_ai.response.model": ok ? exit.value.reply.model : undefined,
-                "gen_ai.response.finish_reasons": ok ? [exit.value.reply.finishReason] : undefined,
-                "gen_ai.usage.input_tokens": input,
-                "gen_ai.usage.output_tokens": output,
-                "corral.attempts": attempts,
-                "corral.retries": retries,
-                "corral.failovers": failovers,
-                "error.type": errorType
+          return decide === undefined ? Effect.void : decide(decision)
+        }
+      }
+      const ended = (exit: Exit.Exit<A, E>): Effect.Effect<void> => {
+        const ok = Exit.isSuccess(exit)
+        const provider = ok ? exit.value.provider : first
+        const errorType = ok ? undefined : failureType(exit)
+        const model = provider?.model ?? "unknown"
+        const vendor = vendorOf(provider)
+        Metrics.add(
+          Metrics.operationDuration,
+          (clock.unsafeCurrentTimeMillis() - startedAt) / 1000,
+          "gen_ai.operation.name",
+          "chat",
+          "gen_ai.provider.name",
+          vendor,
+          "gen_ai.request.model",
+          model,
+          "error.type",
+          errorType ?? "none"
+        )
+        Metrics.add(Metrics.attempts, attempts, "gen_ai.provider.name", vendor)
+        const tokenLabels = ["gen_ai.provider.name", vendor, "gen_ai.request.model", model] as const
+        if (attempts > 0) {
+          Metrics.add(Metrics.tokenUsage, input, ...tokenLabels, "gen_ai.token.type", "input")
+          Metrics.add(Metrics.tokenUsage, output, ...tokenLabels, "gen_ai.token.type", "output")
+        }
+        if (!tracing) return Effect.void
+        return Effect.flatMap(Spans.CaptureContent, (capture) =>
+          Spans.annotate(() => {
+            const attributes: Spans.Attributes = {
+              "gen_ai.provider.name": vendor,
+              "gen_ai.request.model": model,
+              "corral.provider": provider?.name,
+              "gen_ai.response.model": ok ? exit.value.reply.model : undefined,
+              "gen_ai.response.finish_reasons": ok ? [exit.value.reply.finishReason] : undefined,
+              "gen_ai.usage.input_tokens": input,
+              "gen_ai.usage.output_tokens": output,
+              "corral.attempts": attempts,
+              "corral.retries": retries,
+              "corral.failovers": failovers,
+              "error.type": errorType
+            }
+            if (capture) {
+              attributes["gen_ai.system_instructions"] = options.request.system
+              attributes["gen_ai.input.messages"] = JSON.stringify(options.request.messages)
+              if (ok) {
+                attributes["gen_ai.output.messages"] = JSON.stringify([{
+                  role: "assistant",
+                  text: exit.value.reply.text,
+                  toolCalls: exit.value.reply.toolCalls
+                }])
               }
-              if (capture) {
-                attributes["gen_ai.system_instructions"] = options.request.system
-                attributes["gen_ai.input.messages"] = JSON.stringify(options.request.messages)
-                if (ok) {
-                  attributes["gen_ai.output.messages"] = JSON.stringify([{
-                    role: "assistant",
-                    text: exit.value.reply.text,
-                    toolCalls: exit.value.reply.toolCalls
-                  }])
-                }
-              }
-              return attributes
-            }))
-        })
-      ),
-      Spans.span(
-        () => `chat ${first?.model ?? "unknown"}`,
-        () => ({
-          "gen_ai.operation.name": "chat",
-          "gen_ai.provider.name": vendorOf(first),
-          "gen_ai.request.model": first?.model
-        }),
-        "client",
-        leaf
+            }
+            return attributes
+          }))
+      }
+      const measured = Effect.onExit(walk(wrapped), ended)
+      if (!tracing) return measured
+      return measured.pipe(
+        Spans.span(
+          () => `chat ${first?.model ?? "unknown"}`,
+          () => ({
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": vendorOf(first),
+            "gen_ai.request.model": first?.model
+          }),
+          "client",
+          leaf
+        )
       )
-    )
+    })
   })
 
 const failureType = (exit: Exit.Exit<unknown, unknown>): string => {
@@ -360,39 +370,51 @@ export const executeTool = (
 ) =>
 <O extends OutcomeView, R>(self: Effect.Effect<O, never, R>): Effect.Effect<O, never, R> => {
   const server = def === undefined ? "none" : def.source.startsWith("mcp:") ? def.source.slice(4) : def.source
-  return Effect.flatMap(Clock.currentTimeMillis, (startedAt) =>
-    self.pipe(
-      Effect.tap((outcome) =>
-        Effect.flatMap(Clock.currentTimeMillis, (now) => {
-          const errorType = outcome.isError ? outcome.failure ?? "tool_error" : undefined
-          Metrics.add(
-            Metrics.toolDuration,
-            (now - startedAt) / 1000,
-            "gen_ai.tool.name",
-            call.name,
-            "corral.tool.server",
-            server,
-            "error.type",
-            errorType ?? "none"
-          )
-          return Effect.flatMap(Spans.CaptureContent, (capture) =>
-            Spans.annotate(() => {
-              const bytes = utf8Bytes(outcome.content)
-              const attributes: Spans.Attributes = {
-                "corral.tool.duration_ms": now - startedAt,
-                "corral.tool.result_bytes": bytes,
-                "corral.tool.truncated": bytes > maxBytes,
-                "corral.tool.is_error": outcome.isError,
-                "error.type": errorType
-              }
-              if (capture) {
-                attributes["gen_ai.tool.call.arguments"] = call.arguments
-                attributes["gen_ai.tool.call.result"] = outcome.content
-              }
-              return attributes
-            }))
-        })
-      ),
+  const measure = (outcome: O, durationMs: number): string | undefined => {
+    const errorType = outcome.isError ? outcome.failure ?? "tool_error" : undefined
+    Metrics.add(
+      Metrics.toolDuration,
+      durationMs / 1000,
+      "gen_ai.tool.name",
+      call.name,
+      "corral.tool.server",
+      server,
+      "error.type",
+      errorType ?? "none"
+    )
+    return errorType
+  }
+  // Tracing off: the metric alone, timed by the fiber's clock read in place (see `chat`).
+  return Effect.withFiberRuntime((fiber) => {
+    const clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
+    const startedAt = clock.unsafeCurrentTimeMillis()
+    if (!fiber.getFiberRef(FiberRef.currentTracerEnabled)) {
+      return Effect.map(self, (outcome) => {
+        measure(outcome, clock.unsafeCurrentTimeMillis() - startedAt)
+        return outcome
+      })
+    }
+    return self.pipe(
+      Effect.tap((outcome) => {
+        const durationMs = clock.unsafeCurrentTimeMillis() - startedAt
+        const errorType = measure(outcome, durationMs)
+        return Effect.flatMap(Spans.CaptureContent, (capture) =>
+          Spans.annotate(() => {
+            const bytes = utf8Bytes(outcome.content)
+            const attributes: Spans.Attributes = {
+              "corral.tool.duration_ms": durationMs,
+              "corral.tool.result_bytes": bytes,
+              "corral.tool.truncated": bytes > maxBytes,
+              "corral.tool.is_error": outcome.isError,
+              "error.type": errorType
+            }
+            if (capture) {
+              attributes["gen_ai.tool.call.arguments"] = call.arguments
+              attributes["gen_ai.tool.call.result"] = outcome.content
+            }
+            return attributes
+          }))
+      }),
       Spans.span(
         () => `execute_tool ${call.name}`,
         () => ({
@@ -408,7 +430,8 @@ export const executeTool = (
         "internal",
         leaf
       )
-    ))
+    )
+  })
 }
 
 /**

@@ -8,7 +8,7 @@
  * first time a label set is seen. Label cardinality is bounded by configuration (providers, models, tools, orgs,
  * exit reasons, error kinds), never by a session or run id.
  */
-import { Clock, Effect, Metric, MetricBoundaries, MetricLabel } from "effect"
+import { Effect, Metric, MetricBoundaries, MetricLabel } from "effect"
 
 const seconds = MetricBoundaries.fromIterable([
   0.005,
@@ -179,12 +179,14 @@ export const timeAppends = <S extends Appending>(store: S): S => {
   // Delegates everything else to `store` (whatever its shape: a literal or a class instance).
   const wrapped = Object.assign(Object.create(store) as object, {
     appendTurn: (...args: ReadonlyArray<unknown>) =>
-      Effect.flatMap(
-        Clock.currentTimeMillis,
-        (start) =>
-          Effect.tap(append(...args), () =>
-            Effect.map(Clock.currentTimeMillis, (end) => storeAppend.unsafeUpdate((end - start) / 1000, [])))
-      )
+      // The clock read in place, twice: this runs for every turn of every session.
+      Effect.clockWith((clock) => {
+        const start = clock.unsafeCurrentTimeMillis()
+        return Effect.map(append(...args), (turn) => {
+          storeAppend.unsafeUpdate((clock.unsafeCurrentTimeMillis() - start) / 1000, [])
+          return turn
+        })
+      })
   }) as unknown as S
   timed.set(store, wrapped)
   return wrapped

@@ -32,14 +32,14 @@ describe("TrajectoryLog: provisional saves", () => {
           () => Effect.void
         )
       })
-      yield* Effect.forEach(logs, (log) => log.touch)
+      yield* Effect.sync(() => logs.forEach((log) => log.touch()))
       yield* TestClock.adjust(TrajectoryLog.spacingMs)
       yield* Effect.yieldNow()
       expect(running).toBe(TrajectoryLog.inFlight)
       // The third waits for a slot and keeps working meanwhile: its save will carry what it has by then.
       const waiting = ["a", "b", "c"].find((id) => !started.includes(id))!
       turns.set(waiting, 7)
-      yield* logs[["a", "b", "c"].indexOf(waiting)]!.touch
+      yield* Effect.sync(() => logs[["a", "b", "c"].indexOf(waiting)]!.touch())
       yield* Deferred.succeed(release, undefined)
       for (let i = 0; i < 100 && saved.length < 3; i++) yield* Effect.yieldNow()
       yield* Effect.forEach(logs, (log) => log.close)
@@ -55,7 +55,7 @@ describe("TrajectoryLog: provisional saves", () => {
         Effect.sync(() => trajectoryOf("quick", 1)),
         () => Effect.void
       )
-      yield* log.touch
+      yield* Effect.sync(() => log.touch())
       yield* log.close
       const after = yield* Effect.fork(TestClock.adjust(TrajectoryLog.spacingMs * 4))
       yield* Fiber.join(after)

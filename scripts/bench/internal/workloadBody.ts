@@ -17,7 +17,8 @@
  * Options: `--store memory|embedded|postgres` (A and B; embedded = PGlite in a fresh temporary directory, postgres =
  * the server at `DATABASE_URL`, e.g. `DATABASE_URL=$(bash .ci/postgres.sh)`), `--tracer off`
  * (disables Effect's built-in in-memory span objects, a diagnostic), `--count-fibers` (a diagnostic: prints the
- * fibers started per model turn to stderr at exit), `--passivate` (C: let every actor passivate
+ * fibers started per model turn to stderr at exit), `--count-ops [--count-ops-top N]` (a diagnostic: Effect's
+ * run-loop instructions per model turn, by opcode and by site, to stderr at exit; internal/opCount.ts), `--passivate` (C: let every actor passivate
  * before measuring, so only the store's share remains), `--otlp URL [--sampler NAME] [--protocol http/json|http/protobuf]`
  * (telemetry on, exporting to an OTLP/HTTP receiver such as scripts/bench/otlp-sink.ts; each timed batch of scenario
  * A ends with `Telemetry.flush`, so it pays for exporting what it made — the `OTEL_*` variables apply, `OTEL_BSP_*` among them).
@@ -35,6 +36,7 @@ import { Corral, LiveEvents, Principal, Providers, Supervisor, Telemetry, ToolRe
 import type { ModelReply, ModelRequest, SessionView, TurnEntry } from "corral"
 import { ScriptedModel as Scripted } from "corral/testing"
 import * as Harness from "../harness.js"
+import * as OpCount from "./opCount.js"
 
 const principal = new Principal({ orgId: "bench", userId: "bench" })
 const scope = "bench"
@@ -238,6 +240,13 @@ void Harness.main<SessionView, string>(async (options) => {
           (fibers / Math.max(1, modelCalls)).toFixed(1)
         } per turn)\n`
       ))
+  }
+  // `--count-ops`: a diagnostic: counts Effect's run-loop instructions by opcode and by site (internal/opCount.ts),
+  // and prints them per model turn at exit, with the top `--count-ops-top` sites (default 40). Timings are void.
+  if (options.flags.get("count-ops") === "true") {
+    const ops = await OpCount.start()
+    const top = Number(options.flags.get("count-ops-top") ?? "40")
+    process.on("exit", () => process.stderr.write(ops.report(modelCalls, top)))
   }
   const counting = new (class extends EffectSupervisor.AbstractSupervisor<void> {
     value = Effect.void

@@ -4,7 +4,7 @@
  * A process that dies mid-burst must not take the burst's model attempts and their usage with it: usage is billed
  * whatever happened. So after every model attempt and every persisted turn the burst "touches" its log, and the log
  * saves the trajectory as it stands (`open: true`). Saves never delay the burst: one writer fiber per burst, woken
- * by a latch, so a touch costs a latch opening; a save runs `spacingMs` after the touch that woke it, and every touch
+ * by a latch, so a touch costs a latch opening (no effect: a plain call); a save runs `spacingMs` after the touch that woke it, and every touch
  * meanwhile (or while it writes) joins it or the next one: latest wins, at most one save in flight per burst and at
  * most one every `spacingMs`. Why 250 ms: a real model call takes seconds, so every attempt is saved on its own well
  * before the next; a burst of sub-millisecond turns (workload A) that saved per touch spent ~10 % of its time per
@@ -27,8 +27,11 @@ import type { Trajectory } from "../../domain/Trajectory.js"
 
 /** A burst's trajectory log. */
 export interface TrajectoryLog {
-  /** Schedules a save of the trajectory as it stands now; returns at once. */
-  readonly touch: Effect.Effect<void>
+  /**
+   * Schedules a save of the trajectory as it stands now; returns at once. A plain function, not an effect: it runs
+   * after every turn and attempt, and only opens a latch.
+   */
+  readonly touch: () => void
   /** Stops further provisional saves and waits for the one in flight (so the landing's save comes last). */
   readonly close: Effect.Effect<void>
 }
@@ -64,7 +67,9 @@ export const make = (
       )
     })))
     return {
-      touch: Effect.suspend(() => closed ? Effect.void : wake.open),
+      touch: () => {
+        if (!closed) wake.unsafeOpen()
+      },
       close: Effect.suspend(() =>
         closed ? Effect.void : writing.withPermits(1)(Effect.sync(() => {
           closed = true
