@@ -19,10 +19,13 @@ export interface OpCount {
   readonly report: (turns: number, top: number) => string
 }
 
-type Op = { readonly effect_instruction_i0?: unknown; readonly effect_instruction_i1?: unknown; readonly commit?: unknown }
+type Op = {
+  readonly effect_instruction_i0?: unknown
+  readonly effect_instruction_i1?: unknown
+  readonly commit?: unknown
+}
 
-const text = (f: unknown): string =>
-  typeof f === "function" ? f.toString().replace(/\s+/g, " ").slice(0, 110) : "-"
+const text = (f: unknown): string => typeof f === "function" ? f.toString().replace(/\s+/g, " ").slice(0, 110) : "-"
 
 /** Starts counting (for the rest of the process). */
 export const start = async (): Promise<OpCount> => {
