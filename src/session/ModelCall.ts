@@ -7,7 +7,7 @@
  * increment and the provider chain runs. No path reaches the model without incrementing both — a tool server's
  * sample (MCP sampling, `sample`) included: it is a model call of the session and counts against its ceilings.
  */
-import { Clock, Deferred, Effect, Exit, FiberId, Option, Ref, Runtime } from "effect"
+import { Clock, Deferred, Effect, Exit, FiberId, Option, Ref } from "effect"
 import { SampleRefused } from "../domain/Errors.js"
 import type { ModelReply, TurnEntry } from "../domain/Message.js"
 import { Usage } from "../domain/Usage.js"
@@ -137,30 +137,33 @@ const attempt = (ctx: Burst.Context, burst: Burst.Burst, request: ModelRequest, 
  * `provider_failed` (the route spent by this call, or a request the provider rejected as malformed: not sticky).
  */
 export const next = (ctx: Burst.Context, burst: Burst.Burst): Effect.Effect<Outcome> =>
-  Effect.flatMap(Effect.runtime<never>(), (runtime) =>
+  Effect.suspend(() =>
     attempt(ctx, burst, {
       system: Prompt.system(ctx.spec),
       // A snapshot: the burst keeps appending to its own list, and providers may keep the request.
       messages: burst.messages.slice(),
       tools: ctx.toolSpecs,
       // Streamed text reaches subscribers as it arrives (unpersisted); the assembled reply is what gets persisted.
+      // Publishing needs no service (the port's effect requires none), so it runs on its own without the burst's
+      // runtime, which a reply that streams nothing would capture for nothing.
       onDelta: (text) =>
-        Runtime.runSync(runtime)(
+        Effect.runSync(
           ctx.ports.events.publish({ _tag: "delta", sessionId: ctx.session.id, seq: burst.lastSeq, text })
         )
-    })).pipe(
-      Effect.map(({ reply }): Outcome => ({ _tag: "Reply", reply })),
-      Effect.catchAll((failure): Effect.Effect<Outcome> => {
-        // The gate closed: a check of the exit policy.
-        if ("check" in failure) return Effect.succeed(exit(failure))
-        if (failure._tag === "ProviderExhausted") {
-          return Effect.succeed(exit({ check: "ProviderChain", reason: "provider_failed", notice: failure.message }))
-        }
-        const reason = ExitPolicy.providerExit(failure.kind)
-        if (reason === "prune") return pruneAndRetry(ctx, burst)
-        return Effect.succeed(exit({ check: "ProviderChain", reason, notice: `${failure.kind}: ${failure.message}` }))
-      })
-    )
+    })
+  ).pipe(
+    Effect.map(({ reply }): Outcome => ({ _tag: "Reply", reply })),
+    Effect.catchAll((failure): Effect.Effect<Outcome> => {
+      // The gate closed: a check of the exit policy.
+      if ("check" in failure) return Effect.succeed(exit(failure))
+      if (failure._tag === "ProviderExhausted") {
+        return Effect.succeed(exit({ check: "ProviderChain", reason: "provider_failed", notice: failure.message }))
+      }
+      const reason = ExitPolicy.providerExit(failure.kind)
+      if (reason === "prune") return pruneAndRetry(ctx, burst)
+      return Effect.succeed(exit({ check: "ProviderChain", reason, notice: `${failure.kind}: ${failure.message}` }))
+    })
+  )
 
 /**
  * A call outside the loop's step (the landing's finalize), through the same gate and the same accounting.

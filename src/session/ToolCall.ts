@@ -318,7 +318,9 @@ export const runTurn = (
       }
       return Effect.void
     })
-    const joinAll = Effect.forEach(inFlight, ([i, fiber]) =>
+    // Most turns' calls all finish in `startAll`: then there is nothing to join (and no concurrent `forEach` to set up).
+    const joinAll = Effect.suspend(() => inFlight.length === 0 ? Effect.void : joinSuspended)
+    const joinSuspended = Effect.forEach(inFlight, ([i, fiber]) =>
       Effect.flatMap(Fiber.join(fiber), (outcome) =>
         Effect.map(Clock.currentTimeMillis, (at) => {
           slots[i] = { outcome, status: outcome.isError ? "error" : "ok" }
