@@ -272,134 +272,136 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
         (response) => whole(request, response)
       )
 
-    const whole = (
+    // Generator functions made once per provider (`fnUntraced`), not per request: see session/Loop's `iteration`.
+    const whole: (
       request: ModelRequest,
       response: HttpClientResponse.HttpClientResponse
-    ): Effect.Effect<ModelReply, ProviderError> =>
-      Effect.gen(function*() {
-        const raw = yield* Http.text(transport, response)
-        const wire = yield* Http.decodeJson(transport, Message, raw, response.status)
-        const usage = WireUsage.fromAnthropic(wire.usage)
-        if (wire.type === "error" || (wire.content === undefined && wire.error !== undefined)) {
-          return yield* Effect.fail(embeddedError(transport, wire.error, usage, response.status))
-        }
-        const blocks: ReadonlyArray<WireBlock> = wire.content ?? []
-        const parts: Assembled = {
-          texts: blocks.flatMap((block) => block.type === "text" ? [block.text ?? ""] : []),
-          calls: blocks.flatMap((block) =>
-            block.type === "tool_use"
-              ? [{ id: callId(block.id ?? ""), name: block.name ?? "", arguments: JSON.stringify(block.input ?? {}) }]
-              : []
-          )
-        }
-        return toReply(
-          request,
-          parts,
-          wire.stop_reason,
-          usage,
-          wire.model ?? options.model,
-          Either.getOrUndefined(Http.parseJson(raw))
+    ) => Effect.Effect<ModelReply, ProviderError> = Effect.fnUntraced(function*(
+      request: ModelRequest,
+      response: HttpClientResponse.HttpClientResponse
+    ) {
+      const raw = yield* Http.text(transport, response)
+      const wire = yield* Http.decodeJson(transport, Message, raw, response.status)
+      const usage = WireUsage.fromAnthropic(wire.usage)
+      if (wire.type === "error" || (wire.content === undefined && wire.error !== undefined)) {
+        return yield* Effect.fail(embeddedError(transport, wire.error, usage, response.status))
+      }
+      const blocks: ReadonlyArray<WireBlock> = wire.content ?? []
+      const parts: Assembled = {
+        texts: blocks.flatMap((block) => block.type === "text" ? [block.text ?? ""] : []),
+        calls: blocks.flatMap((block) =>
+          block.type === "tool_use"
+            ? [{ id: callId(block.id ?? ""), name: block.name ?? "", arguments: JSON.stringify(block.input ?? {}) }]
+            : []
         )
-      })
+      }
+      return toReply(
+        request,
+        parts,
+        wire.stop_reason,
+        usage,
+        wire.model ?? options.model,
+        Either.getOrUndefined(Http.parseJson(raw))
+      )
+    })
 
-    const streamed = (request: ModelRequest, onDelta: (text: string) => void) =>
-      Effect.gen(function*() {
-        const response = yield* Http.post(transport, url, headers(true), body(options, request, true))
-        // Some gateways ignore `stream: true` and answer with one JSON body: take it whole, one delta.
-        if (Http.isJson(response)) {
-          const reply = yield* whole(request, response)
-          if (reply.text !== "") onDelta(reply.text)
-          return reply
-        }
-        // `input` is a tool_use block's whole input when the start event carried a non-empty one; fragments win.
-        const blocks = new Map<number, { type: string; id: string; name: string; text: Array<string>; input: string }>()
-        const state = {
-          usage: {} as WireUsage.AnthropicUsage,
-          stop: undefined as string | undefined,
-          id: undefined as string | undefined,
-          model: undefined as string | undefined,
-          done: false
-        }
-        const usage = () => WireUsage.fromAnthropic(state.usage)
-        // Synchronous: it runs as each chunk arrives, with no effect per event.
-        const handle = (event: Sse.SseEvent): boolean | ProviderError => {
-          if (event.data.trim() === "") return true
-          const decoded = Http.decodeJsonEither(transport, Event, event.data, response.status)
-          if (Either.isLeft(decoded)) return decoded.left
-          const data = decoded.right
-          switch (data.type) {
-            case "message_start":
-              state.id = data.message?.id ?? undefined
-              state.model = data.message?.model ?? undefined
-              state.usage = { ...state.usage, ...definedCounts(data.message?.usage ?? {}) }
-              return true
-            case "content_block_start": {
-              const block = data.content_block
-              if (block === null || block === undefined) return true
-              const initial = block.type === "text" ? block.text ?? "" : ""
-              blocks.set(data.index ?? blocks.size, {
-                type: block.type,
-                id: block.id ?? "",
-                name: block.name ?? "",
-                text: initial === "" ? [] : [initial],
-                input: block.type === "tool_use" && block.input !== undefined ? JSON.stringify(block.input) : "{}"
-              })
-              if (initial !== "") onDelta(initial)
-              return true
-            }
-            case "content_block_delta": {
-              const block = blocks.get(data.index ?? blocks.size - 1)
-              const delta = data.delta
-              if (block === undefined || delta === null || delta === undefined) return true
-              if (delta.type === "text_delta" && block.type === "text") {
-                const piece = delta.text ?? ""
-                if (piece !== "") {
-                  block.text.push(piece)
-                  onDelta(piece)
-                }
-              } else if (delta.type === "input_json_delta" && block.type === "tool_use") {
-                block.text.push(delta.partial_json ?? "")
-              }
-              return true
-            }
-            case "message_delta":
-              state.stop = data.delta?.stop_reason ?? state.stop
-              state.usage = { ...state.usage, ...definedCounts(data.usage ?? {}) }
-              return true
-            case "message_stop":
-              state.done = true
-              return false
-            case "error":
-              return embeddedError(transport, data.error, usage(), response.status)
-            default:
-              // ping, content_block_stop, and event types added after this adapter was written.
-              return true
-          }
-        }
-        yield* Http.events(transport, response, handle)
-        if (!state.done) {
-          return yield* Effect.fail(
-            Http.fail(transport, "server", "the stream ended before message_stop", {
-              status: response.status,
-              usage: usage()
+    const streamed = Effect.fnUntraced(function*(request: ModelRequest, onDelta: (text: string) => void) {
+      const response = yield* Http.post(transport, url, headers(true), body(options, request, true))
+      // Some gateways ignore `stream: true` and answer with one JSON body: take it whole, one delta.
+      if (Http.isJson(response)) {
+        const reply = yield* whole(request, response)
+        if (reply.text !== "") onDelta(reply.text)
+        return reply
+      }
+      // `input` is a tool_use block's whole input when the start event carried a non-empty one; fragments win.
+      const blocks = new Map<number, { type: string; id: string; name: string; text: Array<string>; input: string }>()
+      const state = {
+        usage: {} as WireUsage.AnthropicUsage,
+        stop: undefined as string | undefined,
+        id: undefined as string | undefined,
+        model: undefined as string | undefined,
+        done: false
+      }
+      const usage = () => WireUsage.fromAnthropic(state.usage)
+      // Synchronous: it runs as each chunk arrives, with no effect per event.
+      const handle = (event: Sse.SseEvent): boolean | ProviderError => {
+        if (event.data.trim() === "") return true
+        const decoded = Http.decodeJsonEither(transport, Event, event.data, response.status)
+        if (Either.isLeft(decoded)) return decoded.left
+        const data = decoded.right
+        switch (data.type) {
+          case "message_start":
+            state.id = data.message?.id ?? undefined
+            state.model = data.message?.model ?? undefined
+            state.usage = { ...state.usage, ...definedCounts(data.message?.usage ?? {}) }
+            return true
+          case "content_block_start": {
+            const block = data.content_block
+            if (block === null || block === undefined) return true
+            const initial = block.type === "text" ? block.text ?? "" : ""
+            blocks.set(data.index ?? blocks.size, {
+              type: block.type,
+              id: block.id ?? "",
+              name: block.name ?? "",
+              text: initial === "" ? [] : [initial],
+              input: block.type === "tool_use" && block.input !== undefined ? JSON.stringify(block.input) : "{}"
             })
-          )
+            if (initial !== "") onDelta(initial)
+            return true
+          }
+          case "content_block_delta": {
+            const block = blocks.get(data.index ?? blocks.size - 1)
+            const delta = data.delta
+            if (block === undefined || delta === null || delta === undefined) return true
+            if (delta.type === "text_delta" && block.type === "text") {
+              const piece = delta.text ?? ""
+              if (piece !== "") {
+                block.text.push(piece)
+                onDelta(piece)
+              }
+            } else if (delta.type === "input_json_delta" && block.type === "tool_use") {
+              block.text.push(delta.partial_json ?? "")
+            }
+            return true
+          }
+          case "message_delta":
+            state.stop = data.delta?.stop_reason ?? state.stop
+            state.usage = { ...state.usage, ...definedCounts(data.usage ?? {}) }
+            return true
+          case "message_stop":
+            state.done = true
+            return false
+          case "error":
+            return embeddedError(transport, data.error, usage(), response.status)
+          default:
+            // ping, content_block_stop, and event types added after this adapter was written.
+            return true
         }
-        const ordered = [...blocks.entries()].sort(([a], [b]) => a - b).map(([, block]) => block)
-        const parts: Assembled = {
-          texts: ordered.flatMap((block) => block.type === "text" ? [block.text.join("")] : []),
-          calls: ordered.flatMap((block) => {
-            if (block.type !== "tool_use") return []
-            const joined = block.text.join("")
-            return [{ id: callId(block.id), name: block.name, arguments: joined === "" ? block.input : joined }]
+      }
+      yield* Http.events(transport, response, handle)
+      if (!state.done) {
+        return yield* Effect.fail(
+          Http.fail(transport, "server", "the stream ended before message_stop", {
+            status: response.status,
+            usage: usage()
           })
-        }
-        return toReply(request, parts, state.stop, usage(), state.model ?? options.model, {
-          streamed: true,
-          id: state.id,
-          stop_reason: state.stop ?? null
+        )
+      }
+      const ordered = [...blocks.entries()].sort(([a], [b]) => a - b).map(([, block]) => block)
+      const parts: Assembled = {
+        texts: ordered.flatMap((block) => block.type === "text" ? [block.text.join("")] : []),
+        calls: ordered.flatMap((block) => {
+          if (block.type !== "tool_use") return []
+          const joined = block.text.join("")
+          return [{ id: callId(block.id), name: block.name, arguments: joined === "" ? block.input : joined }]
         })
+      }
+      return toReply(request, parts, state.stop, usage(), state.model ?? options.model, {
+        streamed: true,
+        id: state.id,
+        stop_reason: state.stop ?? null
       })
+    })
 
     return {
       name: options.name,

@@ -247,10 +247,9 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
     const once = (request: ModelRequest): Effect.Effect<ModelReply, ProviderError> =>
       Effect.flatMap(Http.post(transport, url, headers(false), body(options, request, false)), whole)
 
-    const whole = (
-      response: HttpClientResponse.HttpClientResponse
-    ): Effect.Effect<ModelReply, ProviderError> =>
-      Effect.gen(function*() {
+    // Generator functions made once per provider (`fnUntraced`), not per request: see session/Loop's `iteration`.
+    const whole: (response: HttpClientResponse.HttpClientResponse) => Effect.Effect<ModelReply, ProviderError> = Effect
+      .fnUntraced(function*(response: HttpClientResponse.HttpClientResponse) {
         const raw = yield* Http.text(transport, response)
         const wire = yield* Http.decodeJson(transport, Completion, raw, response.status)
         const usage = WireUsage.fromOpenAi(wire.usage)
@@ -277,101 +276,100 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
         }
       })
 
-    const streamed = (request: ModelRequest, onDelta: (text: string) => void) =>
-      Effect.gen(function*() {
-        const response = yield* Http.post(transport, url, headers(true), body(options, request, true))
-        // Some gateways ignore `stream: true` and answer with one JSON body: take it whole, one delta.
-        if (Http.isJson(response)) {
-          const reply = yield* whole(response)
-          if (reply.text !== "") onDelta(reply.text)
-          return reply
-        }
-        const state = {
-          text: [] as Array<string>,
-          refusal: [] as Array<string>,
-          calls: [] as Array<{ index: number; id: string; name: string; args: Array<string> }>,
-          finish: undefined as string | undefined,
-          usage: undefined as Usage | undefined,
-          id: undefined as string | undefined,
-          model: undefined as string | undefined,
-          done: false
-        }
-        const fragment = (wire: WireToolCall) => {
-          const index = wire.index ?? undefined
-          const fresh = wire.id !== null && wire.id !== undefined && wire.id !== ""
-          // Without an index, a fragment with a new id starts a call and one without continues the last.
-          let slot = index !== undefined
-            ? state.calls.find((call) => call.index === index)
-            : fresh
-            ? state.calls.find((call) => call.id === wire.id)
-            : state.calls.at(-1)
-          if (slot === undefined) {
-            slot = { index: index ?? state.calls.length, id: "", name: "", args: [] }
-            state.calls.push(slot)
-          }
-          if (fresh && slot.id === "") slot.id = wire.id ?? ""
-          const name = wire.function?.name
-          if (name !== null && name !== undefined && name !== "") slot.name = name
-          const args = argumentsText(wire.function?.arguments)
-          if (args !== "") slot.args.push(args)
-        }
-        // Synchronous: it runs as each chunk arrives, with no effect per event.
-        const handle = (event: Sse.SseEvent): boolean | ProviderError => {
-          const data = event.data.trim()
-          if (data === "[DONE]") {
-            state.done = true
-            return false
-          }
-          if (data === "") return true
-          const decoded = Http.decodeJsonEither(transport, Chunk, data, response.status)
-          if (Either.isLeft(decoded)) return decoded.left
-          const chunk = decoded.right
-          if (chunk.usage !== null && chunk.usage !== undefined) state.usage = WireUsage.fromOpenAi(chunk.usage)
-          if (chunk.error !== undefined && chunk.error !== null) {
-            return embeddedError(transport, chunk.error, state.usage, response.status)
-          }
-          state.id ??= chunk.id ?? undefined
-          state.model ??= chunk.model ?? undefined
-          const choice = chunk.choices?.[0]
-          if (choice === undefined) return true
-          const delta = choice.delta
-          const text = delta?.content ?? ""
-          if (text !== "") {
-            state.text.push(text)
-            onDelta(text)
-          }
-          const refusal = delta?.refusal ?? ""
-          if (refusal !== "") state.refusal.push(refusal)
-          for (const call of delta?.tool_calls ?? []) fragment(call)
-          if (choice.finish_reason !== null && choice.finish_reason !== undefined) state.finish = choice.finish_reason
-          return true
-        }
-        yield* Http.events(transport, response, handle)
-        if (!state.done && state.finish === undefined) {
-          return yield* Effect.fail(
-            Http.fail(transport, "server", "the stream ended before the reply was complete", {
-              status: response.status,
-              ...(state.usage !== undefined ? { usage: state.usage } : {})
-            })
-          )
-        }
-        const refusal = state.refusal.join("")
-        const text = state.text.join("")
-        const toolCalls = state.calls.map((call): ToolCall => ({
-          id: callId(call.id),
-          name: call.name,
-          arguments: call.args.join("")
-        }))
-        const reply: ModelReply = {
-          text: refusal !== "" && text === "" ? refusal : text,
-          toolCalls,
-          finishReason: finishReason(state.finish, { toolCalls: toolCalls.length, refusal: refusal !== "" }),
-          usage: state.usage ?? WireUsage.fromOpenAi(undefined),
-          model: state.model ?? options.model,
-          raw: { streamed: true, id: state.id, finish_reason: state.finish ?? null }
-        }
+    const streamed = Effect.fnUntraced(function*(request: ModelRequest, onDelta: (text: string) => void) {
+      const response = yield* Http.post(transport, url, headers(true), body(options, request, true))
+      // Some gateways ignore `stream: true` and answer with one JSON body: take it whole, one delta.
+      if (Http.isJson(response)) {
+        const reply = yield* whole(response)
+        if (reply.text !== "") onDelta(reply.text)
         return reply
-      })
+      }
+      const state = {
+        text: [] as Array<string>,
+        refusal: [] as Array<string>,
+        calls: [] as Array<{ index: number; id: string; name: string; args: Array<string> }>,
+        finish: undefined as string | undefined,
+        usage: undefined as Usage | undefined,
+        id: undefined as string | undefined,
+        model: undefined as string | undefined,
+        done: false
+      }
+      const fragment = (wire: WireToolCall) => {
+        const index = wire.index ?? undefined
+        const fresh = wire.id !== null && wire.id !== undefined && wire.id !== ""
+        // Without an index, a fragment with a new id starts a call and one without continues the last.
+        let slot = index !== undefined
+          ? state.calls.find((call) => call.index === index)
+          : fresh
+          ? state.calls.find((call) => call.id === wire.id)
+          : state.calls.at(-1)
+        if (slot === undefined) {
+          slot = { index: index ?? state.calls.length, id: "", name: "", args: [] }
+          state.calls.push(slot)
+        }
+        if (fresh && slot.id === "") slot.id = wire.id ?? ""
+        const name = wire.function?.name
+        if (name !== null && name !== undefined && name !== "") slot.name = name
+        const args = argumentsText(wire.function?.arguments)
+        if (args !== "") slot.args.push(args)
+      }
+      // Synchronous: it runs as each chunk arrives, with no effect per event.
+      const handle = (event: Sse.SseEvent): boolean | ProviderError => {
+        const data = event.data.trim()
+        if (data === "[DONE]") {
+          state.done = true
+          return false
+        }
+        if (data === "") return true
+        const decoded = Http.decodeJsonEither(transport, Chunk, data, response.status)
+        if (Either.isLeft(decoded)) return decoded.left
+        const chunk = decoded.right
+        if (chunk.usage !== null && chunk.usage !== undefined) state.usage = WireUsage.fromOpenAi(chunk.usage)
+        if (chunk.error !== undefined && chunk.error !== null) {
+          return embeddedError(transport, chunk.error, state.usage, response.status)
+        }
+        state.id ??= chunk.id ?? undefined
+        state.model ??= chunk.model ?? undefined
+        const choice = chunk.choices?.[0]
+        if (choice === undefined) return true
+        const delta = choice.delta
+        const text = delta?.content ?? ""
+        if (text !== "") {
+          state.text.push(text)
+          onDelta(text)
+        }
+        const refusal = delta?.refusal ?? ""
+        if (refusal !== "") state.refusal.push(refusal)
+        for (const call of delta?.tool_calls ?? []) fragment(call)
+        if (choice.finish_reason !== null && choice.finish_reason !== undefined) state.finish = choice.finish_reason
+        return true
+      }
+      yield* Http.events(transport, response, handle)
+      if (!state.done && state.finish === undefined) {
+        return yield* Effect.fail(
+          Http.fail(transport, "server", "the stream ended before the reply was complete", {
+            status: response.status,
+            ...(state.usage !== undefined ? { usage: state.usage } : {})
+          })
+        )
+      }
+      const refusal = state.refusal.join("")
+      const text = state.text.join("")
+      const toolCalls = state.calls.map((call): ToolCall => ({
+        id: callId(call.id),
+        name: call.name,
+        arguments: call.args.join("")
+      }))
+      const reply: ModelReply = {
+        text: refusal !== "" && text === "" ? refusal : text,
+        toolCalls,
+        finishReason: finishReason(state.finish, { toolCalls: toolCalls.length, refusal: refusal !== "" }),
+        usage: state.usage ?? WireUsage.fromOpenAi(undefined),
+        model: state.model ?? options.model,
+        raw: { streamed: true, id: state.id, finish_reason: state.finish ?? null }
+      }
+      return reply
+    })
 
     return {
       name: options.name,

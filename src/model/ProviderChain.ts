@@ -99,42 +99,48 @@ const attemptOnce = (
   attempt: number,
   options: CallOptions
 ): Effect.Effect<Either.Either<ModelReply, ProviderError>> =>
-  Effect.clockWith((clock) =>
-    Effect.gen(function*() {
-      const startedAt = clock.unsafeCurrentTimeMillis()
-      const heard = options.onDecision
-      // Sync-first: a provider that answers without suspending costs no fork and no timer; one that suspends is
-      // joined under its timeout as before.
-      const outcome = yield* SyncFirst.within(
-        provider.complete(options.request),
-        provider.timeoutMs,
-        () => timedOut(provider),
-        // A wait in the provider's storm line (StormGuard) is a rail decision of this call: its listener is set on
-        // the attempt's own fiber as that starts.
-        heard === undefined ?
-          undefined :
-          (runtime) =>
-            Runtime.setFiberRef(runtime, StormGuard.waitListener, (wait: StormGuard.Wait) =>
-              heard({
-                _tag: "storm_wait",
-                at: wait.releasedAt,
-                provider: wait.provider,
-                waitMs: wait.releasedAt - wait.arrivedAt
-              }))
-      ).pipe(
-        Effect.mapError((error) => withProvider(error, provider.name)),
-        Effect.either
-      )
-      const durationMs = clock.unsafeCurrentTimeMillis() - startedAt
-      const base = { provider: provider.name, attempt, startedAt, durationMs }
-      yield* options.onAttempt(
-        Either.isRight(outcome)
-          ? { ...base, reply: outcome.right, usage: outcome.right.usage }
-          : { ...base, error: outcome.left, usage: outcome.left.usage ?? Usage.zero }
-      )
-      return outcome
-    })
-  ).pipe(GenAi.attempt(provider, attempt))
+  Effect.clockWith((clock) => attemptOn(clock, provider, attempt, options)).pipe(GenAi.attempt(provider, attempt))
+
+// Generator functions made once (`fnUntraced`), not per attempt or call: see session/Loop's `iteration`.
+const attemptOn = Effect.fnUntraced(function*(
+  clock: Clock.Clock,
+  provider: ModelProvider,
+  attempt: number,
+  options: CallOptions
+) {
+  const startedAt = clock.unsafeCurrentTimeMillis()
+  const heard = options.onDecision
+  // Sync-first: a provider that answers without suspending costs no fork and no timer; one that suspends is
+  // joined under its timeout as before.
+  const outcome = yield* SyncFirst.within(
+    provider.complete(options.request),
+    provider.timeoutMs,
+    () => timedOut(provider),
+    // A wait in the provider's storm line (StormGuard) is a rail decision of this call: its listener is set on
+    // the attempt's own fiber as that starts.
+    heard === undefined ?
+      undefined :
+      (runtime) =>
+        Runtime.setFiberRef(runtime, StormGuard.waitListener, (wait: StormGuard.Wait) =>
+          heard({
+            _tag: "storm_wait",
+            at: wait.releasedAt,
+            provider: wait.provider,
+            waitMs: wait.releasedAt - wait.arrivedAt
+          }))
+  ).pipe(
+    Effect.mapError((error) => withProvider(error, provider.name)),
+    Effect.either
+  )
+  const durationMs = clock.unsafeCurrentTimeMillis() - startedAt
+  const base = { provider: provider.name, attempt, startedAt, durationMs }
+  yield* options.onAttempt(
+    Either.isRight(outcome)
+      ? { ...base, reply: outcome.right, usage: outcome.right.usage }
+      : { ...base, error: outcome.left, usage: outcome.left.usage ?? Usage.zero }
+  )
+  return outcome
+})
 
 /**
  * Calls the model through the route, retrying and failing over per the classification rules (module comment).
@@ -147,8 +153,8 @@ const attemptOnce = (
 export const callModel = (options: CallOptions): Effect.Effect<CallResult, ProviderError | ProviderExhausted> =>
   GenAi.chat(options, walk)
 
-const walk = (options: CallOptions): Effect.Effect<CallResult, ProviderError | ProviderExhausted> =>
-  Effect.gen(function*() {
+const walk: (options: CallOptions) => Effect.Effect<CallResult, ProviderError | ProviderExhausted> = Effect
+  .fnUntraced(function*(options: CallOptions) {
     const start = yield* Ref.get(options.state)
     if (start.exhausted) {
       return yield* Effect.fail(

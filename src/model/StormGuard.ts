@@ -289,30 +289,30 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
     replan(now + 1000 / rampFrom)
   }
 
-  const onFailure = (error: ProviderError) =>
-    Effect.gen(function*() {
-      const now = yield* Clock.currentTimeMillis
-      if (throttled.has(error.kind)) {
-        const retryAfter = error.retryAfterMs
-        const jitter = yield* uniform(0, jitterMs)
-        if (retryAfter === undefined) onThrottle(now, yield* uniform(pauseMs / 2, pauseMs), jitter)
-        else if (retryAfter <= maxGateMs) onThrottle(now, retryAfter, jitter)
-      }
-      if (!transient.has(error.kind)) {
-        // Auth, quota, a bad request, a refusal: the provider answered coherently, so it is not sick.
-        if (error.kind !== "rate_limit") consecutive = 0
-        return
-      }
-      consecutive++
-      if (consecutive < threshold || now < openUntil) return
-      const period = yield* uniform(openMs / 2, openMs)
-      openUntil = now + period
-      openSpreadMs = Math.max(pauseMs, Math.floor(period / 2))
-      openKind = error.kind
-      opened++
-      // Half-open once the period ends: the next failure reopens at once, a success resets the count.
-      consecutive = threshold - 1
-    })
+  // Generator functions made once per guarded provider (`fnUntraced`), not per attempt: see session/Loop's `iteration`.
+  const onFailure = Effect.fnUntraced(function*(error: ProviderError) {
+    const now = yield* Clock.currentTimeMillis
+    if (throttled.has(error.kind)) {
+      const retryAfter = error.retryAfterMs
+      const jitter = yield* uniform(0, jitterMs)
+      if (retryAfter === undefined) onThrottle(now, yield* uniform(pauseMs / 2, pauseMs), jitter)
+      else if (retryAfter <= maxGateMs) onThrottle(now, retryAfter, jitter)
+    }
+    if (!transient.has(error.kind)) {
+      // Auth, quota, a bad request, a refusal: the provider answered coherently, so it is not sick.
+      if (error.kind !== "rate_limit") consecutive = 0
+      return
+    }
+    consecutive++
+    if (consecutive < threshold || now < openUntil) return
+    const period = yield* uniform(openMs / 2, openMs)
+    openUntil = now + period
+    openSpreadMs = Math.max(pauseMs, Math.floor(period / 2))
+    openKind = error.kind
+    opened++
+    // Half-open once the period ends: the next failure reopens at once, a success resets the count.
+    consecutive = threshold - 1
+  })
 
   // During a storm: waits for this attempt's place in line (the plan may move while it waits).
   const pass = (arrivedAt: number, request: ModelRequest) => {
@@ -352,20 +352,19 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
     )
   }
 
-  const rejectOpen = (now: number) =>
-    Effect.gen(function*() {
-      rejected++
-      const slot = openUntil + (yield* uniform(0, openSpreadMs))
-      return yield* Effect.fail(
-        new ProviderError({
-          kind: openKind,
-          provider: provider.name,
-          message: `${provider.name} is failing (${threshold} consecutive ${openKind} failures): circuit open for ` +
-            `${openUntil - now} ms more; no request sent`,
-          retryAfterMs: Math.max(0, slot - now)
-        })
-      )
-    })
+  const rejectOpen = Effect.fnUntraced(function*(now: number) {
+    rejected++
+    const slot = openUntil + (yield* uniform(0, openSpreadMs))
+    return yield* Effect.fail(
+      new ProviderError({
+        kind: openKind,
+        provider: provider.name,
+        message: `${provider.name} is failing (${threshold} consecutive ${openKind} failures): circuit open for ` +
+          `${openUntil - now} ms more; no request sent`,
+        retryAfterMs: Math.max(0, slot - now)
+      })
+    )
+  })
 
   return {
     name: provider.name,
@@ -373,30 +372,29 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
     ...(provider.vendor === undefined ? {} : { vendor: provider.vendor }),
     timeoutMs: provider.timeoutMs,
     maxAttempts: provider.maxAttempts,
-    complete: (request) =>
-      Effect.gen(function*() {
-        const now = yield* Clock.currentTimeMillis
-        if (now < openUntil) return yield* rejectOpen(now)
-        if (!calmNow(now)) yield* pass(now, request)
-        return yield* provider.complete(request).pipe(
-          Effect.tap(() =>
+    complete: Effect.fnUntraced(function*(request: ModelRequest) {
+      const now = yield* Clock.currentTimeMillis
+      if (now < openUntil) return yield* rejectOpen(now)
+      if (!calmNow(now)) yield* pass(now, request)
+      return yield* provider.complete(request).pipe(
+        Effect.tap(() =>
+          Effect.sync(() => {
+            consecutive = 0
+          })
+        ),
+        Effect.tapError((error) =>
+          Effect.zipRight(
             Effect.sync(() => {
-              consecutive = 0
-            })
-          ),
-          Effect.tapError((error) =>
-            Effect.zipRight(
-              Effect.sync(() => {
-                if (throttled.has(error.kind)) rejections.set(request, (rejections.get(request) ?? 0) + 1)
-              }),
-              onFailure(error)
-            )
-          ),
-          Effect.onInterrupt(() =>
-            onFailure(new ProviderError({ kind: "timeout", provider: provider.name, message: "interrupted" }))
+              if (throttled.has(error.kind)) rejections.set(request, (rejections.get(request) ?? 0) + 1)
+            }),
+            onFailure(error)
           )
+        ),
+        Effect.onInterrupt(() =>
+          onFailure(new ProviderError({ kind: "timeout", provider: provider.name, message: "interrupted" }))
         )
-      }),
+      )
+    }),
     status: () => ({
       storm,
       gateUntil,

@@ -76,59 +76,66 @@ const overOf = (slot: SampleSlot): Deferred.Deferred<void> => {
   return slot.over
 }
 
-/** `sampleOf`: the tool call whose server asked for this call (a sample), recorded on each of its attempts. */
-const attempt = (ctx: Burst.Context, burst: Burst.Burst, request: ModelRequest, sampleOf?: SampleSlot) =>
-  Effect.gen(function*() {
-    const blocked = yield* gate(ctx, burst)
-    if (Option.isSome(blocked)) return yield* Effect.fail(blocked.value)
-    // Numbered once past the gate: a refused sample made no model call, so a replay has nothing of it to ask again.
-    const sampled = sampleOf === undefined ? undefined : {
-      callId: sampleOf.callId,
-      n: (burst.samples.get(sampleOf.callId) ?? 0) + 1
-    }
-    if (sampleOf !== undefined && sampled !== undefined) {
-      sampleOf.passed += 1
-      burst.samples.set(sampled.callId, sampled.n)
-    }
-    const messages = request.messages
-    return yield* ProviderChain.callModel({
-      providers: ctx.providers,
-      state: burst.chain,
-      request,
-      retryAfterCapMs: ctx.limits.retryAfterCapMs,
-      random: burst.random,
-      onDecision: (decision) => Effect.sync(() => Burst.decided(burst, decision)),
-      onAttempt: (record) =>
-        Effect.sync(() => {
-          // Usage is charged whatever happened: a storm of failed attempts still spends the token budget.
-          burst.usage = Usage.add(burst.usage, record.usage)
-          burst.budget = Budget.chargeTokens(burst.budget, record.usage)
-          burst.attempts.push({
-            provider: record.provider,
-            attempt: record.attempt,
-            startedAt: record.startedAt,
-            durationMs: record.durationMs,
-            request: { messages: messages.length, tools: request.tools.length },
-            ...(record.reply === undefined ? {} : { reply: record.reply }),
-            ...(record.error === undefined ? {} : {
-              error: {
-                kind: record.error.kind,
-                message: record.error.message,
-                ...(record.error.status === undefined ? {} : { status: record.error.status }),
-                ...(record.error.retryAfterMs === undefined ? {} : { retryAfterMs: record.error.retryAfterMs })
-              }
-            }),
-            usage: record.usage,
-            ...(sampled === undefined ? {} : { sampled })
-          })
-          if (record.error !== undefined) {
-            burst.errors.push({ code: `provider.${record.error.kind}`, message: record.error.message })
-          }
-          // Recorded as it happens: a process that dies during the next attempt keeps this one and its usage.
-          burst.touch()
+/**
+ * `sampleOf`: the tool call whose server asked for this call (a sample), recorded on each of its attempts. Its
+ * generator function is made once (`fnUntraced`), not per call: see Loop's `iteration`.
+ */
+const attempt = Effect.fnUntraced(function*(
+  ctx: Burst.Context,
+  burst: Burst.Burst,
+  request: ModelRequest,
+  sampleOf?: SampleSlot
+) {
+  const blocked = yield* gate(ctx, burst)
+  if (Option.isSome(blocked)) return yield* Effect.fail(blocked.value)
+  // Numbered once past the gate: a refused sample made no model call, so a replay has nothing of it to ask again.
+  const sampled = sampleOf === undefined ? undefined : {
+    callId: sampleOf.callId,
+    n: (burst.samples.get(sampleOf.callId) ?? 0) + 1
+  }
+  if (sampleOf !== undefined && sampled !== undefined) {
+    sampleOf.passed += 1
+    burst.samples.set(sampled.callId, sampled.n)
+  }
+  const messages = request.messages
+  return yield* ProviderChain.callModel({
+    providers: ctx.providers,
+    state: burst.chain,
+    request,
+    retryAfterCapMs: ctx.limits.retryAfterCapMs,
+    random: burst.random,
+    onDecision: (decision) => Effect.sync(() => Burst.decided(burst, decision)),
+    onAttempt: (record) =>
+      Effect.sync(() => {
+        // Usage is charged whatever happened: a storm of failed attempts still spends the token budget.
+        burst.usage = Usage.add(burst.usage, record.usage)
+        burst.budget = Budget.chargeTokens(burst.budget, record.usage)
+        burst.attempts.push({
+          provider: record.provider,
+          attempt: record.attempt,
+          startedAt: record.startedAt,
+          durationMs: record.durationMs,
+          request: { messages: messages.length, tools: request.tools.length },
+          ...(record.reply === undefined ? {} : { reply: record.reply }),
+          ...(record.error === undefined ? {} : {
+            error: {
+              kind: record.error.kind,
+              message: record.error.message,
+              ...(record.error.status === undefined ? {} : { status: record.error.status }),
+              ...(record.error.retryAfterMs === undefined ? {} : { retryAfterMs: record.error.retryAfterMs })
+            }
+          }),
+          usage: record.usage,
+          ...(sampled === undefined ? {} : { sampled })
         })
-    })
+        if (record.error !== undefined) {
+          burst.errors.push({ code: `provider.${record.error.kind}`, message: record.error.message })
+        }
+        // Recorded as it happens: a process that dies during the next attempt keeps this one and its usage.
+        burst.touch()
+      })
   })
+})
 
 /**
  * Calls the model for the next step. Exits: a `before_model` check of the exit policy (the deadline, spent

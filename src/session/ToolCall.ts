@@ -58,286 +58,316 @@ const validJsonObject = (text: string): boolean => {
   }
 }
 
+/** What a turn's persisting reads: the plan, and what each call came to (`runTurn`). */
+interface TurnState {
+  readonly ctx: Burst.Context
+  readonly burst: Burst.Burst
+  readonly calls: ReadonlyArray<ToolCall>
+  readonly run: ReadonlyArray<ToolCall>
+  readonly surplus: ReadonlyArray<ToolCall>
+  readonly slots: ReadonlyArray<Slot | undefined>
+  readonly started: ReadonlyArray<number>
+  readonly ended: ReadonlyArray<number>
+  readonly samples: ReadonlyArray<ModelCall.SampleSlot | undefined>
+  readonly budgetRefused: number
+}
+
+/**
+ * Persists the turn's results at `now` as ONE `tool_results` turn (truncated, checked by the repeat guard, an
+ * "interrupted" result for each call that had not finished) and asks the `after_tools` checks. Made once
+ * (`fnUntraced`): see session/Loop's `iteration`.
+ */
+const persistTurn = Effect.fnUntraced(function*(state: TurnState, now: number) {
+  const { burst, budgetRefused, calls, ctx, ended, run, samples, slots, started, surplus } = state
+  const results: Array<ToolResult> = []
+  const turnStrikes: Array<boolean> = []
+  let repeats = 0
+  for (let i = 0; i < run.length; i++) {
+    const call = run[i]!
+    const slot = slots[i] ?? interrupted
+    const def = ctx.tools.get(call.name)
+    const output = slot.outcome.content
+    const cut = Truncate.truncate(output, ctx.limits.toolResultMaxBytes)
+    let content = cut.text
+    if (cut.truncated) {
+      const bytes = Truncate.utf8Length(output)
+      Burst.decided(burst, {
+        _tag: "truncate",
+        at: now,
+        callId: call.id,
+        tool: call.name,
+        bytes,
+        keptBytes: Truncate.utf8Length(content)
+      })
+    }
+    // Strikes own bad tool use; the repeat guard watches calls that actually ran.
+    const strike = isStrike(slot.outcome.failure)
+    if ((slot.status === "ok" || slot.status === "error") && !strike) {
+      const seen = RepeatGuard.observe(burst.repeat, call.name, call.arguments, output, ctx.limits)
+      burst.repeat = seen.guard
+      repeats = Math.max(repeats, seen.count)
+      if (seen.verdict !== "ok") {
+        content += `\n\n${RepeatGuard.warning(call.name, seen.count, ctx.limits.repeatHaltAt)}`
+        Burst.decided(burst, {
+          _tag: "repeat",
+          at: now,
+          callId: call.id,
+          tool: call.name,
+          count: seen.count,
+          verdict: seen.verdict
+        })
+      }
+    }
+    turnStrikes.push(strike)
+    // Images and audio: whole or not at all, within the same cap as the text (the notice says what was left out).
+    const attached = capAttachments(slot.outcome.attachments, ctx.limits.toolResultMaxBytes)
+    if (attached.notice !== undefined) content += `\n\n${attached.notice}`
+    results.push({
+      callId: call.id,
+      name: call.name,
+      content,
+      isError: slot.outcome.isError,
+      status: slot.status,
+      ...(attached.kept.length === 0 ? {} : { attachments: attached.kept })
+    })
+    burst.toolCalls.push({
+      callId: call.id,
+      name: call.name,
+      origin: "model",
+      effect: def?.effect ?? "unknown",
+      source: def?.source ?? "none",
+      status: slot.status,
+      durationMs: started[i]! < 0 ? 0 : Math.max(0, (ended[i]! >= 0 ? ended[i]! : now) - started[i]!),
+      arguments: call.arguments,
+      result: content,
+      isError: slot.outcome.isError,
+      ...(slot.outcome.failure === undefined ? {} : { failure: slot.outcome.failure }),
+      ...(started[i]! < 0 ? {} : { startedAt: started[i]! }),
+      ...(content === output ? {} : { output }),
+      ...(slot.outcome.attachments === undefined ? {} : { attachments: slot.outcome.attachments }),
+      ...((samples[i]?.passed ?? 0) === 0 ? {} : { samples: samples[i]!.passed })
+    })
+  }
+  for (const call of surplus) {
+    const result = TurnCap.surplusResult(call, ctx.limits.toolCallsPerTurn)
+    results.push(result)
+    const def = ctx.tools.get(call.name)
+    burst.toolCalls.push({
+      callId: call.id,
+      name: call.name,
+      origin: "model",
+      effect: def?.effect ?? "unknown",
+      source: def?.source ?? "none",
+      status: result.status,
+      durationMs: 0,
+      arguments: call.arguments,
+      result: result.content,
+      isError: true
+    })
+  }
+  const entry = { kind: "tool_results" as const, results }
+  const turn = yield* Transcript.append(ctx.ports, ctx.session.id, entry, now, ctx.limits.persistTimeoutMs)
+  Burst.persisted(burst, turn.seq, entry)
+  burst.touch()
+  burst.strikes = Strikes.observeTurn(burst.strikes, turnStrikes, ctx.limits).strikes
+  if (burst.strikes > 0 && turnStrikes.includes(true)) {
+    Burst.decided(burst, { _tag: "strike", at: now, strikes: burst.strikes })
+  }
+  const chain = yield* Ref.get(burst.chain)
+  return ExitPolicy.decide(
+    ctx.policy,
+    "after_tools",
+    Burst.facts(ctx, burst, chain.exhausted, now, {
+      calls: calls.length,
+      repeats,
+      pending: burst.pending.length,
+      budgetRefused
+    })
+  )
+})
+
 /**
  * Runs the calls of one assistant turn and persists their results. Returns what ends the burst after the turn, if
  * anything: the first `after_tools` check of the exit policy that fires (by default `repeat_call_halt`,
  * `bad_tool_use`, `confirmation_pending`, `tool_budget`, in that order).
  */
-export const runTurn = (
+export const runTurn: (
   ctx: Burst.Context,
   burst: Burst.Burst,
   calls: ReadonlyArray<ToolCall>
-): Effect.Effect<Option.Option<ExitPolicy.Decision>, PersistenceFailed> =>
-  Effect.gen(function*() {
-    const { run, surplus } = TurnCap.split(calls, ctx.limits)
-    if (surplus.length > 0) {
-      Burst.decided(burst, { _tag: "turn_cap", at: yield* Clock.currentTimeMillis, surplus: surplus.length })
-    }
-    const slots: Array<Slot | undefined> = new Array(run.length)
-    // -1: not dispatched (0 is a valid Clock time: the TestClock starts there).
-    const started: Array<number> = new Array(run.length).fill(-1)
-    // Each call's own end: a turn's calls run concurrently, and each is recorded with its own duration.
-    const ended: Array<number> = new Array(run.length).fill(-1)
-    const dispatch: Array<number> = []
-    // Each dispatched call's sampler slot: how many samples its server had served (MCP sampling).
-    const samples: Array<ModelCall.SampleSlot | undefined> = new Array(run.length)
-    let budgetRefused = 0
+) => Effect.Effect<Option.Option<ExitPolicy.Decision>, PersistenceFailed> = Effect.fnUntraced(function*(
+  ctx: Burst.Context,
+  burst: Burst.Burst,
+  calls: ReadonlyArray<ToolCall>
+) {
+  const { run, surplus } = TurnCap.split(calls, ctx.limits)
+  if (surplus.length > 0) {
+    Burst.decided(burst, { _tag: "turn_cap", at: yield* Clock.currentTimeMillis, surplus: surplus.length })
+  }
+  const slots: Array<Slot | undefined> = new Array(run.length)
+  // -1: not dispatched (0 is a valid Clock time: the TestClock starts there).
+  const started: Array<number> = new Array(run.length).fill(-1)
+  // Each call's own end: a turn's calls run concurrently, and each is recorded with its own duration.
+  const ended: Array<number> = new Array(run.length).fill(-1)
+  const dispatch: Array<number> = []
+  // Each dispatched call's sampler slot: how many samples its server had served (MCP sampling).
+  const samples: Array<ModelCall.SampleSlot | undefined> = new Array(run.length)
+  let budgetRefused = 0
 
-    // Plan sequentially so budget claims are deterministic and happen before any dispatch.
-    for (let i = 0; i < run.length; i++) {
-      const call = run[i]!
-      const def = ctx.tools.get(call.name)
-      if (def === undefined) {
-        slots[i] = unknownTool(ctx, call.name)
-      } else if (def.effect === "write") {
-        if (!validJsonObject(call.arguments)) {
-          slots[i] = {
-            status: "error",
-            outcome: {
-              isError: true,
-              failure: "invalid_json",
-              content: `arguments for tool "${call.name}" were not a valid JSON object: re-emit the call with ` +
-                "corrected arguments: a single JSON object matching the tool's schema."
-            }
-          }
-        } else {
-          // Its approval token is issued at landing, with the other writes of the turn (session/Run).
-          Burst.decided(burst, {
-            _tag: "confirmation",
-            at: yield* Clock.currentTimeMillis,
-            callId: call.id,
-            tool: call.name
-          })
-          burst.pending.push({
-            callId: call.id,
-            tool: call.name,
-            arguments: call.arguments,
-            turnSeq: burst.lastSeq,
-            source: def.source
-          })
-          slots[i] = {
-            status: "pending_confirmation",
-            outcome: {
-              isError: false,
-              content: `"${call.name}" changes something, so it waits for a person's approval; it has not run yet.`
-            }
+  // Plan sequentially so budget claims are deterministic and happen before any dispatch.
+  for (let i = 0; i < run.length; i++) {
+    const call = run[i]!
+    const def = ctx.tools.get(call.name)
+    if (def === undefined) {
+      slots[i] = unknownTool(ctx, call.name)
+    } else if (def.effect === "write") {
+      if (!validJsonObject(call.arguments)) {
+        slots[i] = {
+          status: "error",
+          outcome: {
+            isError: true,
+            failure: "invalid_json",
+            content: `arguments for tool "${call.name}" were not a valid JSON object: re-emit the call with ` +
+              "corrected arguments: a single JSON object matching the tool's schema."
           }
         }
       } else {
-        const claimed = Budget.claimTool(burst.budget, ctx.limits)
-        if (Option.isNone(claimed)) {
-          budgetRefused += 1
-          Burst.decided(burst, {
-            _tag: "budget_refused",
-            at: yield* Clock.currentTimeMillis,
-            callId: call.id,
-            tool: call.name
-          })
-          slots[i] = {
-            status: "not_executed",
-            outcome: { isError: true, content: Budget.budgetNotice(call.name, ctx.limits.toolCalls) }
+        // Its approval token is issued at landing, with the other writes of the turn (session/Run).
+        Burst.decided(burst, {
+          _tag: "confirmation",
+          at: yield* Clock.currentTimeMillis,
+          callId: call.id,
+          tool: call.name
+        })
+        burst.pending.push({
+          callId: call.id,
+          tool: call.name,
+          arguments: call.arguments,
+          turnSeq: burst.lastSeq,
+          source: def.source
+        })
+        slots[i] = {
+          status: "pending_confirmation",
+          outcome: {
+            isError: false,
+            content: `"${call.name}" changes something, so it waits for a person's approval; it has not run yet.`
           }
-        } else {
-          burst.budget = claimed.value
-          dispatch.push(i)
         }
       }
+    } else {
+      const claimed = Budget.claimTool(burst.budget, ctx.limits)
+      if (Option.isNone(claimed)) {
+        budgetRefused += 1
+        Burst.decided(burst, {
+          _tag: "budget_refused",
+          at: yield* Clock.currentTimeMillis,
+          callId: call.id,
+          tool: call.name
+        })
+        slots[i] = {
+          status: "not_executed",
+          outcome: { isError: true, content: Budget.budgetNotice(call.name, ctx.limits.toolCalls) }
+        }
+      } else {
+        burst.budget = claimed.value
+        dispatch.push(i)
+      }
     }
+  }
 
-    const persist = Effect.clockWith((clock) =>
-      Effect.gen(function*() {
-        const now = clock.unsafeCurrentTimeMillis()
-        const results: Array<ToolResult> = []
-        const turnStrikes: Array<boolean> = []
-        let repeats = 0
-        for (let i = 0; i < run.length; i++) {
-          const call = run[i]!
-          const slot = slots[i] ?? interrupted
-          const def = ctx.tools.get(call.name)
-          const output = slot.outcome.content
-          const cut = Truncate.truncate(output, ctx.limits.toolResultMaxBytes)
-          let content = cut.text
-          if (cut.truncated) {
-            const bytes = Truncate.utf8Length(output)
-            Burst.decided(burst, {
-              _tag: "truncate",
-              at: now,
-              callId: call.id,
-              tool: call.name,
-              bytes,
-              keptBytes: Truncate.utf8Length(content)
-            })
-          }
-          // Strikes own bad tool use; the repeat guard watches calls that actually ran.
-          const strike = isStrike(slot.outcome.failure)
-          if ((slot.status === "ok" || slot.status === "error") && !strike) {
-            const seen = RepeatGuard.observe(burst.repeat, call.name, call.arguments, output, ctx.limits)
-            burst.repeat = seen.guard
-            repeats = Math.max(repeats, seen.count)
-            if (seen.verdict !== "ok") {
-              content += `\n\n${RepeatGuard.warning(call.name, seen.count, ctx.limits.repeatHaltAt)}`
-              Burst.decided(burst, {
-                _tag: "repeat",
-                at: now,
-                callId: call.id,
-                tool: call.name,
-                count: seen.count,
-                verdict: seen.verdict
-              })
-            }
-          }
-          turnStrikes.push(strike)
-          // Images and audio: whole or not at all, within the same cap as the text (the notice says what was left out).
-          const attached = capAttachments(slot.outcome.attachments, ctx.limits.toolResultMaxBytes)
-          if (attached.notice !== undefined) content += `\n\n${attached.notice}`
-          results.push({
-            callId: call.id,
-            name: call.name,
-            content,
-            isError: slot.outcome.isError,
-            status: slot.status,
-            ...(attached.kept.length === 0 ? {} : { attachments: attached.kept })
-          })
-          burst.toolCalls.push({
-            callId: call.id,
-            name: call.name,
-            origin: "model",
-            effect: def?.effect ?? "unknown",
-            source: def?.source ?? "none",
-            status: slot.status,
-            durationMs: started[i]! < 0 ? 0 : Math.max(0, (ended[i]! >= 0 ? ended[i]! : now) - started[i]!),
-            arguments: call.arguments,
-            result: content,
-            isError: slot.outcome.isError,
-            ...(slot.outcome.failure === undefined ? {} : { failure: slot.outcome.failure }),
-            ...(started[i]! < 0 ? {} : { startedAt: started[i]! }),
-            ...(content === output ? {} : { output }),
-            ...(slot.outcome.attachments === undefined ? {} : { attachments: slot.outcome.attachments }),
-            ...((samples[i]?.passed ?? 0) === 0 ? {} : { samples: samples[i]!.passed })
-          })
-        }
-        for (const call of surplus) {
-          const result = TurnCap.surplusResult(call, ctx.limits.toolCallsPerTurn)
-          results.push(result)
-          const def = ctx.tools.get(call.name)
-          burst.toolCalls.push({
-            callId: call.id,
-            name: call.name,
-            origin: "model",
-            effect: def?.effect ?? "unknown",
-            source: def?.source ?? "none",
-            status: result.status,
-            durationMs: 0,
-            arguments: call.arguments,
-            result: result.content,
-            isError: true
-          })
-        }
-        const entry = { kind: "tool_results" as const, results }
-        const turn = yield* Transcript.append(ctx.ports, ctx.session.id, entry, now, ctx.limits.persistTimeoutMs)
-        Burst.persisted(burst, turn.seq, entry)
-        burst.touch()
-        burst.strikes = Strikes.observeTurn(burst.strikes, turnStrikes, ctx.limits).strikes
-        if (burst.strikes > 0 && turnStrikes.includes(true)) {
-          Burst.decided(burst, { _tag: "strike", at: now, strikes: burst.strikes })
-        }
-        const chain = yield* Ref.get(burst.chain)
-        return ExitPolicy.decide(
-          ctx.policy,
-          "after_tools",
-          Burst.facts(ctx, burst, chain.exhausted, now, {
-            calls: calls.length,
-            repeats,
-            pending: burst.pending.length,
-            budgetRefused
-          })
-        )
-      })
+  const persist = Effect.clockWith((clock) =>
+    persistTurn(
+      { ctx, burst, calls, run, surplus, slots, started, ended, samples, budgetRefused },
+      clock.unsafeCurrentTimeMillis()
     )
+  )
 
-    const toolCtx = {
+  const toolCtx = {
+    sessionId: ctx.session.id,
+    principal: ctx.session.principal,
+    scope: ctx.session.scope,
+    // Core tools acting for several MCP servers (read_resource) reach only those of the agent's own tools.
+    allowlist: ctx.spec.tools
+  }
+  const runtime = yield* Effect.runtime<never>()
+  const runSync = Runtime.runSyncExit(runtime)
+  const inFlight: Array<readonly [number, Fiber.RuntimeFiber<ToolOutcome, never>]> = []
+
+  // Sync-first dispatch: every call starts in order, right away; a call that finishes without suspending costs no
+  // fiber, and the ones that suspend keep running concurrently and are joined below.
+  // The turn's calls start together: their `tool_start` events go out first, on this fiber.
+  const announce = Effect.forEach(dispatch, (i) =>
+    ctx.ports.events.publish({
+      _tag: "tool_start",
       sessionId: ctx.session.id,
-      principal: ctx.session.principal,
-      scope: ctx.session.scope,
-      // Core tools acting for several MCP servers (read_resource) reach only those of the agent's own tools.
-      allowlist: ctx.spec.tools
-    }
-    const runtime = yield* Effect.runtime<never>()
-    const runSync = Runtime.runSyncExit(runtime)
-    const inFlight: Array<readonly [number, Fiber.RuntimeFiber<ToolOutcome, never>]> = []
-
-    // Sync-first dispatch: every call starts in order, right away; a call that finishes without suspending costs no
-    // fiber, and the ones that suspend keep running concurrently and are joined below.
-    // The turn's calls start together: their `tool_start` events go out first, on this fiber.
-    const announce = Effect.forEach(dispatch, (i) =>
-      ctx.ports.events.publish({
-        _tag: "tool_start",
-        sessionId: ctx.session.id,
-        seq: burst.lastSeq,
-        callId: run[i]!.id,
-        name: run[i]!.name
-      }), { discard: true })
-    const startAll = Effect.clockWith((clock) => {
-      const now = clock.unsafeCurrentTimeMillis()
-      for (const i of dispatch) {
-        const call = run[i]!
-        started[i] = now
-        // A tool server's sample is a model call of this session, charged to this call (MCP sampling), and lives
-        // no longer than the call: once it ends, however it ends, the call's samples stop.
-        const slot = ModelCall.slotFor(call.id)
-        samples[i] = slot
-        const exit = runSync(
-          ctx.executor.call(call.name, call.arguments, {
-            ...toolCtx,
-            runId: ctx.runId,
-            callId: call.id,
-            timeoutMs: ctx.limits.toolTimeoutMs,
-            sample: ModelCall.sample(ctx, burst, slot)
-          }).pipe(GenAi.executeTool(call, ctx.tools.get(call.name), ctx.limits.toolResultMaxBytes))
-        )
-        // The call's samples stop when the call ends, however it ends: now if it ran to its end here, else when its
-        // fiber ends (an observer, where `Effect.ensuring` in the call would be a region of its own on every call).
-        const defect = Exit.isSuccess(exit) ? Option.none() : Cause.dieOption(exit.cause)
-        const suspended = Option.isSome(defect) && Runtime.isAsyncFiberException(defect.value)
-          ? defect.value.fiber as Fiber.RuntimeFiber<ToolOutcome, never>
-          : undefined
-        if (suspended === undefined) ModelCall.endSlot(slot)
-        else suspended.addObserver(() => ModelCall.endSlot(slot))
-        if (Exit.isSuccess(exit)) {
-          slots[i] = { outcome: exit.value, status: exit.value.isError ? "error" : "ok" }
-          ended[i] = now
-          continue
-        }
-        if (suspended !== undefined) {
-          // The suspended fiber runs `executor.call`, which never fails.
-          inFlight.push([i, suspended])
-          continue
-        }
-        // The executor broke its never-fail contract: a defect of the burst (`crashed`), not a tool result.
-        return exit
+      seq: burst.lastSeq,
+      callId: run[i]!.id,
+      name: run[i]!.name
+    }), { discard: true })
+  const startAll = Effect.clockWith((clock) => {
+    const now = clock.unsafeCurrentTimeMillis()
+    for (const i of dispatch) {
+      const call = run[i]!
+      started[i] = now
+      // A tool server's sample is a model call of this session, charged to this call (MCP sampling), and lives
+      // no longer than the call: once it ends, however it ends, the call's samples stop.
+      const slot = ModelCall.slotFor(call.id)
+      samples[i] = slot
+      const exit = runSync(
+        ctx.executor.call(call.name, call.arguments, {
+          ...toolCtx,
+          runId: ctx.runId,
+          callId: call.id,
+          timeoutMs: ctx.limits.toolTimeoutMs,
+          sample: ModelCall.sample(ctx, burst, slot)
+        }).pipe(GenAi.executeTool(call, ctx.tools.get(call.name), ctx.limits.toolResultMaxBytes))
+      )
+      // The call's samples stop when the call ends, however it ends: now if it ran to its end here, else when its
+      // fiber ends (an observer, where `Effect.ensuring` in the call would be a region of its own on every call).
+      const defect = Exit.isSuccess(exit) ? Option.none() : Cause.dieOption(exit.cause)
+      const suspended = Option.isSome(defect) && Runtime.isAsyncFiberException(defect.value)
+        ? defect.value.fiber as Fiber.RuntimeFiber<ToolOutcome, never>
+        : undefined
+      if (suspended === undefined) ModelCall.endSlot(slot)
+      else suspended.addObserver(() => ModelCall.endSlot(slot))
+      if (Exit.isSuccess(exit)) {
+        slots[i] = { outcome: exit.value, status: exit.value.isError ? "error" : "ok" }
+        ended[i] = now
+        continue
       }
-      return Effect.void
-    })
-    // Most turns' calls all finish in `startAll`: then there is nothing to join (and no concurrent `forEach` to set up).
-    const joinAll = Effect.suspend(() => inFlight.length === 0 ? Effect.void : joinSuspended)
-    const joinSuspended = Effect.forEach(inFlight, ([i, fiber]) =>
+      if (suspended !== undefined) {
+        // The suspended fiber runs `executor.call`, which never fails.
+        inFlight.push([i, suspended])
+        continue
+      }
+      // The executor broke its never-fail contract: a defect of the burst (`crashed`), not a tool result.
+      return exit
+    }
+    return Effect.void
+  })
+  // Most turns' calls all finish in `startAll`: then there is nothing to join (and no concurrent `forEach` to set up).
+  const joinAll = Effect.suspend(() => inFlight.length === 0 ? Effect.void : joinSuspended)
+  const joinSuspended = Effect.forEach(
+    inFlight,
+    ([i, fiber]) =>
       Effect.flatMap(Fiber.join(fiber), (outcome) =>
         Effect.map(Clock.currentTimeMillis, (at) => {
           slots[i] = { outcome, status: outcome.isError ? "error" : "ok" }
           ended[i] = at
-        })), { concurrency: "unbounded", discard: true })
+        })),
+    { concurrency: "unbounded", discard: true }
+  )
 
-    // If the burst is interrupted mid-dispatch, the calls still running are stopped, and the finished results plus an
-    // "interrupted" result for each unfinished call are still persisted: the transcript stays paired and resumable.
-    yield* announce
-    yield* Effect.zipRight(startAll, joinAll).pipe(
-      Effect.onInterrupt(() =>
-        Effect.zipRight(
-          Effect.forEach(inFlight, ([, fiber]) =>
-            Fiber.interrupt(fiber), { discard: true }),
-          Effect.ignore(persist)
-        )
+  // If the burst is interrupted mid-dispatch, the calls still running are stopped, and the finished results plus an
+  // "interrupted" result for each unfinished call are still persisted: the transcript stays paired and resumable.
+  yield* announce
+  yield* Effect.zipRight(startAll, joinAll).pipe(
+    Effect.onInterrupt(() =>
+      Effect.zipRight(
+        Effect.forEach(inFlight, ([, fiber]) => Fiber.interrupt(fiber), { discard: true }),
+        Effect.ignore(persist)
       )
     )
-    return yield* persist
-  })
+  )
+  return yield* persist
+})

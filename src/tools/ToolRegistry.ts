@@ -275,34 +275,43 @@ const isDeadline = (cause: Cause.Cause<unknown>): boolean => Cause.isFailType(ca
 
 const runEntry = (entry: Entry, args: unknown, ctx: ToolContext): Effect.Effect<ToolOutcome> =>
   // The runtime is captured OUTSIDE the mask: the tool's fiber inherits the caller's interruptibility, not the mask's.
-  Effect.flatMap(Effect.runtime<never>(), (runtime) =>
-    // Masked from the moment the tool's fiber exists until the interruption hand-over is installed: a cancel landing
-    // in between would otherwise leave the tool running, detached.
-    Effect.uninterruptibleMask((restore) => {
-      const name = entry.def.name
-      const exit = runNow(runtime, () => entry.handler.run(args, ctx))
-      if (Exit.isSuccess(exit)) return Effect.succeed(toOutcome(exit.value))
-      const defect = Cause.dieOption(exit.cause)
-      if (defect._tag === "None" || !Runtime.isAsyncFiberException(defect.value)) {
-        return Effect.succeed(causeOutcome(name, exit.cause))
-      }
-      // The suspended fiber is the one running `handler.run`, so its success type is the handler's.
-      const fiber = defect.value.fiber as Fiber.RuntimeFiber<ToolReturn, unknown>
-      // The burst's effective limit (host ∩ agent) when the caller says it; the host's ceiling otherwise.
-      const limit = ctx.timeoutMs ?? Context.get(runtime.context, Limits).toolTimeoutMs
-      const own = entry.handler.timeoutMs
-      const ms = own === undefined ? limit : Math.min(own, limit)
-      // At the deadline `joinWithin` interrupts the tool and fails with `deadlinePassed` once it has ended; the match
-      // runs inside `restore`, so when the CALLER is interrupted it is skipped and the interruption propagates.
-      return restore(Effect.matchCause(BoundedWait.joinWithin(fiber, { duration: ms, onTimeout: toDeadline }), {
-        onFailure: (cause) => isDeadline(cause) ? Texts.timedOut(name, ms) : causeOutcome(name, cause),
-        onSuccess: toOutcome
-      })).pipe(
-        // The tool's fiber is not a child of the caller: carry the caller's interruption over by hand (`joinWithin`
-        // does once it waits; this covers an interruption landing as `restore` begins, before it does).
-        Effect.onInterrupt(() => Fiber.interrupt(fiber))
-      )
-    }))
+  // (What `Effect.runtime` captures, made in place: this runs for every tool call.)
+  Effect.withFiberRuntime((caller, status) => {
+    const runtime = Runtime.make({
+      context: caller.currentContext,
+      fiberRefs: caller.getFiberRefs(),
+      runtimeFlags: status.runtimeFlags
+    })
+    return (
+      // Masked from the moment the tool's fiber exists until the interruption hand-over is installed: a cancel landing
+      // in between would otherwise leave the tool running, detached.
+      Effect.uninterruptibleMask((restore) => {
+        const name = entry.def.name
+        const exit = runNow(runtime, () => entry.handler.run(args, ctx))
+        if (Exit.isSuccess(exit)) return Effect.succeed(toOutcome(exit.value))
+        const defect = Cause.dieOption(exit.cause)
+        if (defect._tag === "None" || !Runtime.isAsyncFiberException(defect.value)) {
+          return Effect.succeed(causeOutcome(name, exit.cause))
+        }
+        // The suspended fiber is the one running `handler.run`, so its success type is the handler's.
+        const fiber = defect.value.fiber as Fiber.RuntimeFiber<ToolReturn, unknown>
+        // The burst's effective limit (host ∩ agent) when the caller says it; the host's ceiling otherwise.
+        const limit = ctx.timeoutMs ?? Context.get(runtime.context, Limits).toolTimeoutMs
+        const own = entry.handler.timeoutMs
+        const ms = own === undefined ? limit : Math.min(own, limit)
+        // At the deadline `joinWithin` interrupts the tool and fails with `deadlinePassed` once it has ended; the match
+        // runs inside `restore`, so when the CALLER is interrupted it is skipped and the interruption propagates.
+        return restore(Effect.matchCause(BoundedWait.joinWithin(fiber, { duration: ms, onTimeout: toDeadline }), {
+          onFailure: (cause) => isDeadline(cause) ? Texts.timedOut(name, ms) : causeOutcome(name, cause),
+          onSuccess: toOutcome
+        })).pipe(
+          // The tool's fiber is not a child of the caller: carry the caller's interruption over by hand (`joinWithin`
+          // does once it waits; this covers an interruption landing as `restore` begins, before it does).
+          Effect.onInterrupt(() => Fiber.interrupt(fiber))
+        )
+      })
+    )
+  })
 
 const dispatch = (
   entries: ReadonlyMap<string, Entry>,
