@@ -99,8 +99,8 @@ export interface Wait {
 }
 
 /**
- * Who hears of this fiber's waits in a storm line (the provider chain sets it around an attempt, to record a
- * `storm_wait` rail decision): called once per attempt that waited, after its release. Unset: nobody.
+ * Who hears of this fiber's waits in a storm line (the provider chain sets it on the fiber an attempt runs on, to
+ * record a `storm_wait` rail decision): called once per attempt that waited, after its release. Unset: nobody.
  */
 export const waitListener: FiberRef.FiberRef<((wait: Wait) => Effect.Effect<void>) | undefined> = FiberRef
   .unsafeMake<((wait: Wait) => Effect.Effect<void>) | undefined>(undefined)
