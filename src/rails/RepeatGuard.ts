@@ -18,24 +18,41 @@ export interface RepeatGuard {
 
 // The guard is a persistent list, newest observation first: observing adds one node and shares the rest, where a copy
 // of the counts per call (a Map per tool call, growing through the burst) was ~2 % of a turn in workload A. A burst's
-// list is bounded by its tool-call budget, so the walk that finds a fingerprint's last count stays short.
+// list is bounded by its tool-call budget, so the walk that finds a call's last count stays short. A result is hashed
+// only when it could be a repeat — when an earlier call of the burst had the same tool and the same canonical
+// arguments: most calls differ in their arguments, and then no hash is computed at all (SHA-1 of kilobyte results was
+// another ~2 % of a turn). The nodes hold the results the burst's trajectory holds anyway.
 interface Node {
-  readonly key: string
+  /** The call, or `undefined` for a count known only by its fingerprint (`fromCounts`). */
+  readonly name: string | undefined
+  /** Canonical (`canonicalArgs`). */
+  readonly args: string
+  readonly result: string
+  /** The fingerprint, computed the first time a later call with the same tool and arguments compares to it. */
+  key: string | undefined
   readonly count: number
   readonly prev: Node | undefined
 }
 
+const keyOf = (node: Node): string => node.key ??= fingerprintOf(node.name ?? "", node.args, node.result)
+
 class Guard implements RepeatGuard {
   constructor(readonly head: Node | undefined) {}
-  /** The count of `key` so far (0 when never seen). */
-  countOf(key: string): number {
-    for (let node = this.head; node !== undefined; node = node.prev) if (node.key === key) return node.count
-    return 0
+  /** How often this call (canonical `args`) returned `result` so far (0 when never), and its fingerprint if taken. */
+  countOf(name: string, args: string, result: string): { readonly count: number; readonly key: string | undefined } {
+    let key: string | undefined
+    for (let node = this.head; node !== undefined; node = node.prev) {
+      if (node.name !== undefined && (node.name !== name || node.args !== args)) continue
+      key ??= fingerprintOf(name, args, result)
+      if (keyOf(node) === key) return { count: node.count, key }
+    }
+    return { count: 0, key }
   }
   get counts(): ReadonlyMap<string, number> {
     const counts = new Map<string, number>()
     for (let node = this.head; node !== undefined; node = node.prev) {
-      if (!counts.has(node.key)) counts.set(node.key, node.count)
+      const key = keyOf(node)
+      if (!counts.has(key)) counts.set(key, node.count)
     }
     return counts
   }
@@ -44,7 +61,7 @@ class Guard implements RepeatGuard {
 /** A guard given as plain counts (not built by `observe`), as a list. */
 const fromCounts = (counts: ReadonlyMap<string, number>): Guard => {
   let head: Node | undefined
-  for (const [key, count] of counts) head = { key, count, prev: head }
+  for (const [key, count] of counts) head = { name: undefined, args: "", result: "", key, count, prev: head }
   return new Guard(head)
 }
 
@@ -82,11 +99,13 @@ export const canonicalArgs = (argumentsJson: string): string => {
  * probability. Node's one-shot `crypto.hash` over the text: a result is often kilobytes, and two passes of a hash in
  * JavaScript (cyrb53 with two seeds, before) cost ~15 µs per kilobyte-sized call against ~1.3 µs (measured).
  */
-export const fingerprint = (name: string, argumentsJson: string, resultContent: string): string => {
+export const fingerprint = (name: string, argumentsJson: string, resultContent: string): string =>
+  fingerprintOf(name, canonicalArgs(argumentsJson), resultContent)
+
+/** `fingerprint` of arguments already canonical. */
+const fingerprintOf = (name: string, args: string, resultContent: string): string =>
   // lengths first, so no choice of separator can make ("a", "b|c") and ("a|b", "c") look alike
-  const args = canonicalArgs(argumentsJson)
-  return hash("sha1", `${name.length}:${name}|${args.length}:${args}|${resultContent}`).slice(0, 28)
-}
+  hash("sha1", `${name.length}:${name}|${args.length}:${args}|${resultContent}`).slice(0, 28)
 
 /** What the loop does after observing a call: carry on, warn the model, or halt the burst. */
 export type Verdict = "ok" | "warn" | "halt"
@@ -102,11 +121,13 @@ export const observe = (
   resultContent: string,
   limits: Limits
 ): { readonly guard: RepeatGuard; readonly verdict: Verdict; readonly count: number } => {
-  const key = fingerprint(name, argumentsJson, resultContent)
+  const args = canonicalArgs(argumentsJson)
   const guard = g instanceof Guard ? g : fromCounts(g.counts)
-  const count = guard.countOf(key) + 1
+  const seen = guard.countOf(name, args, resultContent)
+  const count = seen.count + 1
   const verdict: Verdict = count >= limits.repeatHaltAt ? "halt" : count >= limits.repeatWarnAt ? "warn" : "ok"
-  return { guard: new Guard({ key, count, prev: guard.head }), verdict, count }
+  const node: Node = { name, args, result: resultContent, key: seen.key, count, prev: guard.head }
+  return { guard: new Guard(node), verdict, count }
 }
 
 /** The text appended to the result the model sees when the verdict is `warn`. */

@@ -296,14 +296,20 @@ export const runTurn: (
   // Sync-first dispatch: every call starts in order, right away; a call that finishes without suspending costs no
   // fiber, and the ones that suspend keep running concurrently and are joined below.
   // The turn's calls start together: their `tool_start` events go out first, on this fiber.
-  const announce = Effect.forEach(dispatch, (i) =>
-    ctx.ports.events.publish({
-      _tag: "tool_start",
-      sessionId: ctx.session.id,
-      seq: burst.lastSeq,
-      callId: run[i]!.id,
-      name: run[i]!.name
-    }), { discard: true })
+  // The events chained one after the other: `forEach` would set up a loop of its own for a handful of events.
+  const announce = Effect.suspend(() =>
+    dispatch.reduce<Effect.Effect<void>>((before, i) =>
+      Effect.zipRight(
+        before,
+        ctx.ports.events.publish({
+          _tag: "tool_start",
+          sessionId: ctx.session.id,
+          seq: burst.lastSeq,
+          callId: run[i]!.id,
+          name: run[i]!.name
+        })
+      ), Effect.void)
+  )
   const startAll = Effect.clockWith((clock) => {
     const now = clock.unsafeCurrentTimeMillis()
     for (const i of dispatch) {
