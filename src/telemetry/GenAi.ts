@@ -203,6 +203,8 @@ export const chat = <
   Effect.withFiberRuntime((fiber) => {
     const tracing = fiber.getFiberRef(FiberRef.currentTracerEnabled)
     const clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
+    // Read here, in place, like the clock: a `CaptureContent` service read is an instruction of its own per call.
+    const capture = tracing && Context.get(fiber.currentContext, Spans.CaptureContent)
     return Effect.flatMap(Ref.get(options.state), (start) => {
       const startedAt = clock.unsafeCurrentTimeMillis()
       const first = options.providers[start.index]
@@ -267,34 +269,35 @@ export const chat = <
           Metrics.add(Metrics.tokenUsage, output, ...tokenLabels, "gen_ai.token.type", "output")
         }
         if (!tracing) return Effect.void
-        return Effect.flatMap(Spans.CaptureContent, (capture) =>
-          Spans.annotate(() => {
-            const attributes: Spans.Attributes = {
-              "gen_ai.provider.name": vendor,
-              "gen_ai.request.model": model,
-              "corral.provider": provider?.name,
-              "gen_ai.response.model": ok ? exit.value.reply.model : undefined,
-              "gen_ai.response.finish_reasons": ok ? [exit.value.reply.finishReason] : undefined,
-              "gen_ai.usage.input_tokens": input,
-              "gen_ai.usage.output_tokens": output,
-              "corral.attempts": attempts,
-              "corral.retries": retries,
-              "corral.failovers": failovers,
-              "error.type": errorType
+        // The call's fiber: `ended` runs on it, in the call's span.
+        Spans.annotateIn(fiber, () => {
+          const attributes: Spans.Attributes = {
+            "gen_ai.provider.name": vendor,
+            "gen_ai.request.model": model,
+            "corral.provider": provider?.name,
+            "gen_ai.response.model": ok ? exit.value.reply.model : undefined,
+            "gen_ai.response.finish_reasons": ok ? [exit.value.reply.finishReason] : undefined,
+            "gen_ai.usage.input_tokens": input,
+            "gen_ai.usage.output_tokens": output,
+            "corral.attempts": attempts,
+            "corral.retries": retries,
+            "corral.failovers": failovers,
+            "error.type": errorType
+          }
+          if (capture) {
+            attributes["gen_ai.system_instructions"] = options.request.system
+            attributes["gen_ai.input.messages"] = JSON.stringify(options.request.messages)
+            if (ok) {
+              attributes["gen_ai.output.messages"] = JSON.stringify([{
+                role: "assistant",
+                text: exit.value.reply.text,
+                toolCalls: exit.value.reply.toolCalls
+              }])
             }
-            if (capture) {
-              attributes["gen_ai.system_instructions"] = options.request.system
-              attributes["gen_ai.input.messages"] = JSON.stringify(options.request.messages)
-              if (ok) {
-                attributes["gen_ai.output.messages"] = JSON.stringify([{
-                  role: "assistant",
-                  text: exit.value.reply.text,
-                  toolCalls: exit.value.reply.toolCalls
-                }])
-              }
-            }
-            return attributes
-          }))
+          }
+          return attributes
+        })
+        return Effect.void
       }
       const measured = Effect.onExit(walk(wrapped), ended)
       if (!tracing) return measured
@@ -394,26 +397,28 @@ export const executeTool = (
         return outcome
       })
     }
+    const capture = Context.get(fiber.currentContext, Spans.CaptureContent)
     return self.pipe(
-      Effect.tap((outcome) => {
+      // A map on the same fiber, in the tool's span: annotated in place (`annotateIn`), not by an effect of its own.
+      Effect.map((outcome) => {
         const durationMs = clock.unsafeCurrentTimeMillis() - startedAt
         const errorType = measure(outcome, durationMs)
-        return Effect.flatMap(Spans.CaptureContent, (capture) =>
-          Spans.annotate(() => {
-            const bytes = utf8Bytes(outcome.content)
-            const attributes: Spans.Attributes = {
-              "corral.tool.duration_ms": durationMs,
-              "corral.tool.result_bytes": bytes,
-              "corral.tool.truncated": bytes > maxBytes,
-              "corral.tool.is_error": outcome.isError,
-              "error.type": errorType
-            }
-            if (capture) {
-              attributes["gen_ai.tool.call.arguments"] = call.arguments
-              attributes["gen_ai.tool.call.result"] = outcome.content
-            }
-            return attributes
-          }))
+        Spans.annotateIn(fiber, () => {
+          const bytes = utf8Bytes(outcome.content)
+          const attributes: Spans.Attributes = {
+            "corral.tool.duration_ms": durationMs,
+            "corral.tool.result_bytes": bytes,
+            "corral.tool.truncated": bytes > maxBytes,
+            "corral.tool.is_error": outcome.isError,
+            "error.type": errorType
+          }
+          if (capture) {
+            attributes["gen_ai.tool.call.arguments"] = call.arguments
+            attributes["gen_ai.tool.call.result"] = outcome.content
+          }
+          return attributes
+        })
+        return outcome
       }),
       Spans.span(
         () => `execute_tool ${call.name}`,

@@ -291,22 +291,30 @@ export const recording: Effect.Effect<boolean> = Effect.withFiberRuntime((fiber)
 /** Sets attributes on the current span (built only when there is one). */
 export const annotate = (attributes: () => Attributes): Effect.Effect<void> =>
   Effect.withFiberRuntime((fiber) => {
-    const span = spanOf(fiber)
-    if (Option.isNone(span)) return Effect.void
-    const built = attributes()
-    // Corral's own spans take the whole annotation in one call.
-    if (SpanTracer.annotate(span.value, built)) return Effect.void
-    for (const key in built) {
-      const value = built[key]
-      if (value === undefined) continue
-      // @effect/opentelemetry would write an array as its JSON text; OpenTelemetry takes string arrays as they are
-      // (`gen_ai.response.finish_reasons` is one).
-      const otel = Array.isArray(value) ? otelSpanOf(span.value) : undefined
-      if (otel === undefined) span.value.attribute(key, value)
-      else otel.setAttribute(key, value as Array<string>)
-    }
+    annotateIn(fiber, attributes)
     return Effect.void
   })
+
+/**
+ * `annotate`, done now on the span `fiber` is in: for code that already runs with its fiber at hand (inside
+ * `Effect.withFiberRuntime`, or a continuation of an effect that did) and would otherwise pay an operation of its own.
+ */
+export const annotateIn = (fiber: Fiber.RuntimeFiber<unknown, unknown>, attributes: () => Attributes): void => {
+  const span = spanOf(fiber)
+  if (Option.isNone(span)) return
+  const built = attributes()
+  // Corral's own spans take the whole annotation in one call.
+  if (SpanTracer.annotate(span.value, built)) return
+  for (const key in built) {
+    const value = built[key]
+    if (value === undefined) continue
+    // @effect/opentelemetry would write an array as its JSON text; OpenTelemetry takes string arrays as they are
+    // (`gen_ai.response.finish_reasons` is one).
+    const otel = Array.isArray(value) ? otelSpanOf(span.value) : undefined
+    if (otel === undefined) span.value.attribute(key, value)
+    else otel.setAttribute(key, value as Array<string>)
+  }
+}
 
 /** The OpenTelemetry span under an @effect/opentelemetry span, if that is what `span` is. */
 const otelSpanOf = (span: Tracer.Span): { setAttribute(key: string, value: Array<string>): unknown } | undefined => {
