@@ -10,6 +10,7 @@
 import { Cause, Clock, Effect, Exit, Fiber, Option, Ref, Runtime } from "effect"
 import type { PersistenceFailed } from "../domain/Errors.js"
 import type { ToolCall, ToolResult } from "../domain/Message.js"
+import type { ToolCallRecord } from "../domain/Trajectory.js"
 import * as Budget from "../rails/Budget.js"
 import * as ExitPolicy from "../rails/ExitPolicy.js"
 import * as RepeatGuard from "../rails/RepeatGuard.js"
@@ -17,7 +18,7 @@ import * as Strikes from "../rails/Strikes.js"
 import * as Truncate from "../rails/Truncate.js"
 import * as TurnCap from "../rails/TurnCap.js"
 import * as GenAi from "../telemetry/GenAi.js"
-import type { ToolFailure, ToolOutcome } from "../tools/ToolExecutor.js"
+import type { ToolDef, ToolFailure, ToolOutcome } from "../tools/ToolExecutor.js"
 import { capAttachments } from "../tools/ToolExecutor.js"
 import * as Burst from "./Burst.js"
 import * as ModelCall from "./ModelCall.js"
@@ -57,6 +58,41 @@ const validJsonObject = (text: string): boolean => {
     return false
   }
 }
+
+/** What a call's trajectory record says beyond the call itself; optional fields absent when `undefined`. */
+interface Recorded {
+  readonly status: ToolCallRecord["status"]
+  readonly durationMs: number
+  readonly result: string
+  readonly isError: boolean
+  readonly failure?: ToolCallRecord["failure"] | undefined
+  readonly startedAt?: number | undefined
+  readonly output?: string | undefined
+  readonly attachments?: ToolCallRecord["attachments"] | undefined
+  readonly samples?: number | undefined
+}
+
+/**
+ * The trajectory record of a call the model asked for. One literal, its optional fields last, so every record a host
+ * keeps has the same shape whatever it ran into.
+ */
+const callRecord = (call: ToolCall, def: ToolDef | undefined, recorded: Recorded): ToolCallRecord => ({
+  callId: call.id,
+  name: call.name,
+  origin: "model",
+  effect: def?.effect ?? "unknown",
+  source: def?.source ?? "none",
+  status: recorded.status,
+  durationMs: recorded.durationMs,
+  arguments: call.arguments,
+  result: recorded.result,
+  isError: recorded.isError,
+  ...(recorded.failure === undefined ? {} : { failure: recorded.failure }),
+  ...(recorded.startedAt === undefined ? {} : { startedAt: recorded.startedAt }),
+  ...(recorded.output === undefined ? {} : { output: recorded.output }),
+  ...(recorded.attachments === undefined ? {} : { attachments: recorded.attachments }),
+  ...(recorded.samples === undefined ? {} : { samples: recorded.samples })
+})
 
 /** What a turn's persisting reads: the plan, and what each call came to (`runTurn`). */
 interface TurnState {
@@ -130,40 +166,29 @@ const persistTurn = Effect.fnUntraced(function*(state: TurnState, now: number) {
       status: slot.status,
       ...(attached.kept.length === 0 ? {} : { attachments: attached.kept })
     })
-    burst.toolCalls.push({
-      callId: call.id,
-      name: call.name,
-      origin: "model",
-      effect: def?.effect ?? "unknown",
-      source: def?.source ?? "none",
+    burst.toolCalls.push(callRecord(call, def, {
       status: slot.status,
       durationMs: started[i]! < 0 ? 0 : Math.max(0, (ended[i]! >= 0 ? ended[i]! : now) - started[i]!),
-      arguments: call.arguments,
       result: content,
       isError: slot.outcome.isError,
-      ...(slot.outcome.failure === undefined ? {} : { failure: slot.outcome.failure }),
-      ...(started[i]! < 0 ? {} : { startedAt: started[i]! }),
-      ...(content === output ? {} : { output }),
-      ...(slot.outcome.attachments === undefined ? {} : { attachments: slot.outcome.attachments }),
-      ...((samples[i]?.passed ?? 0) === 0 ? {} : { samples: samples[i]!.passed })
-    })
+      failure: slot.outcome.failure,
+      startedAt: started[i]! < 0 ? undefined : started[i]!,
+      output: content === output ? undefined : output,
+      attachments: slot.outcome.attachments,
+      samples: (samples[i]?.passed ?? 0) === 0 ? undefined : samples[i]!.passed
+    }))
   }
   for (const call of surplus) {
     const result = TurnCap.surplusResult(call, ctx.limits.toolCallsPerTurn)
     results.push(result)
-    const def = ctx.tools.get(call.name)
-    burst.toolCalls.push({
-      callId: call.id,
-      name: call.name,
-      origin: "model",
-      effect: def?.effect ?? "unknown",
-      source: def?.source ?? "none",
-      status: result.status,
-      durationMs: 0,
-      arguments: call.arguments,
-      result: result.content,
-      isError: true
-    })
+    burst.toolCalls.push(
+      callRecord(call, ctx.tools.get(call.name), {
+        status: result.status,
+        durationMs: 0,
+        result: result.content,
+        isError: true
+      })
+    )
   }
   const entry = { kind: "tool_results" as const, results }
   const turn = yield* Transcript.append(ctx.ports, ctx.session.id, entry, now, ctx.limits.persistTimeoutMs)
@@ -293,10 +318,8 @@ export const runTurn: (
   const runSync = Runtime.runSyncExit(runtime)
   const inFlight: Array<readonly [number, Fiber.RuntimeFiber<ToolOutcome, never>]> = []
 
-  // Sync-first dispatch: every call starts in order, right away; a call that finishes without suspending costs no
-  // fiber, and the ones that suspend keep running concurrently and are joined below.
-  // The turn's calls start together: their `tool_start` events go out first, on this fiber.
-  // The events chained one after the other: `forEach` would set up a loop of its own for a handful of events.
+  // The turn's calls start together: their `tool_start` events go out first, on this fiber, chained one after the
+  // other (`forEach` would set up a loop of its own for a handful of events).
   const announce = Effect.suspend(() =>
     dispatch.reduce<Effect.Effect<void>>((before, i) =>
       Effect.zipRight(
@@ -310,6 +333,8 @@ export const runTurn: (
         })
       ), Effect.void)
   )
+  // Sync-first dispatch: every call starts in order, right away; a call that finishes without suspending costs no
+  // fiber, and the ones that suspend keep running concurrently and are joined below.
   const startAll = Effect.clockWith((clock) => {
     const now = clock.unsafeCurrentTimeMillis()
     for (const i of dispatch) {
@@ -330,29 +355,26 @@ export const runTurn: (
       )
       // The call's samples stop when the call ends, however it ends: now if it ran to its end here, else when its
       // fiber ends (an observer, where `Effect.ensuring` in the call would be a region of its own on every call).
-      const defect = Exit.isSuccess(exit) ? Option.none() : Cause.dieOption(exit.cause)
-      const suspended = Option.isSome(defect) && Runtime.isAsyncFiberException(defect.value)
-        ? defect.value.fiber as Fiber.RuntimeFiber<ToolOutcome, never>
-        : undefined
-      if (suspended === undefined) ModelCall.endSlot(slot)
-      else suspended.addObserver(() => ModelCall.endSlot(slot))
       if (Exit.isSuccess(exit)) {
+        ModelCall.endSlot(slot)
         slots[i] = { outcome: exit.value, status: exit.value.isError ? "error" : "ok" }
         ended[i] = now
         continue
       }
-      if (suspended !== undefined) {
+      const defect = Cause.dieOption(exit.cause)
+      if (Option.isSome(defect) && Runtime.isAsyncFiberException(defect.value)) {
         // The suspended fiber runs `executor.call`, which never fails.
-        inFlight.push([i, suspended])
+        const fiber = defect.value.fiber as Fiber.RuntimeFiber<ToolOutcome, never>
+        fiber.addObserver(() => ModelCall.endSlot(slot))
+        inFlight.push([i, fiber])
         continue
       }
+      ModelCall.endSlot(slot)
       // The executor broke its never-fail contract: a defect of the burst (`crashed`), not a tool result.
       return exit
     }
     return Effect.void
   })
-  // Most turns' calls all finish in `startAll`: then there is nothing to join (and no concurrent `forEach` to set up).
-  const joinAll = Effect.suspend(() => inFlight.length === 0 ? Effect.void : joinSuspended)
   const joinSuspended = Effect.forEach(
     inFlight,
     ([i, fiber]) =>
@@ -363,6 +385,8 @@ export const runTurn: (
         })),
     { concurrency: "unbounded", discard: true }
   )
+  // Most turns' calls all finish in `startAll`: then there is nothing to join (and no concurrent `forEach` to set up).
+  const joinAll = Effect.suspend(() => inFlight.length === 0 ? Effect.void : joinSuspended)
 
   // If the burst is interrupted mid-dispatch, the calls still running are stopped, and the finished results plus an
   // "interrupted" result for each unfinished call are still persisted: the transcript stays paired and resumable.

@@ -270,10 +270,14 @@ const lockFile = join(tmpdir(), "corral-test-cluster.lock")
  * One multi-node scenario at a time across the test workers: two of them at once (four `corral serve` processes
  * and their Postgres sessions on two cores) starved the nodes' shard-lock refreshes ("Shard lock storage is
  * unhealthy") and turned a scenario's own sessions `interrupted` — a failure of the machine, not of Corral. A lock
- * file holds the holder's pid; one left by a process that died is taken over. Released when the scope closes.
+ * file holds the holder's pid; one left by a process that died is taken over. Released when the scope closes. The
+ * wait is bounded (`lockWaitMs`, under the scenarios' own timeouts): a holder that never lets go fails the waiting
+ * scenario with its pid rather than leaving it to the test runner's timeout.
  */
+const lockWaitMs = 200_000
 const exclusive: Effect.Effect<void, never, Scope.Scope> = Effect.acquireRelease(
   Effect.promise(async () => {
+    const giveUpAt = Date.now() + lockWaitMs
     for (;;) {
       try {
         const fd = openSync(lockFile, "wx")
@@ -290,6 +294,15 @@ const exclusive: Effect.Effect<void, never, Scope.Scope> = Effect.acquireRelease
         const code = (error as NodeJS.ErrnoException).code
         if (code === "ESRCH") rmSync(lockFile, { force: true })
         if (code === "ESRCH" || code === "ENOENT") continue
+      }
+      if (Date.now() > giveUpAt) {
+        let holder = "gone"
+        try {
+          holder = readFileSync(lockFile, "utf8")
+        } catch {
+          // released as the bound passed: the message says so
+        }
+        throw new Error(`another cluster scenario (pid ${holder}) held ${lockFile} for over ${lockWaitMs / 1000} s`)
       }
       await new Promise((resolve) => setTimeout(resolve, 250))
     }
