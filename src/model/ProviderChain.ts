@@ -15,7 +15,7 @@
  * through `onDecision`.
  */
 import type { Random } from "effect"
-import { Clock, Duration, Effect, Either, Option, Ref, Runtime } from "effect"
+import { Clock, Context, Duration, Effect, Either, Option, Ref, Runtime } from "effect"
 import { disposition } from "../domain/ErrorKind.js"
 import { ProviderError, ProviderExhausted } from "../domain/Errors.js"
 import type { ModelReply } from "../domain/Message.js"
@@ -99,7 +99,12 @@ const attemptOnce = (
   attempt: number,
   options: CallOptions
 ): Effect.Effect<Either.Either<ModelReply, ProviderError>> =>
-  Effect.clockWith((clock) => attemptOn(clock, provider, attempt, options)).pipe(GenAi.attempt(provider, attempt))
+  // One operation for the fiber, its clock and the attempt's span (`GenAi.attemptIn`).
+  Effect.withFiberRuntime((fiber) =>
+    attemptOn(Context.get(fiber.currentDefaultServices, Clock.Clock), provider, attempt, options).pipe(
+      GenAi.attemptIn(fiber, provider, attempt)
+    )
+  )
 
 // Generator functions made once (`fnUntraced`), not per attempt or call: see session/Loop's `iteration`.
 const attemptOn = Effect.fnUntraced(function*(

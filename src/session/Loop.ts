@@ -15,6 +15,7 @@ import type { TurnEntry } from "../domain/Message.js"
 import * as ActiveTime from "../rails/ActiveTime.js"
 import type * as ExitPolicy from "../rails/ExitPolicy.js"
 import * as ReplyPolicy from "../rails/ReplyPolicy.js"
+import * as Spans from "../telemetry/Spans.js"
 import * as Burst from "./Burst.js"
 import * as ModelCall from "./ModelCall.js"
 import * as ToolCall from "./ToolCall.js"
@@ -145,7 +146,9 @@ export const runBurst = (
       while (step._tag === "Continue") step = yield* iteration(ctx, burst)
       return step.decision
     })
-    const decision = yield* loop.pipe(
+    // The loop is the whole run of the fiber the deadline races it on: that fiber's end guards the spans of its
+    // model calls (`Spans.guardFiber`).
+    const decision = yield* Spans.guardFiber(loop).pipe(
       Effect.timeoutTo({
         duration: Duration.millis(remaining),
         onTimeout: () => timedOut,

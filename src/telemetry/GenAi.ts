@@ -7,6 +7,7 @@
  * Each wrapper is called with one line at its call site (session/Run, model/ProviderChain, session/ToolCall) so
  * the hot code stays as it is; with spans off (`Spans.enabled` false) a wrapper only updates its metrics.
  */
+import type { Fiber } from "effect"
 import { Clock, Context, Effect, Exit, FiberRef, Ref } from "effect"
 import type { AgentSpec } from "../domain/AgentSpec.js"
 import type { ModelReply } from "../domain/Message.js"
@@ -30,8 +31,14 @@ export const vendorOf = (provider: ModelProvider | undefined): string => provide
  * (`Spans.asParentOfOthers`).
  */
 const leaf = { leaf: true } as const
-/** An attempt runs inside its logical call's region, on the same fiber: no region of its own (`Spans.span`). */
+/**
+ * No region of its own where the fiber has one that ends it whatever happens (`Spans.span`'s `inner`): an attempt
+ * inside its logical call, and a call inside its burst's region or on the burst's loop fiber (`Spans.guardFiber`,
+ * session/Run). Anywhere else (a call made on a fiber of its own) the span gets its region as before.
+ */
 const inner = { leaf: true, inner: true } as const
+/** A tool call is the whole run of a fiber of its own (session/ToolCall): its span ends with that fiber (`Spans.span`). */
+const wholeFiber = { leaf: true, wholeFiber: true } as const
 
 /** Exit reasons that are not a failure of the burst (no `error.type`). */
 const fine = new Set(["completed", "confirmation_pending"])
@@ -221,17 +228,17 @@ export const chat = <
           attempts += 1
           input += record.usage.inputTokens
           output += record.usage.outputTokens
-          if (!tracing) return reported(record)
-          return Effect.zipRight(
-            Spans.annotate(() => ({
+          // The walk reports an attempt on the call's own fiber, in the attempt's span: annotated in place.
+          if (tracing) {
+            Spans.annotateIn(fiber, () => ({
               "gen_ai.response.model": record.reply?.model,
               "gen_ai.response.finish_reasons": record.reply === undefined ? undefined : [record.reply.finishReason],
               "error.type": record.error?.kind,
               "gen_ai.usage.input_tokens": record.usage.inputTokens,
               "gen_ai.usage.output_tokens": record.usage.outputTokens
-            })),
-            reported(record)
-          )
+            }))
+          }
+          return reported(record)
         },
         onDecision: (decision: RailDecision) => {
           if (decision._tag === "retry") {
@@ -301,8 +308,10 @@ export const chat = <
       }
       const measured = Effect.onExit(walk(wrapped), ended)
       if (!tracing) return measured
+      // Still on the call's fiber (a continuation of this `withFiberRuntime`): the span is set up in place.
       return measured.pipe(
-        Spans.span(
+        Spans.spanIn(
+          fiber,
           () => `chat ${first?.model ?? "unknown"}`,
           () => ({
             "gen_ai.operation.name": "chat",
@@ -310,7 +319,7 @@ export const chat = <
             "gen_ai.request.model": first?.model
           }),
           "client",
-          leaf
+          inner
         )
       )
     })
@@ -330,9 +339,17 @@ const failureType = (exit: Exit.Exit<unknown, unknown>): string => {
   return exit.cause._tag === "Interrupt" ? "interrupted" : "_OTHER"
 }
 
-/** The span of one attempt on one provider: `chat.attempt {model}`, a child of the logical call. */
-export const attempt = (provider: ModelProvider, attemptNumber: number) =>
-  Spans.span(
+/**
+ * The span of one attempt on one provider: `chat.attempt {model}`, a child of the logical call, for code running on
+ * `fiber` (the walk's `withFiberRuntime`: see `Spans.spanIn`).
+ */
+export const attemptIn = (
+  fiber: Fiber.RuntimeFiber<unknown, unknown>,
+  provider: ModelProvider,
+  attemptNumber: number
+) =>
+  Spans.spanIn(
+    fiber,
     () => `chat.attempt ${provider.model}`,
     () => ({
       "gen_ai.operation.name": "chat",
@@ -365,6 +382,9 @@ export interface OutcomeView {
  * Runs one tool call (MCP or in-process) inside its `execute_tool {tool}` span: the server (`corral.tool.server`,
  * the tool's source), its effect, duration, result bytes, whether the result will be truncated (over `maxBytes`),
  * `is_error` and `error.type` (the executor's failure class). Moves `corral.tool_call.duration`.
+ *
+ * The wrapped call must be the whole run of the fiber it runs on (session/ToolCall runs each call so): the span
+ * ends with that fiber, interrupted or not, with no region of its own (`Spans.span`'s `wholeFiber`).
  */
 export const executeTool = (
   call: { readonly id: string; readonly name: string; readonly arguments: string },
@@ -420,7 +440,8 @@ export const executeTool = (
         })
         return outcome
       }),
-      Spans.span(
+      Spans.spanIn(
+        fiber,
         () => `execute_tool ${call.name}`,
         () => ({
           "gen_ai.operation.name": "execute_tool",
@@ -433,7 +454,7 @@ export const executeTool = (
           "corral.tool.effect": def?.effect ?? "unknown"
         }),
         "internal",
-        leaf
+        wholeFiber
       )
     )
   })

@@ -101,49 +101,72 @@ export const span = (
   name: () => string,
   attributes: () => Attributes,
   kind: Tracer.SpanKind = "internal",
-  options: { readonly leaf?: boolean; readonly inner?: boolean } = {}
+  options: SpanOptions = {}
 ) =>
 <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.withFiberRuntime<A, E, R>((fiber) => {
-    if (!fiber.getFiberRef(FiberRef.currentTracerEnabled)) return self
-    const services = fiber.getFiberRef(DefaultServices.currentServices)
-    const tracer = Context.get(services, EffectTracer.Tracer)
-    const clock = Context.get(services, Clock.Clock)
-    const context = fiber.getFiberRef(FiberRef.currentContext)
-    const parent = parentOf(fiber, context)
-    const start = SpanTracer.startOf(tracer)
-    const open = (): Tracer.Span => {
-      if (start !== undefined) return start(name, parent, kind, attributes, SpanTracer.nowNanos(clock))
-      const made = tracer.span(name(), parent, Context.empty(), [], clock.unsafeCurrentTimeNanos(), kind)
-      const built = clean(attributes())
-      for (const key in built) made.attribute(key, built[key])
-      return made
+  Effect.withFiberRuntime<A, E, R>((fiber) => spanIn(fiber, name, attributes, kind, options)(self))
+
+/** How a span of `span` is held: see `span`, `inner` below and `fiberLeaf`. */
+export interface SpanOptions {
+  readonly leaf?: boolean
+  /** A leaf that may ride an enclosing region (or `guardFiber`) of the same fiber instead of one of its own. */
+  readonly inner?: boolean
+  /** A leaf over the whole run of its fiber, ended with that fiber (`fiberLeaf`). */
+  readonly wholeFiber?: boolean
+}
+
+/**
+ * `span`, for code that already runs on `fiber` (inside `Effect.withFiberRuntime`, or a continuation of an effect
+ * that did): the span is set up now, without an operation of its own. `self` must start on `fiber` next.
+ */
+export const spanIn = (
+  fiber: Fiber.RuntimeFiber<unknown, unknown>,
+  name: () => string,
+  attributes: () => Attributes,
+  kind: Tracer.SpanKind = "internal",
+  options: SpanOptions = {}
+) =>
+<A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
+  if (!fiber.getFiberRef(FiberRef.currentTracerEnabled)) return self
+  const services = fiber.getFiberRef(DefaultServices.currentServices)
+  const tracer = Context.get(services, EffectTracer.Tracer)
+  const clock = Context.get(services, Clock.Clock)
+  const context = fiber.getFiberRef(FiberRef.currentContext)
+  const parent = parentOf(fiber, context)
+  const start = SpanTracer.startOf(tracer)
+  const open = (): Tracer.Span => {
+    if (start !== undefined) return start(name, parent, kind, attributes, SpanTracer.nowNanos(clock))
+    const made = tracer.span(name(), parent, Context.empty(), [], clock.unsafeCurrentTimeNanos(), kind)
+    const built = clean(attributes())
+    for (const key in built) made.attribute(key, built[key])
+    return made
+  }
+  const corral = start !== undefined
+  if (options.leaf === true) {
+    // Under an unsampled span of Corral's tracer a span is that span again (SpanTracer): nothing to open or end.
+    if (corral && parent._tag === "Some" && parent.value._tag === "Span" && !parent.value.sampled) {
+      return self
     }
-    const corral = start !== undefined
-    if (options.leaf === true) {
-      // Under an unsampled span of Corral's tracer a span is that span again (SpanTracer): nothing to open or end.
-      if (corral && parent._tag === "Some" && parent.value._tag === "Span" && !parent.value.sampled) {
-        return self
+    if (options.inner === true && corral) {
+      const slot = ownSlot(fiber)
+      if (slot !== undefined && slot.guard !== undefined && parent._tag === "Some" && slot.span === parent.value) {
+        return innerLeaf(slot, self, open(), clock)
       }
-      if (options.inner === true && corral) {
-        const slot = ownSlot(fiber)
-        if (slot !== undefined && slot.guard !== undefined && parent._tag === "Some" && slot.span === parent.value) {
-          return innerLeaf(slot, self, open(), clock)
-        }
-      }
-      return inLeaf(fiber, self, open, clock, corral)
     }
-    const opened = open()
-    // Under an unsampled span: that span again, nothing to end.
-    if (parent._tag === "Some" && opened === parent.value) return self
-    return Effect.onExit(
-      Effect.locally(self, FiberRef.currentContext, Context.add(context, EffectTracer.ParentSpan, opened)),
-      (exit) =>
-        Effect.sync(() =>
-          exit._tag === "Success" ? ended(opened, clock, corral, exit.value) : failed(opened, clock, corral, exit.cause)
-        )
-    )
-  })
+    if (options.wholeFiber === true) return fiberLeaf(fiber, self, open(), clock, corral)
+    return inLeaf(fiber, self, open, clock, corral)
+  }
+  const opened = open()
+  // Under an unsampled span: that span again, nothing to end.
+  if (parent._tag === "Some" && opened === parent.value) return self
+  return Effect.onExit(
+    Effect.locally(self, FiberRef.currentContext, Context.add(context, EffectTracer.ParentSpan, opened)),
+    (exit) =>
+      Effect.sync(() =>
+        exit._tag === "Success" ? ended(opened, clock, corral, exit.value) : failed(opened, clock, corral, exit.cause)
+      )
+  )
+}
 
 /** Ends `span` as succeeded with `value`: Corral's own spans with no `Exit` and no BigInt (`SpanTracer.succeed`). */
 const ended = (span: Tracer.Span, clock: Clock.Clock, corral: boolean, value: unknown): void =>
@@ -191,8 +214,75 @@ const inLeaf = <A, E, R>(
       }
     })
     // The first leaf of a fiber that owns no slot yet: one fiber-ref write, then changes in place.
-    return owned === undefined ? Effect.zipRight(FiberRef.set(currentLeaf, slot), run) : run
+    if (owned === undefined) setLeaf(fiber, slot)
+    return run
   })
+
+/**
+ * Sets `fiber`'s slot in place: `FiberRef.set` is the same write plus an operation of its own, for code that already
+ * runs on the fiber (`withFiberRuntime`). `setFiberRef` is the fiber runtime's own method (the one `FiberRef.set`
+ * calls), not on the `RuntimeFiber` interface.
+ */
+const setLeaf = (fiber: Fiber.RuntimeFiber<unknown, unknown>, slot: LeafSlot): void =>
+  (fiber as unknown as { setFiberRef(ref: FiberRef.FiberRef<LeafSlot>, value: LeafSlot): void }).setFiberRef(
+    currentLeaf,
+    slot
+  )
+
+/**
+ * Runs `self`, the whole run of the fiber it runs on (a burst's loop raced against its cancel signal: session/Run),
+ * with that fiber's end as the guard of the `inner` leaf spans opened on it under its current span: a model call's
+ * span then needs no region of its own (four run-loop operations a call). Whatever way the fiber ends, an observer
+ * ends every span still open below that one as interrupted — an interruption skips the handlers of the spans it
+ * came through, and a fiber once interrupted runs nothing but its finalizers before it ends.
+ */
+export const guardFiber = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.withFiberRuntime<A, E, R>((fiber) => {
+    if (!fiber.getFiberRef(FiberRef.currentTracerEnabled)) return self
+    const owned = ownSlot(fiber)
+    const slot = owned ?? { span: fiber.getFiberRef(currentLeaf).span, owner: fiber, guard: undefined }
+    const base = slot.span
+    // Already guarded by a region of its own, or no span to guard under.
+    if (slot.guard !== undefined || base === undefined) return self
+    slot.guard = base
+    if (owned === undefined) setLeaf(fiber, slot)
+    const clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
+    fiber.addObserver(() => {
+      if (slot.span !== base && slot.span !== undefined) {
+        SpanTracer.interruptUpTo(slot.span, base, SpanTracer.nowNanos(clock))
+      }
+    })
+    return self
+  })
+
+/**
+ * A leaf span for an effect that is the whole run of the fiber it runs on (a tool call on a fiber of its own:
+ * session/ToolCall's sync-first dispatch): `span` is the fiber's leaf from now on and ends with the fiber's exit —
+ * an observer, where `inLeaf` is an uninterruptible region of four run-loop operations, paid twice a turn by a model
+ * that asks for two tools. Whatever way the fiber ends, the observer runs (an interruption included, and then it
+ * first ends an `inner` span the fiber was interrupted in, like `leave`); it runs after the fiber's own finalizers,
+ * which belong to the call anyway. Wrong for an effect followed by anything else on its fiber: the span would
+ * include that too.
+ */
+const fiberLeaf = <A, E, R>(
+  fiber: Fiber.RuntimeFiber<unknown, unknown>,
+  self: Effect.Effect<A, E, R>,
+  span: Tracer.Span,
+  clock: Clock.Clock,
+  corral: boolean
+): Effect.Effect<A, E, R> => {
+  const owned = ownSlot(fiber)
+  const slot = owned ?? { span: undefined, owner: fiber, guard: undefined }
+  slot.span = span
+  slot.guard = span
+  if (owned === undefined) setLeaf(fiber, slot)
+  fiber.addObserver((exit) => {
+    leave(slot, span, undefined, undefined, clock)
+    if (exit._tag === "Success") ended(span, clock, corral, exit.value)
+    else failed(span, clock, corral, exit.cause)
+  })
+  return self
+}
 
 /** Restores the leaf and guard a region of `span` found, first ending an inner span it was interrupted in. */
 const leave = (

@@ -174,4 +174,71 @@ describe("SpanTracer", () => {
       expect(exporter.getFinishedSpans().map((s) => s.name)).toEqual(["chat.attempt m", "chat m"])
     }).pipe(Effect.provide(layer))
   })
+
+  it.live("a span over the whole run of its fiber ends with that fiber: run through, or interrupted mid-call", () => {
+    const { sampler } = choosing(new Set(["chat m"]))
+    const { exporter, layer } = traced(sampler)
+    const whole = { leaf: true, wholeFiber: true } as const
+    const inner = { leaf: true, inner: true } as const
+    return Effect.gen(function*() {
+      yield* Effect.gen(function*() {
+        // Run to its end without suspending: ended as the fiber's run ends, before the caller goes on.
+        yield* Effect.succeed("ok").pipe(Spans.span(() => "execute_tool a", () => ({}), "internal", whole), Effect.fork)
+        const started = yield* Deferred.make<void>()
+        const fiber = yield* Deferred.succeed(started, undefined).pipe(
+          Effect.zipRight(Effect.never),
+          Spans.span(() => "mcp.call b", () => ({}), "client", inner),
+          Spans.span(() => "execute_tool b", () => ({}), "internal", whole),
+          Effect.fork
+        )
+        yield* Deferred.await(started)
+        yield* Fiber.interrupt(fiber)
+        // The fiber ended interrupted: its span, and the inner one it was interrupted in, are ended as interrupted.
+        expect(exporter.getFinishedSpans().map((s) => [s.name, s.attributes["status.interrupted"]])).toEqual([
+          ["execute_tool a", undefined],
+          ["mcp.call b", true],
+          ["execute_tool b", true]
+        ])
+      }).pipe(Spans.span(() => "chat m", () => ({}), "client", leaf))
+      const spans = exporter.getFinishedSpans()
+      const parent = spans.find((s) => s.name === "chat m")!.spanContext().spanId
+      expect(spans.filter((s) => s.name.startsWith("execute_tool")).map((s) => s.parentSpanContext?.spanId))
+        .toEqual([parent, parent])
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.live("a call on a guarded fiber rides the fiber's end: interrupted inside an attempt, both end as interrupted", () => {
+    const { sampler } = choosing(new Set(["invoke_agent a"]))
+    const { exporter, layer } = traced(sampler)
+    const inner = { leaf: true, inner: true } as const
+    return Effect.gen(function*() {
+      const started = yield* Deferred.make<void>()
+      yield* Effect.gen(function*() {
+        // The loop of a burst raced against its cancel signal: a fiber of its own, guarded.
+        const loop = yield* Deferred.succeed(started, undefined).pipe(
+          Effect.zipRight(Effect.never),
+          Spans.span(() => "chat.attempt m", () => ({}), "client", inner),
+          Spans.span(() => "chat m", () => ({}), "client", inner),
+          (call) => Effect.zipRight(Effect.void.pipe(Spans.span(() => "chat m", () => ({}), "client", inner)), call),
+          Spans.guardFiber,
+          Effect.fork
+        )
+        yield* Deferred.await(started)
+        yield* Fiber.interrupt(loop)
+        expect(exporter.getFinishedSpans().map((s) => [s.name, s.attributes["status.interrupted"]])).toEqual([
+          ["chat m", undefined],
+          ["chat.attempt m", true],
+          ["chat m", true]
+        ])
+      }).pipe(Spans.span(() => "invoke_agent a", () => ({}), "internal", leaf))
+      const spans = exporter.getFinishedSpans()
+      const [first, attempt, call, burst] = spans
+      expect(burst!.name).toBe("invoke_agent a")
+      expect([first, call].map((s) => s!.parentSpanContext?.spanId)).toEqual([
+        burst!.spanContext().spanId,
+        burst!.spanContext().spanId
+      ])
+      expect(attempt!.parentSpanContext?.spanId).toBe(call!.spanContext().spanId)
+    }).pipe(Effect.provide(layer))
+  })
 })
