@@ -34,7 +34,7 @@ const leaf = { leaf: true } as const
 /**
  * No region of its own where the fiber has one that ends it whatever happens (`Spans.span`'s `inner`): an attempt
  * inside its logical call, and a call inside its burst's region or on the burst's loop fiber (`Spans.guardFiber`,
- * session/Run). Anywhere else (a call made on a fiber of its own) the span gets its region as before.
+ * session/Loop). Anywhere else (a call made on a fiber of its own) the span gets its region as before.
  */
 const inner = { leaf: true, inner: true } as const
 /** A tool call is the whole run of a fiber of its own (session/ToolCall): its span ends with that fiber (`Spans.span`). */
