@@ -232,9 +232,9 @@ const setLeaf = (fiber: Fiber.RuntimeFiber<unknown, unknown>, slot: LeafSlot): v
 /**
  * Runs `self`, the whole run of the fiber it runs on (a burst's loop, raced against its active-time deadline:
  * session/Loop), with that fiber's end as the guard of the `inner` leaf spans opened on it under its current span: a
- * model call's span then needs no region of its own (four run-loop operations a call). Whatever way the fiber ends, an observer
- * ends every span still open below that one as interrupted — an interruption skips the handlers of the spans it
- * came through, and a fiber once interrupted runs nothing but its finalizers before it ends.
+ * model call's span then needs no region of its own (four run-loop operations a call). Whatever way the fiber ends,
+ * an observer ends every span still open below that one as interrupted — an interruption skips the handlers of the
+ * spans it came through, and a fiber once interrupted runs nothing but its finalizers before it ends.
  */
 export const guardFiber = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.withFiberRuntime<A, E, R>((fiber) => {
