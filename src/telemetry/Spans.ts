@@ -106,7 +106,7 @@ export const span = (
 <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.withFiberRuntime<A, E, R>((fiber) => spanIn(fiber, name, attributes, kind, options)(self))
 
-/** How a span of `span` is held: see `span`, `inner` below and `fiberLeaf`. */
+/** How a span of `span` is held: see `span`, `innerLeaf` and `fiberLeaf`. */
 export interface SpanOptions {
   readonly leaf?: boolean
   /** A leaf that may ride an enclosing region (or `guardFiber`) of the same fiber instead of one of its own. */
@@ -301,12 +301,13 @@ const leave = (
 }
 
 /**
- * An `inner` leaf: `span` (already open) as the leaf of `self` on a fiber that is inside one of Corral's leaf
- * regions (`inLeaf`, its `guard`) — a model attempt inside its logical call — with no uninterruptible region of its
- * own. On success or failure it ends and restores the leaf like `inLeaf`; when the fiber is interrupted inside it,
- * Effect skips this handler, and the enclosing region, whose handler runs whatever happens, ends it as interrupted.
- * The guard is on the same fiber (a forked fiber's slot has none), so no span is left open. One region fewer per
- * model call: the region's operations and allocations were about a fifth of what a span cost.
+ * An `inner` leaf: `span` (already open) as the leaf of `self` on a fiber that has a `guard` — it is inside one of
+ * Corral's leaf regions (`inLeaf`), or its end guards it (`fiberLeaf`, `guardFiber`): a model attempt inside its
+ * logical call, a call on the burst's loop fiber — with no uninterruptible region of its own. On success or failure
+ * it ends and restores the leaf like `inLeaf`; when the fiber is interrupted inside it, Effect skips this handler,
+ * and the guard (the enclosing region's handler, or the fiber's observer), which runs whatever happens, ends it as
+ * interrupted. The guard is on the same fiber (a forked fiber's slot has none), so no span is left open. One region
+ * fewer per span: the region's operations and allocations were about a fifth of what a span cost.
  */
 const innerLeaf = <A, E, R>(
   slot: LeafSlot,
