@@ -12,7 +12,8 @@
  * service in front: any node answers any call and routes the message to the session's owner.
  */
 import type { Sharding } from "@effect/cluster"
-import { Clock, Context, Duration, Effect, Layer, Option, ParseResult, Schema, Stream } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Option, ParseResult, Schema } from "effect"
+import type { Scope as EffectScope, Stream } from "effect"
 import * as SessionEntity from "./cluster/SessionEntity.js"
 import { AgentSpec } from "./domain/AgentSpec.js"
 import type { AgentSpecInput } from "./domain/AgentSpec.js"
@@ -36,7 +37,8 @@ import { initialState, view } from "./domain/Session.js"
 import type { SessionEvent } from "./domain/SessionEvent.js"
 import type { Trajectory } from "./domain/Trajectory.js"
 import * as LiveEvents from "./events/LiveEvents.js"
-import { SessionEvents } from "./events/SessionEvents.js"
+import { SessionEvents, toStream } from "./events/SessionEvents.js"
+import type { Subscription } from "./events/SessionEvents.js"
 import * as Knowledge from "./knowledge/Context.js"
 import { Retriever } from "./knowledge/Retriever.js"
 import type { ModelProvider } from "./model/ModelProvider.js"
@@ -198,6 +200,16 @@ export interface Service {
     sessionId: string,
     from?: number | EventsOptions
   ) => Stream.Stream<SessionEvent, SessionNotFound | PersistenceFailed>
+  /**
+   * `events` as a subscription to pull from, open for the life of the scope: for a consumer that writes each batch
+   * somewhere (the server's SSE body) without a Stream's stages in between. Same replay, order and end; fails like
+   * `events`.
+   */
+  readonly openEvents: (
+    by: Principal,
+    sessionId: string,
+    from?: number | EventsOptions
+  ) => Effect.Effect<Subscription, SessionNotFound | PersistenceFailed, EffectScope.Scope>
 }
 
 /** The Corral service tag. */
@@ -521,6 +533,16 @@ export const make: Effect.Effect<
       )
     )
 
+  const openEvents: Service["openEvents"] = (by, sessionId, from = 0) =>
+    Effect.zipRight(
+      load(by, sessionId),
+      typeof from === "number"
+        ? events.open(by.orgId, sessionId, from)
+        : events.open(by.orgId, sessionId, from.fromSeq ?? 0, {
+          landings: true,
+          ...(from.until === undefined ? {} : { until: from.until })
+        })
+    )
   const service: Service = {
     publishAgent,
     getAgent,
@@ -569,16 +591,8 @@ export const make: Effect.Effect<
     turns: (by, sessionId, afterSeq = 0) =>
       Effect.zipRight(load(by, sessionId), store.turns(by.orgId, sessionId, afterSeq)),
     trajectories: (by, sessionId) => Effect.zipRight(load(by, sessionId), store.trajectories(by.orgId, sessionId)),
-    events: (by, sessionId, from = 0) =>
-      Stream.unwrap(Effect.as(
-        load(by, sessionId),
-        typeof from === "number"
-          ? events.subscribe(by.orgId, sessionId, from)
-          : events.subscribe(by.orgId, sessionId, from.fromSeq ?? 0, {
-            landings: true,
-            ...(from.until === undefined ? {} : { until: from.until })
-          })
-      ))
+    openEvents,
+    events: (by, sessionId, from) => toStream(openEvents(by, sessionId, from))
   }
   return service
 })

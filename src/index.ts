@@ -90,9 +90,10 @@ export {
 } from "./domain/Trajectory.js"
 /** Token usage, summed per attempt. */
 export { Usage } from "./domain/Usage.js"
-/** The `SessionEvents` port over a PubSub per watched session, with replay from the store: `make`, `layer`. */
+/** The `SessionEvents` port over a listener set per watched session, with replay from the store: `make`, `layer`. */
 export * as LiveEvents from "./events/LiveEvents.js"
 export { SessionEvents } from "./events/SessionEvents.js"
+export type { SubscribeOptions, Subscription } from "./events/SessionEvents.js"
 export { Providers } from "./model/ModelProvider.js"
 export type { ModelProvider, ModelRequest, ToolSpec } from "./model/ModelProvider.js"
 /** One model call across a route of providers with sticky failover: `callModel`, its state and options. */

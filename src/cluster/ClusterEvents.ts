@@ -37,6 +37,7 @@ import type { Context } from "effect"
 import { SessionEvent } from "../domain/SessionEvent.js"
 import * as Landings from "../events/Landings.js"
 import type { SessionEvents } from "../events/SessionEvents.js"
+import { toStream } from "../events/SessionEvents.js"
 import type { SessionStore } from "../store/SessionStore.js"
 
 /** The Postgres channel events travel on. */
@@ -282,9 +283,9 @@ export const relay = (options: {
       Effect.forever,
       Effect.forkScoped
     )
-    const service: Context.Tag.Service<SessionEvents> = {
-      subscribe: (orgId, sessionId, fromSeq, subscribeOptions) =>
-        Stream.acquireRelease(
+    const open: Context.Tag.Service<SessionEvents>["open"] = (orgId, sessionId, fromSeq, subscribeOptions) =>
+      Effect.zipRight(
+        Effect.acquireRelease(
           Effect.sync(() => {
             const entry = followed.get(sessionId)
             if (entry === undefined) followed.set(sessionId, { orgId, count: 1, seq: 0, landed: -1 })
@@ -295,7 +296,13 @@ export const relay = (options: {
               const entry = followed.get(sessionId)
               if (entry !== undefined && --entry.count === 0) followed.delete(sessionId)
             })
-        ).pipe(Stream.flatMap(() => local.subscribe(orgId, sessionId, fromSeq, subscribeOptions))),
+        ),
+        local.open(orgId, sessionId, fromSeq, subscribeOptions)
+      )
+    const service: Context.Tag.Service<SessionEvents> = {
+      open,
+      subscribe: (orgId, sessionId, fromSeq, subscribeOptions) =>
+        toStream(open(orgId, sessionId, fromSeq, subscribeOptions)),
       publish: (event) =>
         Effect.zipRight(
           local.publish(event),

@@ -17,16 +17,21 @@
  *
  * Hubs are unbounded: a bounded hub would either block the session loop on a slow client (back-pressure) or drop
  * turns (sliding). A slow client's backlog is the server's to cut off.
+ *
+ * A hub is a set of listeners, each an array of events and the resumption of the fiber waiting on it, not a
+ * `PubSub` read through Stream stages: a subscriber pulls whatever was published since its last pull in one step
+ * (events published in one turn of the event loop come as one batch), which is what made following a session cheap
+ * next to running it (docs/benchmarks.md).
  */
-import { Chunk, Effect, Layer, Option, PubSub, Stream } from "effect"
-import type { Context, Queue, Scope } from "effect"
+import { Effect, Layer, Option } from "effect"
+import type { Context, Scope } from "effect"
 import type { PersistenceFailed } from "../domain/Errors.js"
 import type { Turn } from "../domain/Message.js"
 import type { SessionEvent } from "../domain/SessionEvent.js"
 import { SessionStore } from "../store/SessionStore.js"
 import * as Landings from "./Landings.js"
-import { SessionEvents } from "./SessionEvents.js"
-import type { SubscribeOptions } from "./SessionEvents.js"
+import { SessionEvents, toStream } from "./SessionEvents.js"
+import type { SubscribeOptions, Subscription } from "./SessionEvents.js"
 
 /** The service, plus how many sessions currently have a live hub (for tests and metrics). */
 export interface LiveEvents extends Context.Tag.Service<SessionEvents> {
@@ -34,76 +39,105 @@ export interface LiveEvents extends Context.Tag.Service<SessionEvents> {
   readonly liveSessions: Effect.Effect<number>
 }
 
-interface Hub {
-  readonly pubsub: PubSub.PubSub<SessionEvent>
-  subscribers: number
+/** One subscriber's mailbox: what was published since its last pull, and its waiting fiber's resumption. */
+interface Listener {
+  events: Array<SessionEvent>
+  wake: (() => void) | undefined
 }
+
+type Hub = Set<Listener>
 
 const turnEvent = (turn: Turn): SessionEvent => ({ _tag: "turn", sessionId: turn.sessionId, seq: turn.seq, turn })
 
+const ended: ReadonlyArray<SessionEvent> = []
+
+/** Everything the listener holds, now or (when it holds nothing) as soon as something is published. */
+const take = (listener: Listener): Effect.Effect<ReadonlyArray<SessionEvent>> => {
+  const drain = () => {
+    const events = listener.events
+    listener.events = []
+    return events
+  }
+  if (listener.events.length > 0) return Effect.succeed(drain())
+  return Effect.async<ReadonlyArray<SessionEvent>>((resume) => {
+    // Resumed with a drain, not with the event that woke it: all published before the fiber runs come together.
+    listener.wake = () => resume(Effect.sync(drain))
+    return Effect.sync(() => {
+      listener.wake = undefined
+    })
+  })
+}
+
 /**
- * Builds the service over the `SessionStore`. `publish` never fails; `subscribe` fails only with the store's
+ * Builds the service over the `SessionStore`. `publish` never fails; `open` fails only with the store's
  * `PersistenceFailed` (initial replay or a gap fill) and, for a session `orgId` cannot see, ends at once, empty.
  */
 export const make: Effect.Effect<LiveEvents, never, SessionStore> = Effect.map(SessionStore, (store) => {
   const hubs = new Map<string, Hub>()
 
   /** Joins (or opens) the session's hub for the life of `scope`; the last one out drops it. */
-  const join = (sessionId: string): Effect.Effect<Hub, never, Scope.Scope> =>
+  const join = (sessionId: string): Effect.Effect<Listener, never, Scope.Scope> =>
     Effect.acquireRelease(
-      Effect.suspend(() => {
-        const existing = hubs.get(sessionId)
-        if (existing !== undefined) {
-          existing.subscribers++
-          return Effect.succeed(existing)
+      Effect.sync(() => {
+        let hub = hubs.get(sessionId)
+        if (hub === undefined) {
+          hub = new Set()
+          hubs.set(sessionId, hub)
         }
-        return Effect.map(PubSub.unbounded<SessionEvent>(), (pubsub) => {
-          // Re-check: another subscriber may have opened a hub while this one was being built.
-          const raced = hubs.get(sessionId)
-          const hub = raced ?? { pubsub, subscribers: 0 }
-          if (raced === undefined) hubs.set(sessionId, hub)
-          hub.subscribers++
-          return hub
-        })
+        const listener: Listener = { events: [], wake: undefined }
+        hub.add(listener)
+        return listener
       }),
-      (hub) =>
-        Effect.suspend(() => {
-          hub.subscribers--
-          if (hub.subscribers > 0 || hubs.get(sessionId) !== hub) return Effect.void
-          hubs.delete(sessionId)
-          return PubSub.shutdown(hub.pubsub)
+      (listener) =>
+        Effect.sync(() => {
+          const hub = hubs.get(sessionId)
+          if (hub === undefined) return
+          hub.delete(listener)
+          if (hub.size === 0) hubs.delete(sessionId)
         })
     )
 
-  /** Live events after the replay: turns in order (gaps filled from the store), landings not already replayed. */
+  /**
+   * Live events after the replay: turns in order (gaps filled from the store), landings not already replayed; with
+   * `until`, up to the first `report`.
+   */
   const follow = (
     orgId: string,
     sessionId: string,
-    live: Queue.Dequeue<SessionEvent>,
-    from: { last: number; landedUpTo: number }
-  ): Stream.Stream<SessionEvent, PersistenceFailed> => {
-    let last = from.last
-    // A chunk at a time (whatever the queue held when pulled), synchronously unless a gap needs the store: per-event
-    // effects were a measurable share of a followed turn's cost.
-    const onChunk = (chunk: Chunk.Chunk<SessionEvent>): Effect.Effect<Chunk.Chunk<SessionEvent>, PersistenceFailed> => {
-      const events = Chunk.toReadonlyArray(chunk)
+    listener: Listener,
+    replay: ReadonlyArray<SessionEvent>,
+    from: { last: number; landedUpTo: number } | undefined,
+    until: boolean
+  ): Subscription => {
+    let last = from?.last ?? 0
+    let done = from === undefined
+    let pending: ReadonlyArray<SessionEvent> | undefined = replay.length > 0 ? replay : undefined
+    // Synchronous unless a gap needs the store.
+    const select = (
+      events: ReadonlyArray<SessionEvent>
+    ): Effect.Effect<ReadonlyArray<SessionEvent>, PersistenceFailed> => {
       const out: Array<SessionEvent> = []
-      const from_ = (start: number): Effect.Effect<Chunk.Chunk<SessionEvent>, PersistenceFailed> => {
+      const keep = (event: SessionEvent): boolean => {
+        out.push(event)
+        if (until && event._tag === "report") done = true
+        return done
+      }
+      const from_ = (start: number): Effect.Effect<ReadonlyArray<SessionEvent>, PersistenceFailed> => {
         for (let i = start; i < events.length; i++) {
           const event = events[i]!
           if (event._tag === "exit" || event._tag === "report") {
             // Published after the subscription began but already replayed from the store.
-            if (event.seq > from.landedUpTo) out.push(event)
+            if (event.seq > from!.landedUpTo && keep(event)) break
             continue
           }
           if (event._tag !== "turn") {
-            out.push(event)
+            keep(event)
             continue
           }
           if (event.seq <= last) continue
           if (event.seq === last + 1) {
             last = event.seq
-            out.push(event)
+            keep(event)
             continue
           }
           // A later turn overtook an earlier one between persist and publish: fill the gap from the store.
@@ -114,11 +148,25 @@ export const make: Effect.Effect<LiveEvents, never, SessionStore> = Effect.map(S
             return from_(i + 1)
           })
         }
-        return Effect.succeed(Chunk.unsafeFromArray(out))
+        return Effect.succeed(out)
       }
       return from_(0)
     }
-    return Stream.fromQueue(live).pipe(Stream.mapChunksEffect(onChunk))
+    // A pull that selected nothing (every event already replayed) waits for the next publish.
+    const live: Effect.Effect<ReadonlyArray<SessionEvent>, PersistenceFailed> = Effect.flatMap(
+      Effect.suspend(() => take(listener)),
+      (events) => Effect.flatMap(select(events), (out) => out.length > 0 || done ? Effect.succeed(out) : live)
+    )
+    return {
+      next: Effect.suspend(() => {
+        if (pending !== undefined) {
+          const out = pending
+          pending = undefined
+          return Effect.succeed(out)
+        }
+        return done ? Effect.succeed(ended) : live
+      })
+    }
   }
 
   /**
@@ -131,16 +179,16 @@ export const make: Effect.Effect<LiveEvents, never, SessionStore> = Effect.map(S
     orgId: string,
     sessionId: string,
     fromSeq: number,
-    live: Queue.Dequeue<SessionEvent>,
+    listener: Listener,
     until: boolean
-  ) =>
+  ): Effect.Effect<Subscription, PersistenceFailed> =>
     Effect.gen(function*() {
       const before = new Set(
         Landings.fromStore(sessionId, yield* store.trajectories(orgId, sessionId), Option.none())
           .map((l) => l.runId)
       )
       const current = yield* store.getSession(orgId, sessionId)
-      if (Option.isNone(current)) return Stream.empty
+      if (Option.isNone(current)) return follow(orgId, sessionId, listener, [], undefined, until)
       const state = current.value.state
       let waits = false
       if (until) {
@@ -156,57 +204,62 @@ export const make: Effect.Effect<LiveEvents, never, SessionStore> = Effect.map(S
           stored.filter((t) => t.seq <= upTo),
           landings.filter((l) => l.seq >= fromSeq && l.seq <= upTo)
         )
-      if (until && !waits) return Stream.fromIterable(shown(Number.MAX_SAFE_INTEGER))
+      if (until && !waits) return follow(orgId, sessionId, listener, shown(Number.MAX_SAFE_INTEGER), undefined, until)
       const landedNow = landings.find((l) => !before.has(l.runId))
       if (until && landedNow !== undefined) {
         // The burst that ran at subscription landed meanwhile: replay up to its landing, and end there.
         const upTo = landings.indexOf(landedNow)
-        return Stream.fromIterable(
-          Landings.interleave(
-            stored.filter((t) => t.seq <= landedNow.seq),
-            landings.slice(0, upTo + 1).filter((l) => l.seq >= fromSeq)
-          )
+        const replay = Landings.interleave(
+          stored.filter((t) => t.seq <= landedNow.seq),
+          landings.slice(0, upTo + 1).filter((l) => l.seq >= fromSeq)
         )
+        return follow(orgId, sessionId, listener, replay, undefined, until)
       }
-      const replayed = shown(Number.MAX_SAFE_INTEGER)
       const last = Math.max(fromSeq, stored.length > 0 ? stored[stored.length - 1]!.seq : fromSeq)
-      const tail = follow(orgId, sessionId, live, { last, landedUpTo: landings.at(-1)?.seq ?? -1 })
-      return Stream.concat(
-        Stream.fromIterable(replayed),
-        until ? tail.pipe(Stream.takeUntil((e) => e._tag === "report")) : tail
-      )
+      return follow(orgId, sessionId, listener, shown(Number.MAX_SAFE_INTEGER), {
+        last,
+        landedUpTo: landings.at(-1)?.seq ?? -1
+      }, until)
     })
 
-  const subscribe = (
+  const open = (
     orgId: string,
     sessionId: string,
     fromSeq: number,
     options: SubscribeOptions = {}
-  ): Stream.Stream<SessionEvent, PersistenceFailed> =>
-    Stream.unwrapScoped(Effect.gen(function*() {
-      if (Option.isNone(yield* store.getSession(orgId, sessionId))) return Stream.empty
-      const hub = yield* join(sessionId)
-      // Subscribe before reading the store: that ordering is the whole no-gap guarantee.
-      const live = yield* PubSub.subscribe(hub.pubsub)
+  ): Effect.Effect<Subscription, PersistenceFailed, Scope.Scope> =>
+    Effect.gen(function*() {
+      if (Option.isNone(yield* store.getSession(orgId, sessionId))) return { next: Effect.succeed(ended) }
+      // Join before reading the store: that ordering is the whole no-gap guarantee.
+      const listener = yield* join(sessionId)
       const until = options.until === "landed"
-      if (options.landings === true || until) return yield* withLandings(orgId, sessionId, fromSeq, live, until)
+      if (options.landings === true || until) return yield* withLandings(orgId, sessionId, fromSeq, listener, until)
       const stored = yield* store.turns(orgId, sessionId, fromSeq)
       const last = Math.max(fromSeq, stored.length > 0 ? stored[stored.length - 1]!.seq : fromSeq)
-      return Stream.concat(
-        Stream.fromIterable(stored.map(turnEvent)),
-        // Without landings nothing was replayed but turns: every live exit and report passes.
-        follow(orgId, sessionId, live, { last, landedUpTo: Number.NEGATIVE_INFINITY })
-      )
-    }))
+      // Without landings nothing was replayed but turns: every live exit and report passes.
+      return follow(orgId, sessionId, listener, stored.map(turnEvent), {
+        last,
+        landedUpTo: Number.NEGATIVE_INFINITY
+      }, false)
+    })
 
   return {
-    // One synchronous step: the hub cannot be dropped (and shut down) between the lookup and the offer, so a
-    // publisher is never interrupted by a subscriber leaving.
+    // One synchronous step: a listener that leaves meanwhile is simply not in the set any more.
     publish: (event) =>
       Effect.sync(() => {
-        hubs.get(event.sessionId)?.pubsub.unsafeOffer(event)
+        const hub = hubs.get(event.sessionId)
+        if (hub === undefined) return
+        for (const listener of hub) {
+          listener.events.push(event)
+          const wake = listener.wake
+          if (wake !== undefined) {
+            listener.wake = undefined
+            wake()
+          }
+        }
       }),
-    subscribe,
+    open,
+    subscribe: (orgId, sessionId, fromSeq, options) => toStream(open(orgId, sessionId, fromSeq, options)),
     liveSessions: Effect.sync(() => hubs.size)
   }
 })

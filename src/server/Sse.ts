@@ -14,13 +14,14 @@
  * stream ends when the server drains.
  */
 import { HttpServerResponse } from "@effect/platform"
-import type { Chunk } from "effect"
-import { Effect, Fiber, FiberId, Schema, Stream } from "effect"
+import { Effect, Fiber, FiberId, Schema } from "effect"
 import { Readable } from "node:stream"
 import type { Service as CorralService } from "../Corral.js"
+import type { PersistenceFailed } from "../domain/Errors.js"
 import type { Principal } from "../domain/Principal.js"
 import type { SessionView } from "../domain/Session.js"
 import { SessionEvent } from "../domain/SessionEvent.js"
+import type { Subscription } from "../events/SessionEvents.js"
 
 const encodeEvent = Schema.encodeSync(SessionEvent)
 
@@ -64,7 +65,7 @@ export interface Options {
  * The framed event stream of one session as an HTTP response. Never fails: a store error mid-stream is sent as an
  * `error` event and ends the stream (the client reconnects with its last id).
  *
- * The body is a Node `Readable` the server pipes to the socket, fed by ONE fiber that runs the session's events: no
+ * The body is a Node `Readable` the server pipes to the socket, fed by ONE fiber that pulls the session's events (`Corral.openEvents`): no
  * Stream stages between the events and the socket (a merge with a keep-alive stream, a race with the drain, text
  * encoding, the HTTP layer's own sink), which cost a followed session about as much server CPU as running it
  * (docs/benchmarks.md, "Following a session costs as much as running it"). Keep-alive comments come from a timer;
@@ -87,27 +88,31 @@ export const response = (
       writable.unsafeClose()
       return writable.await
     }
-    let subscribed = false
-    // A chunk of events (what was ready when pulled) becomes ONE string, so ONE write: a followed turn's events
+    // A batch of events (what was ready when pulled) becomes ONE string, so ONE write: a followed turn's events
     // often arrive together (its turn, a tool start, deltas), and each write is a system call.
-    const framed = (events: Chunk.Chunk<SessionEvent>, first: string): string => {
+    const framed = (events: ReadonlyArray<SessionEvent>, first: string): string => {
       let out = first
       for (const event of events) if (!(event._tag === "turn" && event.seq <= after)) out += frame(event)
       return out
     }
-    const run = Stream.runForEachChunk(
-      corral.events(principal, sessionId, Math.max(0, after - 1)),
-      (chunk) => {
-        if (subscribed) return write(framed(chunk, ""))
-        subscribed = true
-        return Effect.flatMap(
-          Effect.option(options.current),
-          (view) => write(framed(chunk, view._tag === "Some" ? snapshot(view.value) : ""))
-        )
-      }
-    ).pipe(
-      Effect.catchAll((error) => write(`event: error\n${data({ _tag: error._tag, message: "stream interrupted" })}`))
-    )
+    const pump = (subscription: Subscription): Effect.Effect<void, PersistenceFailed> => {
+      const loop: Effect.Effect<void, PersistenceFailed> = Effect.flatMap(
+        subscription.next,
+        (events) => events.length === 0 ? Effect.void : Effect.zipRight(write(framed(events, "")), loop)
+      )
+      // The first batch proves the subscription is live: the snapshot goes with it.
+      return Effect.flatMap(subscription.next, (events) =>
+        events.length === 0
+          ? Effect.void
+          : Effect.flatMap(
+            Effect.option(options.current),
+            (view) => Effect.zipRight(write(framed(events, view._tag === "Some" ? snapshot(view.value) : "")), loop)
+          ))
+    }
+    const run = Effect.scoped(Effect.flatMap(corral.openEvents(principal, sessionId, Math.max(0, after - 1)), pump))
+      .pipe(
+        Effect.catchAll((error) => write(`event: error\n${data({ _tag: error._tag, message: "stream interrupted" })}`))
+      )
     const keepAlive = setInterval(() => {
       if (!ended) body.push(": keep-alive\n\n")
     }, options.keepAliveMs)
@@ -119,13 +124,13 @@ export const response = (
       body.push(null)
     }
     body.push("retry: 2000\n\n: connected\n\n")
-    const pump = yield* Effect.fork(Effect.ensuring(run, Effect.sync(end)))
-    const drain = yield* Effect.fork(Effect.zipRight(options.until, Fiber.interrupt(pump)))
-    pump.addObserver(() => drain.unsafeInterruptAsFork(FiberId.none))
+    const pumping = yield* Effect.fork(Effect.ensuring(run, Effect.sync(end)))
+    const drain = yield* Effect.fork(Effect.zipRight(options.until, Fiber.interrupt(pumping)))
+    pumping.addObserver(() => drain.unsafeInterruptAsFork(FiberId.none))
     // Destroyed: the client went away (or the server stopped writing); ended: the events ran out.
     body.once("close", () => {
       end()
-      pump.unsafeInterruptAsFork(FiberId.none)
+      pumping.unsafeInterruptAsFork(FiberId.none)
     })
     return HttpServerResponse.raw(body, { contentType: "text/event-stream", headers })
   })

@@ -230,6 +230,36 @@ describe("LiveEvents", () => {
       expect(yield* events.liveSessions).toBe(0)
     }))
 
+  it.scoped("a pulled subscription gives the replay, then what was published meanwhile as one batch, in order", () =>
+    Effect.gen(function*() {
+      const { append, events, persist, publishTurn, session } = yield* setup
+      yield* append("first")
+      const subscription = yield* events.open("org_a", session.id, 0)
+      expect(seqs(yield* subscription.next)).toEqual(["turn:1"])
+      // Published out of order (two writers between persist and publish), plus a live-only event: one pull.
+      const second = yield* persist("second")
+      const third = yield* persist("third")
+      yield* publishTurn(third)
+      yield* events.publish({ _tag: "delta", sessionId: session.id, seq: 3, text: "x" })
+      yield* publishTurn(second)
+      expect(seqs(yield* subscription.next)).toEqual(["turn:2", "turn:3", "delta:3"])
+      // Nothing ready: the pull waits for the next publish.
+      const waiting = yield* Effect.fork(subscription.next)
+      yield* append("fourth")
+      expect(seqs(yield* Fiber.join(waiting))).toEqual(["turn:4"])
+      expect(yield* events.liveSessions).toBe(1)
+    }))
+
+  it.effect("a subscription's scope closing leaves the hub; publishing afterwards reaches nobody", () =>
+    Effect.gen(function*() {
+      const { append, events, session } = yield* setup
+      yield* append("before")
+      const replayed = yield* Effect.scoped(Effect.flatMap(events.open("org_a", session.id, 0), (s) => s.next))
+      expect(seqs(replayed)).toEqual(["turn:1"])
+      expect(yield* events.liveSessions).toBe(0)
+      yield* append("after")
+    }))
+
   it.effect("layer provides SessionEvents over the store in context", () =>
     Effect.gen(function*() {
       const store = yield* SessionStore

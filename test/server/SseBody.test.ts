@@ -5,15 +5,26 @@
  * and a store failure mid-stream is sent as an `error` event that ends the stream.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Stream } from "effect"
+import { Chunk, Deferred, Effect, Option, Stream } from "effect"
 import type { Readable } from "node:stream"
 import type { Service as CorralService } from "../../src/Corral.js"
 import { PersistenceFailed } from "../../src/domain/Errors.js"
 import type { SessionEvent } from "../../src/domain/SessionEvent.js"
+import type { Subscription } from "../../src/events/SessionEvents.js"
 import * as Sse from "../../src/server/Sse.js"
 
 const principal = { orgId: "org", userId: "u" }
 const delta = (seq: number): SessionEvent => ({ _tag: "delta", sessionId: "s", seq, text: "x".repeat(1000) })
+
+/** A stream as the subscription `Corral.openEvents` gives: a batch per pull, an empty one at its end. */
+const subscriptionOf = (events: Stream.Stream<SessionEvent, PersistenceFailed>) =>
+  Effect.map(Stream.toPull(events), (pull): Subscription => {
+    const next: Subscription["next"] = Effect.matchEffect(pull, {
+      onFailure: (end) => Option.isNone(end) ? Effect.succeed([]) : Effect.fail(end.value),
+      onSuccess: (chunk) => Chunk.isEmpty(chunk) ? next : Effect.succeed(Chunk.toReadonlyArray(chunk))
+    })
+    return { next }
+  })
 
 const bodyOf = (
   events: Stream.Stream<SessionEvent, PersistenceFailed>,
@@ -21,7 +32,7 @@ const bodyOf = (
 ) =>
   Effect.map(
     Sse.response({
-      corral: { events: () => events } as unknown as CorralService,
+      corral: { openEvents: () => subscriptionOf(events) } as unknown as CorralService,
       principal,
       sessionId: "s",
       current: Effect.fail("no snapshot in this test"),
