@@ -17,7 +17,12 @@
  *   window is summarised by area and function (scripts/bench/internal/cpuProfile.ts).
  *
  * A warm-up of min(50, N) sessions (`--warmup`) runs first and is not counted. Sessions must all land `completed`; a failed or
- * stuck session makes the run exit 1 (bound: `--timeout-s`, default 600).
+ * stuck session makes the run exit 1 (bound: `--timeout-s`, default 600; a run that times out says how far the
+ * sessions got and the server's warnings and errors).
+ *
+ * Diagnostics through `--server-node-args`: `"--import tsx --import ./scripts/bench/internal/countOpsPreload.ts"`
+ * counts Effect run-loop instructions in the server (`CORRAL_COUNT_OPS_FILE`, `CORRAL_COUNT_OPS_TURNS`), and
+ * `…/allocProfilePreload.ts` samples its allocations with the stacks that made them (`CORRAL_ALLOC_PROFILE_FILE`).
  *
  * With `--nodes N` (N ≥ 2, Postgres only) the same run measures three set-ups one after the other, each on its own
  * fresh database: one plain `corral serve`, one `corral serve --cluster` node (sessions hosted as cluster entities:
@@ -313,6 +318,9 @@ const startServer = async (
   return { child, url, startedMs: performance.now() - started }
 }
 
+/** How far the sessions of the measured run got (printed when the run times out). */
+const progress = { answered: 0, accepted: 0, landed: 0, failed: 0 }
+
 /** Starts answered 503 and sent again (see `runMany`), and the first such answer. */
 const startRetries = { count: 0, first: "" }
 const maxStartRetries = 30
@@ -339,6 +347,7 @@ const runMany = async (urls: ReadonlyArray<string>, count: number, offset: numbe
           prompt: `Session ${n}: why is checkout failing?`
         }, { "idempotency-key": `bench-${runTag}-${n}` })
       let started = await start()
+      progress.answered += 1
       for (let retries = 0; started.status === 503 && retries < maxStartRetries; retries++) {
         startRetries.count += 1
         if (startRetries.first === "") startRetries.first = started.body.slice(0, 200)
@@ -348,13 +357,16 @@ const runMany = async (urls: ReadonlyArray<string>, count: number, offset: numbe
       if (started.status !== (wait ? 200 : 202)) {
         throw new Error(`start: HTTP ${started.status} ${started.body.slice(0, 200)}`)
       }
+      progress.accepted += 1
       const answer = JSON.parse(started.body) as { sessionId: string; exitReason?: string }
       const reason = wait
         ? String(answer.exitReason ?? "?")
         : await follow(`${url}/v1/sessions/${answer.sessionId}/events`)
       landings.push(performance.now() - sent)
+      progress.landed += 1
       reasons.set(reason, (reasons.get(reason) ?? 0) + 1)
     } catch (error) {
+      progress.failed += 1
       failures.push(String(error))
     }
   }))
@@ -459,7 +471,11 @@ const benchStore = async (store: "postgres" | "embedded", setup: Setup = plain) 
     const fromUs = monotonicUs()
     const t0 = performance.now()
     const timer = setTimeout(() => {
-      console.error(`bench:server: not every session landed within ${timeoutMs / 1000} s`)
+      console.error(`bench:server: not every session landed within ${timeoutMs / 1000} s (counted over the warm-up and \
+the run: ${JSON.stringify(progress)}; 503 retries ${startRetries.count}, stream trouble ${
+        JSON.stringify(streamTrouble)
+      })`)
+      for (const [line, n] of logTally) console.error(`server log ×${n}: ${line}`)
       for (const s of servers) s.child.kill("SIGKILL")
       process.exit(1)
     }, timeoutMs)
