@@ -65,9 +65,10 @@ export interface Options {
  * The framed event stream of one session as an HTTP response. Never fails: a store error mid-stream is sent as an
  * `error` event and ends the stream (the client reconnects with its last id).
  *
- * The body is a Node `Readable` the server pipes to the socket, fed by ONE fiber that pulls the session's events (`Corral.openEvents`): no
- * Stream stages between the events and the socket (a merge with a keep-alive stream, a race with the drain, text
- * encoding, the HTTP layer's own sink), which cost a followed session about as much server CPU as running it
+ * The body is a Node `Readable` the server pipes to the socket, fed by ONE fiber that pulls the session's events
+ * (`Corral.openEvents`): no Stream stages between the events and the socket (a merge with a keep-alive stream, a
+ * race with the drain, text encoding, the HTTP layer's own sink, the events' own stages), which cost a followed
+ * session about as much server CPU as running it
  * (docs/benchmarks.md, "Following a session costs as much as running it"). Keep-alive comments come from a timer;
  * the drain interrupts the fiber, which then ends the body. A client that goes away destroys the body, which
  * interrupts the fiber. A slow client holds the fiber at its next write until the socket takes more (the session's
