@@ -37,7 +37,7 @@ import type { Context } from "effect"
 import { SessionEvent } from "../domain/SessionEvent.js"
 import * as Landings from "../events/Landings.js"
 import type { SessionEvents } from "../events/SessionEvents.js"
-import { withSubscribe } from "../events/SessionEvents.js"
+import { toStream } from "../events/SessionEvents.js"
 import type { SessionStore } from "../store/SessionStore.js"
 
 /** The Postgres channel events travel on. */
@@ -299,8 +299,10 @@ export const relay = (options: {
         ),
         local.open(orgId, sessionId, fromSeq, subscribeOptions)
       )
-    const service = withSubscribe({
+    const service: Context.Tag.Service<SessionEvents> = {
       open,
+      subscribe: (orgId, sessionId, fromSeq, subscribeOptions) =>
+        toStream(open(orgId, sessionId, fromSeq, subscribeOptions)),
       publish: (event) =>
         Effect.zipRight(
           local.publish(event),
@@ -309,6 +311,6 @@ export const relay = (options: {
             Queue.unsafeOffer(outbox, { n: ++published, event })
           })
         )
-    })
+    }
     return service
   })
