@@ -62,6 +62,8 @@ export interface Service {
    * bound it.
    */
   readonly release: (sessionId: string) => Effect.Effect<void>
+  /** Whether this supervisor has stopped (its scope is closing): it runs no message from now on. */
+  readonly stopping: () => boolean
 }
 
 /** The supervisor in force. */
@@ -469,17 +471,41 @@ export const make = (
     }
 
     /**
-     * Cluster hosting: whether an accepted message still waits to run — it is in the inbox and no stored user turn
-     * took it up. A message the cluster delivers again (its runner died before answering) may have run already; one
-     * taken up but not settled is settled here.
+     * Cluster hosting: the accepted messages to run before `inboxId` — the session's earlier accepted messages that
+     * still wait (in the inbox, no stored user turn took them up, no caller here is delivering them), oldest first —
+     * or `undefined` when `inboxId` itself no longer waits. A message the cluster delivers again (its runner died
+     * before answering) may have run already; one taken up but not settled is settled here. An earlier one waits when
+     * its own delivery was lost in a hand-over (a runner refused it while stopping, or the cluster never stored it):
+     * run first, it keeps the order the messages were accepted in instead of running after this one, or only when the
+     * sweep finds it.
      */
-    const waitingToRun = (orgId: string, sessionId: string, inboxId: string) =>
+    const waitingBefore = (orgId: string, sessionId: string, inboxId: string) =>
       Effect.gen(function*() {
-        if (!(yield* store.inbox(sessionId)).some((m) => m.id === inboxId)) return false
-        if (!takenIds(yield* store.turns(orgId, sessionId)).has(inboxId)) return true
-        yield* store.settle(sessionId, inboxId)
-        return false
+        const inbox = yield* store.inbox(sessionId)
+        const at = inbox.findIndex((m) => m.id === inboxId)
+        if (at < 0) return undefined
+        const taken = takenIds(yield* store.turns(orgId, sessionId))
+        const earlier: Array<InboxMessage> = []
+        for (const message of inbox.slice(0, at + 1)) {
+          if (taken.has(message.id)) yield* store.settle(sessionId, message.id)
+          else if (message.id !== inboxId && !claimed.has(message.id)) earlier.push(message)
+        }
+        return taken.has(inboxId) ? undefined : earlier
       })
+
+    /** Runs `earlier` (see `waitingBefore`) one after the other; a refusal is that message's answer, as on delivery. */
+    const runFirst = (sessionId: string, earlier: ReadonlyArray<InboxMessage>) =>
+      Effect.forEach(earlier, (message) =>
+        Effect.zipRight(
+          Effect.logInfo(`session ${sessionId}: running accepted message ${message.id} (${message.kind}) first`),
+          send(message.orgId, sessionId, fromInbox(message)).pipe(
+            Effect.catchIf(
+              (error) => error._tag !== "PersistenceFailed",
+              (refused) =>
+                Effect.logInfo(`session ${sessionId}: accepted message ${message.id} refused: ${refused.message}`)
+            )
+          )
+        ), { discard: true })
 
     /** The session as it stands here, for a message that is not run again. */
     const standing = (orgId: string, sessionId: string) =>
@@ -492,8 +518,13 @@ export const make = (
       if (clustered && claimed.has(inboxId)) return standing(orgId, sessionId)
       const once = clustered
         ? Effect.flatMap(
-          waitingToRun(orgId, sessionId, inboxId),
-          (waiting) => waiting ? deliver(orgId, sessionId, message) : standing(orgId, sessionId)
+          waitingBefore(orgId, sessionId, inboxId),
+          (earlier) =>
+            earlier === undefined
+              ? standing(orgId, sessionId)
+              : earlier.length === 0
+              ? deliver(orgId, sessionId, message)
+              : Effect.zipRight(runFirst(sessionId, earlier), deliver(orgId, sessionId, message))
         )
         : deliver(orgId, sessionId, message)
       return Effect.acquireUseRelease(
@@ -604,7 +635,8 @@ export const make = (
           if (live === undefined) return Effect.void
           live.stop()
           return Effect.zipRight(live.cancel, live.landed)
-        })
+        }),
+      stopping: () => stopping
     }
   })
 
