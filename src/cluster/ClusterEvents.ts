@@ -37,7 +37,7 @@ import type { Context } from "effect"
 import { SessionEvent } from "../domain/SessionEvent.js"
 import * as Landings from "../events/Landings.js"
 import type { SessionEvents } from "../events/SessionEvents.js"
-import { toStream } from "../events/SessionEvents.js"
+import { withSubscribe } from "../events/SessionEvents.js"
 import type { SessionStore } from "../store/SessionStore.js"
 
 /** The Postgres channel events travel on. */
@@ -299,10 +299,8 @@ export const relay = (options: {
         ),
         local.open(orgId, sessionId, fromSeq, subscribeOptions)
       )
-    const service: Context.Tag.Service<SessionEvents> = {
+    const service = withSubscribe({
       open,
-      subscribe: (orgId, sessionId, fromSeq, subscribeOptions) =>
-        toStream(open(orgId, sessionId, fromSeq, subscribeOptions)),
       publish: (event) =>
         Effect.zipRight(
           local.publish(event),
@@ -311,6 +309,6 @@ export const relay = (options: {
             Queue.unsafeOffer(outbox, { n: ++published, event })
           })
         )
-    }
+    })
     return service
   })

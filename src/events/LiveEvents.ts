@@ -30,7 +30,7 @@ import type { Turn } from "../domain/Message.js"
 import type { SessionEvent } from "../domain/SessionEvent.js"
 import { SessionStore } from "../store/SessionStore.js"
 import * as Landings from "./Landings.js"
-import { SessionEvents, toStream } from "./SessionEvents.js"
+import { SessionEvents, withSubscribe } from "./SessionEvents.js"
 import type { SubscribeOptions, Subscription } from "./SessionEvents.js"
 
 /** The service, plus how many sessions currently have a live hub (for tests and metrics). */
@@ -111,6 +111,7 @@ export const make: Effect.Effect<LiveEvents, never, SessionStore> = Effect.map(S
   ): Subscription => {
     let last = from?.last ?? 0
     let done = from === undefined
+    const landedUpTo = from?.landedUpTo ?? Number.POSITIVE_INFINITY
     let pending: ReadonlyArray<SessionEvent> | undefined = replay.length > 0 ? replay : undefined
     // Synchronous unless a gap needs the store.
     const select = (
@@ -127,7 +128,7 @@ export const make: Effect.Effect<LiveEvents, never, SessionStore> = Effect.map(S
           const event = events[i]!
           if (event._tag === "exit" || event._tag === "report") {
             // Published after the subscription began but already replayed from the store.
-            if (event.seq > from!.landedUpTo && keep(event)) break
+            if (event.seq > landedUpTo && keep(event)) break
             continue
           }
           if (event._tag !== "turn") {
@@ -243,9 +244,9 @@ export const make: Effect.Effect<LiveEvents, never, SessionStore> = Effect.map(S
       }, false)
     })
 
-  return {
+  const service = {
     // One synchronous step: a listener that leaves meanwhile is simply not in the set any more.
-    publish: (event) =>
+    publish: (event: SessionEvent) =>
       Effect.sync(() => {
         const hub = hubs.get(event.sessionId)
         if (hub === undefined) return
@@ -259,9 +260,9 @@ export const make: Effect.Effect<LiveEvents, never, SessionStore> = Effect.map(S
         }
       }),
     open,
-    subscribe: (orgId, sessionId, fromSeq, options) => toStream(open(orgId, sessionId, fromSeq, options)),
     liveSessions: Effect.sync(() => hubs.size)
   }
+  return withSubscribe(service)
 })
 
 /** `SessionEvents` over the `SessionStore` in context. */

@@ -60,6 +60,14 @@ export class SessionEvents extends Context.Tag("corral/events/SessionEvents")<Se
   ) => Stream.Stream<SessionEvent, PersistenceFailed>
 }>() {}
 
+/** A service with `open` and what goes with it, completed with `subscribe` (`open` as a stream). */
+export const withSubscribe = <S extends Omit<Context.Tag.Service<SessionEvents>, "subscribe">>(
+  service: S
+): S & Pick<Context.Tag.Service<SessionEvents>, "subscribe"> => ({
+  ...service,
+  subscribe: (orgId, sessionId, fromSeq, options) => toStream(service.open(orgId, sessionId, fromSeq, options))
+})
+
 /** A subscription's events as a stream, one chunk per `next`, ending when it ends. */
 export const toStream = <E, R>(
   open: Effect.Effect<Subscription, E, R | Scope.Scope>
