@@ -20,7 +20,26 @@ import { constVoid, dual } from "effect/Function"
 /** How long to wait, and the failure when nothing came in time (as `Effect.timeoutFail` takes them). */
 export interface Bound<E2> {
   readonly duration: Duration.DurationInput
-  readonly onTimeout: () => E2
+  /** The failure; `waitedMs` is the whole wait (more than `duration` when `patience` gave it more time). */
+  readonly onTimeout: (waitedMs: number) => E2
+  /** Consulted when the bound runs out; a success of the bounded effect counts as an answer to it. */
+  readonly patience?: Patience
+}
+
+/**
+ * Lets a wait run past its bound while the other side is busy rather than gone (store/internal/overload.ts: a
+ * database answering other statements).
+ */
+export interface Patience {
+  /** Moves with every answer. */
+  readonly answers: number
+  /** Counts one answer. */
+  answered(): void
+  /**
+   * At the end of a bound: how much longer (ms) a wait may go on that has waited `waitedMs` in all under a bound of
+   * `timeoutMs`, having seen `seen` answers when it began (or last got more time); 0 to give up.
+   */
+  more(waitedMs: number, timeoutMs: number, seen: number): number
 }
 
 // Effect's live clock treats a sleep longer than a JS timer can hold as never ending; so does this.
@@ -79,25 +98,38 @@ const race = <A, E, E2>(
   restore: <X, Y, Z>(effect: Effect.Effect<X, Y, Z>) => Effect.Effect<X, Y, Z>
 ): Effect.Effect<A, E | E2> => {
   const by = caller.id()
+  const { patience } = bound
+  const timeoutMs = Duration.toMillis(bound.duration)
+  let waited = timeoutMs
+  let seen = patience === undefined ? 0 : patience.answers
   let disarm: (() => void) | undefined
   let timedOut = false
   let observer: ((exit: Exit.Exit<A, E>) => void) | undefined
   const waiting = Effect.async<A, E | E2>((resume) => {
     observer = (exit) => {
       if (disarm !== undefined) disarm()
-      resume(timedOut ? Effect.failSync(bound.onTimeout) : exit)
+      if (patience !== undefined && !timedOut && Exit.isSuccess(exit)) patience.answered()
+      resume(timedOut ? Effect.failSync(() => bound.onTimeout(waited)) : exit)
     }
     fiber.addObserver(observer)
     if (fiber.unsafePoll() !== null) return
-    disarm = arm(caller, runtimeFlags, Duration.toMillis(bound.duration), () => {
+    const fire = () => {
+      const more = patience === undefined ? 0 : patience.more(waited, timeoutMs, seen)
+      if (patience !== undefined && more > 0) {
+        seen = patience.answers
+        waited += more
+        disarm = arm(caller, runtimeFlags, more, fire)
+        return
+      }
       disarm = undefined
       timedOut = true
       fiber.unsafeInterruptAsFork(by)
       if (abandon && observer !== undefined) {
         fiber.removeObserver(observer)
-        resume(Effect.failSync(bound.onTimeout))
+        resume(Effect.failSync(() => bound.onTimeout(waited)))
       }
-    })
+    }
+    disarm = arm(caller, runtimeFlags, timeoutMs, fire)
   })
   return Effect.onInterrupt(restore(waiting), () => {
     if (disarm !== undefined) disarm()

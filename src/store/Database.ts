@@ -12,6 +12,7 @@ import * as Pg from "pg"
 import { PersistenceFailed } from "../domain/Errors.js"
 import * as Embedded from "./Embedded.js"
 import { describe } from "./internal/failure.js"
+import * as Overload from "./internal/overload.js"
 
 /** The database settings, from the environment (or any `ConfigProvider`). */
 export const config = Config.all({
@@ -34,8 +35,8 @@ export const config = Config.all({
 export interface PostgresOptions {
   readonly maxConnections?: number
   /**
-   * The persistence timeout (default 10 s, `limits.persistTimeoutMs`): the most a statement may take, and the bound
-   * on waiting for a pooled connection (capped at the 5 s connect timeout). See `layerPostgres`.
+   * The persistence timeout (default 10 s, `limits.persistTimeoutMs`): the most a statement may take; waiting for a
+   * pooled connection may take six times that (overload: store/internal/overload.ts). See `layerPostgres`.
    */
   readonly timeoutMs?: number
   /**
@@ -60,7 +61,7 @@ const connectTimeoutMs = 5_000
  * now rather than when TCP notices.
  */
 class DiscardOnTimeout extends Pg.Client {
-  // The pool's `connectionTimeoutMillis` bounds waiting for a pooled connection (overload: the persistence timeout);
+  // The pool's `connectionTimeoutMillis` bounds waiting for a pooled connection (overload: the overload ceiling);
   // opening one keeps its own, shorter bound (an unreachable server is an outage, noticed within 5 s).
   constructor(config: Pg.PoolConfig) {
     super({
@@ -91,9 +92,9 @@ const failed = (cause: unknown, message: string) => new SqlError({ cause, messag
 /**
  * A pooled `PgClient` (also provided as `SqlClient`) on the server at `url`. A dead server fails the layer at once
  * (it runs `SELECT 1` when built) with `PersistenceFailed`. Every wait is bounded, so an outage or a partition fails
- * statements instead of hanging them: opening a connection gives up after 5 s, waiting for a pooled one after the
- * persistence timeout (a spike of work is overload, not an outage: it may wait as long as a statement may take),
- * and a statement after the persistence timeout, on the client (the socket may
+ * statements instead of hanging them: opening a connection gives up after 5 s, waiting for a pooled one after six
+ * persistence timeouts (a spike of work is overload, not an outage: store/internal/overload.ts), and a statement
+ * after the persistence timeout, on the client (the socket may
  * be silent) and on the server (`statement_timeout`: it stops working for a caller that left). A connection whose
  * statement timed out is discarded, never reused; broken connections are replaced by the pool on next use.
  */
@@ -108,7 +109,9 @@ export const layerPostgres = (
         const pool = new Pg.Pool({
           connectionString: Redacted.value(url),
           max: options.maxConnections ?? 10,
-          connectionTimeoutMillis: timeoutMs,
+          // Waiting for a connection is waiting behind this process's own statements: overload, bounded by the
+          // overload ceiling; the store's operations fail sooner when the database goes quiet (internal/overload.ts).
+          connectionTimeoutMillis: Overload.ceilingMs(timeoutMs),
           idleTimeoutMillis: 30_000,
           query_timeout: timeoutMs,
           statement_timeout: timeoutMs,

@@ -38,6 +38,7 @@ import * as AppendBatch from "./internal/appendBatch.js"
 import type { Append } from "./internal/appendBatch.js"
 import { persist, sqlState, timedOut, within } from "./internal/failure.js"
 import * as GroupCommit from "./internal/groupCommit.js"
+import * as Overload from "./internal/overload.js"
 import * as Refusals from "./internal/refusals.js"
 import * as SqlApprovals from "./internal/sqlApprovals.js"
 import * as SqlInbox from "./internal/sqlInbox.js"
@@ -108,7 +109,7 @@ const noSession = (operation: string, sessionId: string) =>
   new PersistenceFailed({ operation, message: `no session "${sessionId}"` })
 
 /** An append the database did not answer in time (it may still land: the next read shows whether it did). */
-const appendTimedOut = (waitedMs: number) => timedOut("appendTurn", waitedMs)
+const appendTimedOut = (waitedMs: number, timeoutMs: number) => timedOut("appendTurn", waitedMs, timeoutMs)
 
 type Service = Context.Tag.Service<SessionStore>
 
@@ -117,12 +118,13 @@ type Service = Context.Tag.Service<SessionStore>
  * on its group-commit item, which costs no timer and no fiber per call (the hot path; groupCommit.ts). Wrapping the
  * whole service, rather than each method, keeps the bound on methods added later too.
  */
-const bounded = (service: Service, timeoutMs: number): Service => {
+const bounded = (service: Service, timeoutMs: number, liveness: Overload.Liveness): Service => {
   const out: Record<string, unknown> = {}
   for (const [name, method] of Object.entries(service) as Array<[string, (...args: Array<unknown>) => unknown]>) {
     out[name] = name === "appendTurn"
       ? method
-      : (...args: Array<unknown>) => within(name, timeoutMs)(method(...args) as Effect.Effect<unknown, unknown>)
+      : (...args: Array<unknown>) =>
+        within(name, timeoutMs, liveness)(method(...args) as Effect.Effect<unknown, unknown>)
   }
   return out as unknown as Service
 }
@@ -144,6 +146,8 @@ export const make = (
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const storeTimeoutMs = Math.max(1, Math.floor(options.timeoutMs ?? Database.defaultTimeoutMs))
+    /** A flood of this store's own statements is not an outage (internal/overload.ts). */
+    const liveness = new Overload.Liveness()
 
     /**
      * Numbers and inserts a batch of turns of any sessions in one statement (internal/appendBatch.ts: binary array
@@ -197,7 +201,8 @@ export const make = (
       weight: (append) => append.payload.length,
       write: writeBatch,
       closed: () => new PersistenceFailed({ operation: "appendTurn", message: "the store is shutting down" }),
-      timedOut: (_, waitedMs) => appendTimedOut(waitedMs)
+      timedOut: (_, waitedMs, timeoutMs) => appendTimedOut(waitedMs, timeoutMs),
+      patience: liveness
     })
 
     const sessionColumns = sql`id, org_id, user_id, scope, agent_id, agent_version, state, created_at, updated_at`
@@ -327,7 +332,7 @@ export const make = (
           const direct = writeBatch([append]).pipe(
             Effect.flatMap((exits) => exits[0] ?? Exit.fail(noSession("appendTurn", sessionId)))
           )
-          return within("appendTurn", timeoutMs ?? storeTimeoutMs)(direct)
+          return within("appendTurn", timeoutMs ?? storeTimeoutMs, liveness)(direct)
         }),
 
       turns: (orgId, sessionId, afterSeq) =>
@@ -407,7 +412,7 @@ export const make = (
         })
       )
 
-    return bounded(service, storeTimeoutMs)
+    return bounded(service, storeTimeoutMs, liveness)
   })
 
 /**

@@ -2,6 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, TestClock } from "effect"
 import { PersistenceFailed } from "../../src/domain/Errors.js"
 import { within } from "../../src/store/internal/failure.js"
+import * as Overload from "../../src/store/internal/overload.js"
 
 describe("store: within (a statement's deadline)", () => {
   it.effect("a statement that never answers fails with timedOut at the bound, and is interrupted", () =>
@@ -31,5 +32,40 @@ describe("store: within (a statement's deadline)", () => {
 
       const failed = new PersistenceFailed({ operation: "loadSession", message: "relation does not exist" })
       expect(yield* Effect.flip(within("loadSession", 10_000)(Effect.fail(failed)))).toBe(failed)
+    }))
+
+  it.effect("a statement queued behind a flood waits on while the database answers others, up to six timeouts", () =>
+    Effect.gen(function*() {
+      const liveness = new Overload.Liveness()
+      const answered = Effect.sync(() => liveness.answered())
+      /** Other statements of the store answered every second, for `seconds`. */
+      const busy = (seconds: number) =>
+        Effect.forEach(Array.from({ length: seconds }), () => Effect.zipRight(TestClock.adjust("1 second"), answered), {
+          discard: true
+        })
+      const answer = yield* Deferred.make<string>()
+      const queued = yield* Effect.fork(within("saveState", 10_000, liveness)(Deferred.await(answer)))
+      yield* busy(30)
+      expect(queued.unsafePoll()).toBeNull()
+      yield* Deferred.succeed(answer, "saved")
+      expect(yield* Fiber.join(queued)).toBe("saved")
+      // Its own answer counts too: one more than the 30 others.
+      expect(liveness.answers).toBe(31)
+
+      const flooded = yield* Effect.fork(within("saveState", 10_000, liveness)(Effect.never))
+      yield* busy(59)
+      expect(flooded.unsafePoll()).toBeNull()
+      yield* busy(1)
+      expect(yield* Effect.flip(Fiber.join(flooded))).toMatchObject({
+        operation: "saveState",
+        message: "the store did not answer within 60000 ms (overloaded: it went on answering other statements)"
+      })
+
+      // Nothing answered since it started: an outage, noticed at the timeout as without patience.
+      const quiet = yield* Effect.fork(within("saveState", 10_000, liveness)(Effect.never))
+      yield* TestClock.adjust("10 seconds")
+      expect(yield* Effect.flip(Fiber.join(quiet))).toMatchObject({
+        message: "the store did not answer within 10000 ms"
+      })
     }))
 })

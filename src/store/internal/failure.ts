@@ -52,15 +52,27 @@ export const persist = (operation: string) => <A, E, R>(self: Effect.Effect<A, E
   })
 
 /** The failure of a store call that got no answer in time (it may still land: the next read shows whether it did). */
-export const timedOut = (operation: string, timeoutMs: number) =>
-  new PersistenceFailed({ operation, message: `the store did not answer within ${timeoutMs} ms` })
+export const timedOut = (operation: string, waitedMs: number, timeoutMs = waitedMs) =>
+  new PersistenceFailed({
+    operation,
+    message: waitedMs > timeoutMs
+      ? `the store did not answer within ${waitedMs} ms (overloaded: it went on answering other statements)`
+      : `the store did not answer within ${waitedMs} ms`
+  })
 
 /**
- * Fails `self` with `timedOut` once `timeoutMs` passed. The statement is left behind (disconnected), not waited
+ * Fails `self` with `timedOut` once `timeoutMs` passed — or, given `patience` (internal/overload.ts), once it passed
+ * with the database quiet, or at the overload ceiling. The statement is left behind (disconnected), not waited
  * for: interrupting a query on a silent socket runs the driver's cancel (a second statement, on another connection,
  * itself up to 5 s), and the caller's bound must not include it. The driver's own statement timeout then ends the
  * abandoned statement and discards its connection (Database.ts). One fiber per call (internal/boundedWait.ts): every
  * store statement but appendTurn goes through here.
  */
-export const within = (operation: string, timeoutMs: number) => <A, E, R>(self: Effect.Effect<A, E, R>) =>
-  BoundedWait.disconnected(self, { duration: timeoutMs, onTimeout: () => timedOut(operation, timeoutMs) })
+export const within =
+  (operation: string, timeoutMs: number, patience?: BoundedWait.Patience) => <A, E, R>(self: Effect.Effect<A, E, R>) =>
+    BoundedWait.disconnected(
+      self,
+      patience === undefined
+        ? { duration: timeoutMs, onTimeout: (waitedMs) => timedOut(operation, waitedMs, timeoutMs) }
+        : { duration: timeoutMs, onTimeout: (waitedMs) => timedOut(operation, waitedMs, timeoutMs), patience }
+    )

@@ -20,13 +20,16 @@
  * connection the socket has not noticed yet) would otherwise hold every caller queued behind it forever, so one sweeper
  * per group commit fails each item whose deadline has passed with `timedOut`, whether it is still queued or already
  * in flight; a queued item that timed out is never written. An in-flight one may still commit: its caller saw a
- * failure, and the next read shows whether it landed. The deadline lives here, on the item, rather than in a timeout
+ * failure, and the next read shows whether it landed. Given `patience` (internal/overload.ts), an item whose deadline
+ * passes while the database goes on answering (this group commit's batches, or whatever else counts) gets more time
+ * instead, up to its ceiling: a flood of work is not an outage. The deadline lives here, on the item, rather than in a timeout
  * around the caller's Effect: that costs a timer and two forked fibers per call, and on the append path of a
  * thousand sessions those short-lived fibers were most of the garbage behind the store's latency tail (measured,
  * docs/benchmarks.md "Store").
  */
 import { Array as Arr, Clock, Duration, Effect, Exit } from "effect"
 import type { Fiber, Scope } from "effect"
+import type { Patience } from "../../internal/boundedWait.js"
 
 /** How batches are formed and written. */
 export interface Options<A, B, E> {
@@ -49,10 +52,18 @@ export interface Options<A, B, E> {
   readonly write: (batch: Arr.NonEmptyReadonlyArray<A>) => Effect.Effect<ReadonlyArray<Exit.Exit<B, E>>, E>
   /** The failure given to items still queued or in flight when the scope closes. */
   readonly closed: () => E
-  /** The failure given to an item not written within its timeout (`waitedMs`: since it was submitted). */
-  readonly timedOut: (item: A, waitedMs: number) => E
+  /**
+   * The failure given to an item not written within its timeout (`waitedMs`: since it was submitted; more than
+   * `timeoutMs` when `patience` gave it more time).
+   */
+  readonly timedOut: (item: A, waitedMs: number, timeoutMs: number) => E
   /** How often deadlines are checked (default 100 ms): an item fails at most this much after its deadline. */
   readonly sweepEvery?: Duration.DurationInput
+  /**
+   * Consulted at an item's deadline: more time while the database answers others (internal/overload.ts). Every
+   * batch written counts as an answer.
+   */
+  readonly patience?: Patience
 }
 
 /**
@@ -66,10 +77,17 @@ class Pending<A, B, E> {
     private readonly callback: (outcome: Effect.Effect<B, E>) => void,
     /** The fiber waiting for the outcome. */
     private readonly caller: Fiber.RuntimeFiber<B, E>,
-    /** When it was submitted and when it fails unwritten (Clock milliseconds; Infinity: never). */
+    /** When it was submitted (Clock milliseconds). */
     readonly submittedAt: number,
-    readonly deadline: number
-  ) {}
+    /** Its timeout (ms; Infinity: none). */
+    readonly timeoutMs: number,
+    /** The answers `patience` had counted when it was submitted, or last given more time. */
+    public seen: number
+  ) {
+    this.deadline = submittedAt + timeoutMs
+  }
+  /** When it fails unwritten (Clock milliseconds; Infinity: never); later when `patience` gives it more time. */
+  deadline: number
   private resumed = false
   /** Whether its caller already has an outcome (a timeout, before or while the item was written). */
   get done(): boolean {
@@ -133,6 +151,7 @@ export const make = <A, B, E>(
     const maxItems = Math.max(1, Math.floor(options.maxItems))
     const window = Duration.decode(options.window ?? Duration.zero)
     const sweepEvery = Duration.decode(options.sweepEvery ?? Duration.millis(100))
+    const { patience } = options
     const lanes: Array<Lane<A, B, E>> = Array.from({ length: laneCount }, () => ({
       queue: [],
       taken: [],
@@ -189,7 +208,12 @@ export const make = <A, B, E>(
       // 8–13 ms; docs/benchmarks.md, "Store").
       return options.write(items).pipe(
         Effect.exit,
-        Effect.flatMap((exit) => Effect.sync(() => settle(batch, exit)))
+        Effect.flatMap((exit) =>
+          Effect.sync(() => {
+            if (patience !== undefined && Exit.isSuccess(exit)) patience.answered()
+            settle(batch, exit)
+          })
+        )
       )
     }
 
@@ -225,8 +249,16 @@ export const make = <A, B, E>(
       const expire = (pending: Pending<A, B, E>) => {
         if (pending.done || pending.deadline === Infinity) return
         if (pending.deadline <= now) {
-          pending.resume(Exit.fail(options.timedOut(pending.item, now - pending.submittedAt)))
-        } else waiting = true
+          const waited = now - pending.submittedAt
+          const more = patience === undefined ? 0 : patience.more(waited, pending.timeoutMs, pending.seen)
+          if (patience === undefined || more <= 0) {
+            pending.resume(Exit.fail(options.timedOut(pending.item, waited, pending.timeoutMs)))
+            return
+          }
+          pending.seen = patience.answers
+          pending.deadline = now + more
+        }
+        waiting = true
       }
       for (const lane of lanes) {
         for (const pending of lane.queue) expire(pending)
@@ -269,22 +301,21 @@ export const make = <A, B, E>(
     for (const lane of lanes) yield* Effect.forkScoped(writer(lane))
     yield* Effect.forkScoped(sweeper)
 
-    const enqueue = (item: A, submittedAt: number, deadline: number): Effect.Effect<B, E> =>
+    const enqueue = (item: A, submittedAt: number, timeoutMs: number): Effect.Effect<B, E> =>
       Effect.withFiberRuntime<B, E>((caller) =>
         Effect.async<B, E>((resume) => {
           if (closed) return resume(Exit.fail(options.closed()))
           const lane = lanes[laneCount === 1 ? 0 : hash(options.key(item)) % laneCount]!
-          lane.queue.push(new Pending(item, resume, caller, submittedAt, deadline))
+          lane.queue.push(
+            new Pending(item, resume, caller, submittedAt, timeoutMs, patience === undefined ? 0 : patience.answers)
+          )
           lane.wake?.()
-          if (deadline !== Infinity) wakeSweeper?.()
+          if (timeoutMs !== Infinity) wakeSweeper?.()
         })
       )
 
     return (item: A, timeoutMs?: number): Effect.Effect<B, E> =>
       timeoutMs === undefined
         ? enqueue(item, 0, Infinity)
-        : Effect.clockWith((clock) => {
-          const now = clock.unsafeCurrentTimeMillis()
-          return enqueue(item, now, now + timeoutMs)
-        })
+        : Effect.clockWith((clock) => enqueue(item, clock.unsafeCurrentTimeMillis(), timeoutMs))
   })

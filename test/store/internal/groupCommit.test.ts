@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber, Scope, TestClock } from "effect"
 import * as GroupCommit from "../../../src/store/internal/groupCommit.js"
+import * as Overload from "../../../src/store/internal/overload.js"
 
 interface Item {
   readonly key: string
@@ -9,7 +10,9 @@ interface Item {
 }
 
 /** A writer whose batches are recorded and can be held in flight until `release`. */
-const harness = (options: { lanes?: number; maxItems?: number; maxWeight?: number } = {}) =>
+const harness = (
+  options: { lanes?: number; maxItems?: number; maxWeight?: number; patience?: Overload.Liveness } = {}
+) =>
   Effect.gen(function*() {
     const batches: Array<Array<number>> = []
     let gate = yield* Deferred.make<void>()
@@ -30,7 +33,8 @@ const harness = (options: { lanes?: number; maxItems?: number; maxWeight?: numbe
           return batch.map((item) => item.n % 7 === 0 ? Exit.fail(`item ${item.n} refused`) : Exit.succeed(item.n * 10))
         }),
       closed: () => "closed",
-      timedOut: (item, waitedMs) => `item ${item.n} timed out after ${waitedMs} ms`
+      timedOut: (item, waitedMs) => `item ${item.n} timed out after ${waitedMs} ms`,
+      ...(options.patience === undefined ? {} : { patience: options.patience })
     })
     return {
       submit,
@@ -163,5 +167,48 @@ describe("groupCommit", () => {
       expect(yield* Fiber.join(patient)).toBe(30)
       expect(yield* Fiber.join(later)).toBe(40)
       expect(h.batches).toEqual([[1], [3, 4]])
+    }))
+
+  it.scoped("gives an item more time while the database answers others, up to the overload ceiling; a quiet one fails it at its timeout", () =>
+    Effect.gen(function*() {
+      const liveness = new Overload.Liveness()
+      const h = yield* harness({ patience: liveness })
+      /** The database answering other statements of the store, every 400 ms, for `ms`. */
+      const busy = (ms: number) =>
+        Effect.forEach(
+          Array.from({ length: ms / 400 }),
+          () => Effect.zipRight(TestClock.adjust("400 millis"), Effect.sync(() => liveness.answered())),
+          { discard: true }
+        )
+      yield* h.holdNext
+      const blocker = yield* Effect.fork(h.submit({ key: "a", n: 1 }))
+      yield* h.inFlight
+      // Queued behind a batch that takes long, with 1 s to go: busy for 4 s, it waits on and is written.
+      const queued = yield* Effect.fork(h.submit({ key: "a", n: 2 }, 1_000))
+      yield* busy(4_000)
+      expect(queued.unsafePoll()).toBeNull()
+      yield* h.release
+      expect(yield* Fiber.join(blocker)).toBe(10)
+      expect(yield* Fiber.join(queued)).toBe(20)
+
+      // However busy, the wait is bounded: six timeouts.
+      yield* h.holdNext
+      const held = yield* Effect.fork(h.submit({ key: "a", n: 3 }))
+      yield* h.inFlight
+      const flooded = yield* Effect.fork(h.submit({ key: "a", n: 4 }, 1_000))
+      yield* busy(5_600)
+      expect(flooded.unsafePoll()).toBeNull()
+      yield* busy(800)
+      expect(yield* Effect.flip(Fiber.join(flooded))).toBe("item 4 timed out after 6000 ms")
+
+      // A database that went quiet: the item fails at its own timeout, as without patience.
+      const quiet = yield* Effect.fork(h.submit({ key: "a", n: 5 }, 1_000))
+      yield* TestClock.adjust("999 millis")
+      expect(quiet.unsafePoll()).toBeNull()
+      yield* TestClock.adjust("101 millis")
+      expect(yield* Effect.flip(Fiber.join(quiet))).toBe("item 5 timed out after 1000 ms")
+      yield* h.release
+      expect(yield* Fiber.join(held)).toBe(30)
+      expect(h.batches).toEqual([[1], [2], [3]])
     }))
 })
