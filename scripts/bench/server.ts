@@ -53,6 +53,16 @@ const work = join(root, "node_modules", ".cache", "corral-bench", "server")
 const bundleFile = join(work, "main.mjs")
 
 const argv = process.argv.slice(2)
+if (argv.includes("--help") || argv.includes("-h")) {
+  console.log(`Usage: npm run bench:server -- [--sessions 1000] [--warmup 50] [--store postgres|embedded|both]
+  [--profile] [--top 30] [--min-turns 3] [--max-turns 5] [--timeout-s 600] [--keep-db] [--tools both|inproc|mcp]
+  [--follow sse|wait] [--corral DIR] [--nodes N] [--server-node-args "FLAGS"]
+
+N sessions started at once through the HTTP API (fake OpenAI-compatible model, in-process and MCP stdio tools, SSE
+followers); reports sessions/s, turns/s, server CPU ms per turn, time to land p50/p99 and peak RSS, and one
+RESULT <json> line per store. See the header of scripts/bench/server.ts for every flag.`)
+  process.exit(0)
+}
 const flag = (name: string, fallback: string): string => {
   const index = argv.indexOf(`--${name}`)
   const value = index === -1 ? undefined : argv[index + 1]

@@ -61,13 +61,12 @@ const connectTimeoutMs = 5_000
  * now rather than when TCP notices.
  */
 class DiscardOnTimeout extends Pg.Client {
-  // The pool's `connectionTimeoutMillis` bounds waiting for a pooled connection (overload: the overload ceiling);
-  // opening one keeps its own, shorter bound (an unreachable server is an outage, noticed within 5 s).
+  // The pool bounds waiting for a pooled connection (PatientPool); opening one keeps its own, shorter bound (an
+  // unreachable server is an outage, noticed within 5 s, or within the persistence timeout when that is shorter):
+  // `openTimeoutMillis`, a pool option of ours the pool hands on.
   constructor(config: Pg.PoolConfig) {
-    super({
-      ...config,
-      connectionTimeoutMillis: Math.min(connectTimeoutMs, config.connectionTimeoutMillis ?? Infinity)
-    })
+    const open = typeof config["openTimeoutMillis"] === "number" ? config["openTimeoutMillis"] : connectTimeoutMs
+    super({ ...config, connectionTimeoutMillis: Math.min(connectTimeoutMs, open) })
   }
 
   override query(...args: Array<unknown>): unknown {
@@ -84,6 +83,68 @@ class DiscardOnTimeout extends Pg.Client {
       }
     }
     return super.query(...args)
+  }
+}
+
+type ConnectCallback = (error: Error | undefined, client?: unknown, release?: (error?: unknown) => void) => void
+
+/**
+ * A pool whose wait for a connection tells overload from outage (store/internal/overload.ts). node-postgres bounds
+ * the wait with one timer (`connectionTimeoutMillis`) and keeps a waiter whose caller gave up in its queue until it is
+ * served or that timer fires; served, it opens a connection if the pool has room. Here a waiter that has waited the
+ * persistence timeout fails then if no connection came back answered meanwhile (the database answered nothing: an
+ * outage), and otherwise waits on, half a timeout at a time, up to the overload ceiling. A waiter that fails leaves
+ * the queue at once: after a partition heals, the callers that gave up during it do not each cost the pool a
+ * connection attempt (through a network that was down, each as long as the connect timeout) ahead of the new ones.
+ *
+ * Relies on node-postgres's queue (pg-pool 3.x `_pendingQueue`, items holding the caller's callback when the pool has
+ * no `connectionTimeoutMillis` of its own), as its own timeout does.
+ */
+class PatientPool extends Pg.Pool {
+  /** Counts connections handed back in working order: statements the database answered. */
+  private readonly liveness = new Overload.Liveness()
+
+  constructor(config: Pg.PoolConfig, private readonly timeoutMs: number) {
+    super({ ...config, connectionTimeoutMillis: 0 })
+    this.on("release", (error, client) => {
+      if (error === undefined && Reflect.get(client, "_queryable") !== false) this.liveness.answered()
+    })
+  }
+
+  override connect(callback?: ConnectCallback): unknown {
+    if (callback === undefined) return super.connect()
+    let settled = false
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const served: ConnectCallback = (error, client, release) => {
+      if (settled) {
+        if (error === undefined) release?.()
+        return
+      }
+      settled = true
+      if (timer !== undefined) clearTimeout(timer)
+      callback(error, client, release)
+    }
+    const wait = (waited: number, seen: number, ms: number) => {
+      timer = setTimeout(() => {
+        if (settled) return
+        const more = this.liveness.more(waited, this.timeoutMs, seen)
+        if (more > 0) return wait(waited + more, this.liveness.answers, more)
+        settled = true
+        const queue = Reflect.get(this, "_pendingQueue") as Array<{ readonly callback: unknown }>
+        const at = queue.findIndex((item) => item.callback === served)
+        if (at >= 0) queue.splice(at, 1)
+        callback(
+          new Error(
+            waited > this.timeoutMs
+              ? `timeout exceeded when trying to connect (waited ${waited} ms; overloaded: the pool went on answering others)`
+              : "timeout exceeded when trying to connect"
+          )
+        )
+      }, ms)
+      timer.unref()
+    }
+    wait(this.timeoutMs, this.liveness.answers, this.timeoutMs)
+    return super.connect(served)
   }
 }
 
@@ -106,12 +167,12 @@ export const layerPostgres = (
   return PgClient.layerFromPool({
     acquire: Effect.acquireRelease(
       Effect.suspend(() => {
-        const pool = new Pg.Pool({
+        // Waiting for a connection is waiting behind this process's own statements: overload, not an outage, while
+        // the pool keeps answering (PatientPool).
+        const pool = new PatientPool({
           connectionString: Redacted.value(url),
           max: options.maxConnections ?? 10,
-          // Waiting for a connection is waiting behind this process's own statements: overload, bounded by the
-          // overload ceiling; the store's operations fail sooner when the database goes quiet (internal/overload.ts).
-          connectionTimeoutMillis: Overload.ceilingMs(timeoutMs),
+          openTimeoutMillis: timeoutMs,
           idleTimeoutMillis: 30_000,
           query_timeout: timeoutMs,
           statement_timeout: timeoutMs,
@@ -122,7 +183,7 @@ export const layerPostgres = (
           application_name: "corral",
           ...(options.searchPath === undefined ? {} : { options: `-c search_path=${options.searchPath}` }),
           Client: DiscardOnTimeout
-        })
+        }, timeoutMs)
         pool.on("error", () => {})
         return Effect.tryPromise({
           try: () => pool.query("SELECT 1"),

@@ -109,7 +109,7 @@ const noSession = (operation: string, sessionId: string) =>
   new PersistenceFailed({ operation, message: `no session "${sessionId}"` })
 
 /** An append the database did not answer in time (it may still land: the next read shows whether it did). */
-const appendTimedOut = (waitedMs: number, timeoutMs: number) => timedOut("appendTurn", waitedMs, timeoutMs)
+const appendTimedOut = (waitedMs: number, overloaded: boolean) => timedOut("appendTurn", waitedMs, overloaded)
 
 type Service = Context.Tag.Service<SessionStore>
 
@@ -201,7 +201,7 @@ export const make = (
       weight: (append) => append.payload.length,
       write: writeBatch,
       closed: () => new PersistenceFailed({ operation: "appendTurn", message: "the store is shutting down" }),
-      timedOut: (_, waitedMs, timeoutMs) => appendTimedOut(waitedMs, timeoutMs),
+      timedOut: (_, waitedMs, extended) => appendTimedOut(waitedMs, extended),
       patience: liveness
     })
 

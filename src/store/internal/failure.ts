@@ -52,10 +52,10 @@ export const persist = (operation: string) => <A, E, R>(self: Effect.Effect<A, E
   })
 
 /** The failure of a store call that got no answer in time (it may still land: the next read shows whether it did). */
-export const timedOut = (operation: string, waitedMs: number, timeoutMs = waitedMs) =>
+export const timedOut = (operation: string, waitedMs: number, overloaded = false) =>
   new PersistenceFailed({
     operation,
-    message: waitedMs > timeoutMs
+    message: overloaded
       ? `the store did not answer within ${waitedMs} ms (overloaded: it went on answering other statements)`
       : `the store did not answer within ${waitedMs} ms`
   })
@@ -73,6 +73,6 @@ export const within =
     BoundedWait.disconnected(
       self,
       patience === undefined
-        ? { duration: timeoutMs, onTimeout: (waitedMs) => timedOut(operation, waitedMs, timeoutMs) }
-        : { duration: timeoutMs, onTimeout: (waitedMs) => timedOut(operation, waitedMs, timeoutMs), patience }
+        ? { duration: timeoutMs, onTimeout: (waitedMs) => timedOut(operation, waitedMs, waitedMs > timeoutMs) }
+        : { duration: timeoutMs, onTimeout: (waitedMs) => timedOut(operation, waitedMs, waitedMs > timeoutMs), patience }
     )

@@ -53,10 +53,10 @@ export interface Options<A, B, E> {
   /** The failure given to items still queued or in flight when the scope closes. */
   readonly closed: () => E
   /**
-   * The failure given to an item not written within its timeout (`waitedMs`: since it was submitted; more than
-   * `timeoutMs` when `patience` gave it more time).
+   * The failure given to an item not written within its timeout (`waitedMs`: since it was submitted; `extended`:
+   * `patience` gave it more time first).
    */
-  readonly timedOut: (item: A, waitedMs: number, timeoutMs: number) => E
+  readonly timedOut: (item: A, waitedMs: number, extended: boolean) => E
   /** How often deadlines are checked (default 100 ms): an item fails at most this much after its deadline. */
   readonly sweepEvery?: Duration.DurationInput
   /**
@@ -88,6 +88,8 @@ class Pending<A, B, E> {
   }
   /** When it fails unwritten (Clock milliseconds; Infinity: never); later when `patience` gives it more time. */
   deadline: number
+  /** Whether `patience` gave it more time. */
+  extended = false
   private resumed = false
   /** Whether its caller already has an outcome (a timeout, before or while the item was written). */
   get done(): boolean {
@@ -252,11 +254,12 @@ export const make = <A, B, E>(
           const waited = now - pending.submittedAt
           const more = patience === undefined ? 0 : patience.more(waited, pending.timeoutMs, pending.seen)
           if (patience === undefined || more <= 0) {
-            pending.resume(Exit.fail(options.timedOut(pending.item, waited, pending.timeoutMs)))
+            pending.resume(Exit.fail(options.timedOut(pending.item, waited, pending.extended)))
             return
           }
           pending.seen = patience.answers
           pending.deadline = now + more
+          pending.extended = true
         }
         waiting = true
       }

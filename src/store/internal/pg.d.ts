@@ -16,7 +16,11 @@ declare module "pg" {
     readonly options: PoolConfig
     query(text: string): Promise<unknown>
     end(): Promise<void>
+    /** A connection: to `callback` (and `undefined` returned), or as a promise without one. */
+    connect(callback?: (error: Error | undefined, client?: unknown, release?: (error?: unknown) => void) => void): unknown
     on(event: "error", listener: (error: Error) => void): this
+    /** A connection handed back: `error` when the caller released it broken. */
+    on(event: "release", listener: (error: unknown, client: object) => void): this
   }
   /** One connection (what a `Pool` creates, or the class it is told to create with its `Client` option). */
   export class Client {
