@@ -35,8 +35,9 @@ export const config = Config.all({
 export interface PostgresOptions {
   readonly maxConnections?: number
   /**
-   * The persistence timeout (default 10 s, `limits.persistTimeoutMs`): the most a statement may take; waiting for a
-   * pooled connection may take six times that (overload: store/internal/overload.ts). See `layerPostgres`.
+   * The persistence timeout (default 10 s, `limits.persistTimeoutMs`): the most a statement may take, and the most
+   * waiting for a pooled connection may take while the pool answers nothing (six times that while it answers others:
+   * store/internal/overload.ts). See `layerPostgres`.
    */
   readonly timeoutMs?: number
   /**
@@ -153,9 +154,9 @@ const failed = (cause: unknown, message: string) => new SqlError({ cause, messag
 /**
  * A pooled `PgClient` (also provided as `SqlClient`) on the server at `url`. A dead server fails the layer at once
  * (it runs `SELECT 1` when built) with `PersistenceFailed`. Every wait is bounded, so an outage or a partition fails
- * statements instead of hanging them: opening a connection gives up after 5 s, waiting for a pooled one after six
- * persistence timeouts (a spike of work is overload, not an outage: store/internal/overload.ts), and a statement
- * after the persistence timeout, on the client (the socket may
+ * statements instead of hanging them: opening a connection gives up after 5 s, waiting for a pooled one after the
+ * persistence timeout when nothing was answered meanwhile, or up to six while the pool answers others (a spike of
+ * work is overload, not an outage: `PatientPool`), and a statement after the persistence timeout, on the client (the socket may
  * be silent) and on the server (`statement_timeout`: it stops working for a caller that left). A connection whose
  * statement timed out is discarded, never reused; broken connections are replaced by the pool on next use.
  */

@@ -79,6 +79,23 @@ const walk = Effect.gen(function*() {
   }
 })
 
+/** A session of `agent` that ran its first prompt ("why?"), with the store and the `Corral` it ran on. */
+const started = Effect.gen(function*() {
+  const store = yield* SessionStore
+  const c = yield* Corral
+  yield* c.publishAgent(alice, agent)
+  const first = yield* c.run(alice, { agentId: "triage", scope: "incident:1", prompt: "why?" })
+  return { store, c, first }
+})
+
+/** A follow-up to `first` acknowledged (stored in its inbox) as of `acceptedAt`, under the message id `id`. */
+const acceptFollowUp = (first: { readonly id: string }, id: string, text: string, acceptedAt: number) =>
+  Effect.flatMap(
+    SessionStore,
+    (store) =>
+      store.accept({ message: { id, sessionId: first.id, orgId: alice.orgId, kind: "continue", text, acceptedAt } })
+  )
+
 const cluster = (model: ReturnType<typeof Scripted.make>) =>
   Corral.layerCluster().pipe(Layer.provideMerge(ports(model)), Layer.provideMerge(TestRunner.layer))
 
@@ -128,10 +145,7 @@ describe("cluster/SessionEntity", () => {
 
   it.scopedLive("a message delivered again after it ran is answered, not run again", () =>
     Effect.gen(function*() {
-      const store = yield* SessionStore
-      const c = yield* Corral
-      yield* c.publishAgent(alice, agent)
-      const first = yield* c.run(alice, { agentId: "triage", scope: "incident:1", prompt: "why?" })
+      const { c, first, store } = yield* started
       yield* c.approve(alice, first.id, first.pending[0]?.token ?? "")
       const before = yield* c.turns(alice, first.id)
       const opening = before[0]!.entry
@@ -150,18 +164,11 @@ describe("cluster/SessionEntity", () => {
 
   it.scopedLive("a message whose earlier accepted message never reached the owner runs after it, in the order accepted", () =>
     Effect.gen(function*() {
-      const store = yield* SessionStore
-      const c = yield* Corral
-      yield* c.publishAgent(alice, agent)
-      const first = yield* c.run(alice, { agentId: "triage", scope: "incident:1", prompt: "why?" })
+      const { c, first, store } = yield* started
       // Two follow-ups acknowledged (stored), the first of which never reached the session's owner: a stopping
       // runner refused it, or the cluster never stored it. The second one arrives.
-      const accepted = (id: string, text: string, acceptedAt: number) =>
-        store.accept({
-          message: { id, sessionId: first.id, orgId: alice.orgId, kind: "continue", text, acceptedAt }
-        })
-      yield* accepted("msg_lost", "and the cache?", first.updatedAt + 1)
-      yield* accepted("msg_later", "and the queue?", first.updatedAt + 2)
+      yield* acceptFollowUp(first, "msg_lost", "and the cache?", first.updatedAt + 1)
+      yield* acceptFollowUp(first, "msg_later", "and the queue?", first.updatedAt + 2)
       const host = yield* Supervisor.make({ hosting: "cluster" })
       const answer = yield* host.send(alice.orgId, first.id, {
         _tag: "Continue",
@@ -185,20 +192,8 @@ describe("cluster/SessionEntity", () => {
 
   it.scoped("a persisted message that reaches a runner whose supervisor stopped is left unanswered, for the next owner", () =>
     Effect.gen(function*() {
-      const store = yield* SessionStore
-      const c = yield* Corral
-      yield* c.publishAgent(alice, agent)
-      const first = yield* c.run(alice, { agentId: "triage", scope: "incident:1", prompt: "why?" })
-      yield* store.accept({
-        message: {
-          id: "msg_next",
-          sessionId: first.id,
-          orgId: alice.orgId,
-          kind: "continue",
-          text: "and the cache?",
-          acceptedAt: first.updatedAt + 1
-        }
-      })
+      const { first, store } = yield* started
+      yield* acceptFollowUp(first, "msg_next", "and the cache?", first.updatedAt + 1)
       const address = new EntityAddress.EntityAddress({
         shardId: ShardId.make("default", 1),
         entityType: EntityType.EntityType.make(SessionEntity.SessionEntity.type),
@@ -239,10 +234,7 @@ describe("cluster/SessionEntity", () => {
 
   it.scopedLive("a session left running by a dead runner is recovered by its next owner and continues", () =>
     Effect.gen(function*() {
-      const store = yield* SessionStore
-      const c = yield* Corral
-      yield* c.publishAgent(alice, agent)
-      const first = yield* c.run(alice, { agentId: "triage", scope: "incident:1", prompt: "why?" })
+      const { first, store } = yield* started
       const session = Option.getOrThrow(yield* store.getSession(alice.orgId, first.id)) as Session
       // What a runner killed mid-burst leaves behind: the session reads `running` in the shared store.
       yield* store.saveState(first.id, { ...session.state, status: "running", pending: [] }, session.updatedAt + 1)
