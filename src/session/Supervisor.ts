@@ -262,14 +262,16 @@ export const make = (
 
     /**
      * Delivers the accepted messages that still wait: by rebuilding the actor when none is live (it delivers them: see
-     * `load`), or through the live actor (local hosting) when no caller or actor holds them already.
+     * `load`), or through the live actor (local hosting) when no caller or actor holds them already. Returns how many
+     * were found waiting for nothing: the messages of a session rebuilt here, or those offered to its live actor
+     * (0 when every waiting one was held, or had run and was only settled).
      */
-    const pendingInbox = (orgId: string, sessionId: string) =>
+    const pendingInbox = (orgId: string, sessionId: string): Effect.Effect<number, SendError> =>
       Effect.flatMap(store.inbox(sessionId), (waiting) => {
-        if (waiting.length === 0) return Effect.void
+        if (waiting.length === 0) return Effect.succeed(0)
         const live = actors.get(sessionId)
-        if (live === undefined || live.closed()) return Effect.asVoid(acquire(orgId, sessionId))
-        if (clustered || waiting.every((message) => claimed.has(message.id))) return Effect.void
+        if (live === undefined || live.closed()) return Effect.as(acquire(orgId, sessionId), waiting.length)
+        if (clustered || waiting.every((message) => claimed.has(message.id))) return Effect.succeed(0)
         return Effect.flatMap(store.turns(orgId, sessionId), (turns) => deliverInbox(live, takenIds(turns), waiting))
       })
 
@@ -364,6 +366,7 @@ export const make = (
      * Delivers the accepted messages of the session that no burst took up (`taken`: its user turn carries the message
      * id when one did), oldest first, ahead of anything sent after; the ones already taken up are settled. A message
      * offered here is held (`claimed`) until its actor answers it, so no other delivery offers it again meanwhile.
+     * Returns how many it offered.
      */
     const deliverInbox = (
       actor: SessionActor.Actor,
@@ -371,6 +374,7 @@ export const make = (
       waiting: ReadonlyArray<InboxMessage>
     ) =>
       Effect.gen(function*() {
+        let offered = 0
         for (const message of waiting) {
           if (claimed.has(message.id)) {
             continue
@@ -382,6 +386,7 @@ export const make = (
           yield* Effect.logInfo(`session ${actor.sessionId}: running accepted message ${message.id} (${message.kind})`)
           const reply = actor.offer(fromInbox(message))
           if (Option.isSome(reply)) {
+            offered++
             claimed.add(message.id)
             runDrain(
               Deferred.await(reply.value).pipe(
@@ -402,6 +407,7 @@ export const make = (
             )
           }
         }
+        return offered
       })
 
     const acquire = (orgId: string, sessionId: string) =>
@@ -589,15 +595,21 @@ export const make = (
         }
       }
       if (targets.size === 0) return
-      yield* Effect.logWarning(
-        `inbox sweep: accepted messages of ${targets.size} session(s) waited with nothing to deliver them; delivering`
-      ).pipe(Effect.annotateLogs({ sessions: [...targets.keys()].slice(0, 20).join(",") }))
+      // What the inbox read found may have run meanwhile (a burst answers before its message is settled, and under
+      // load the settle waits its turn): only what was still waiting for nothing is worth a warning.
+      const found = new Map<string, number>()
       yield* Effect.forEach(targets, ([sessionId, orgId]) =>
         pendingInbox(orgId, sessionId).pipe(
+          Effect.tap((count) => Effect.sync(() => count > 0 && found.set(sessionId, count))),
           Effect.catchAll((error) =>
             Effect.logWarning(`inbox sweep: session ${sessionId}: accepted messages not delivered: ${error.message}`)
           )
         ), { discard: true, concurrency: 8 })
+      if (found.size === 0) return
+      yield* Effect.logWarning(
+        `inbox sweep: ${[...found.values()].reduce((a, b) => a + b, 0)} accepted message(s) of ${found.size} ` +
+          "session(s) waited with nothing to deliver them; delivered"
+      ).pipe(Effect.annotateLogs({ sessions: [...found.keys()].slice(0, 20).join(",") }))
     })
     if (!clustered) {
       yield* Effect.forkScoped(Effect.forever(Effect.zipRight(

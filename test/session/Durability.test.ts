@@ -8,7 +8,7 @@
  * are in test/store/AcceptCrash.test.ts. Time is the TestClock's.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Exit, Fiber, Layer, Schema, Scope, Stream, TestClock } from "effect"
+import { Deferred, Effect, Exit, Fiber, Layer, Logger, LogLevel, Schema, Scope, Stream, TestClock } from "effect"
 import { Corral } from "../../src/Corral.js"
 import { AgentSpec } from "../../src/domain/AgentSpec.js"
 import { PersistenceFailed } from "../../src/domain/Errors.js"
@@ -448,5 +448,48 @@ describe("an accepted message never waits forever", () => {
         expect(yield* userTexts(c, v.id)).toEqual(["is the queue backed up?"])
         expect(model.requests.length).toBe(1)
       }).pipe(Effect.provide(runtime(outage.store, model)))
+    }))
+
+  it.effect("the inbox sweep warns only about messages still waiting for nothing, not one that ran and is being settled", () =>
+    Effect.gen(function*() {
+      const base = yield* makeMemory
+      // Settling waits (as behind a flood of statements): a burst's message stays in the inbox after it ran.
+      const settling = yield* Deferred.make<void>()
+      const store: SessionStore["Type"] = {
+        ...base,
+        settle: (sessionId, id) => Effect.zipRight(Deferred.await(settling), base.settle(sessionId, id))
+      }
+      const model = Scripted.make({ script: [Scripted.text("it is"), Scripted.text("it was")] })
+      const warnings: Array<string> = []
+      const logger = Logger.make(({ logLevel, message }) => {
+        if (LogLevel.greaterThanEqual(logLevel, LogLevel.Warning)) warnings.push(String(message))
+      })
+      yield* Effect.gen(function*() {
+        const c = yield* Corral
+        yield* c.publishAgent(alice, agent)
+        const v = yield* c.run(alice, { agentId: "triage", scope: "incident:1", prompt: "is the queue backed up?" })
+        expect((yield* base.inbox(v.id)).length).toBe(1)
+        for (let i = 0; i < 2 * 12; i++) yield* TestClock.adjust("5 seconds")
+        expect(warnings.filter((w) => w.startsWith("inbox sweep"))).toEqual([])
+        yield* Deferred.succeed(settling, undefined)
+        // A follow-up acknowledged that nothing delivers (its process lost the delivery): that one is worth a warning.
+        yield* base.accept({
+          message: {
+            id: "msg_lost",
+            sessionId: v.id,
+            orgId: alice.orgId,
+            kind: "continue",
+            text: "and now?",
+            acceptedAt: yield* TestClock.currentTimeMillis
+          }
+        })
+        for (let i = 0; i < 2 * 12; i++) yield* TestClock.adjust("5 seconds")
+        expect(warnings.filter((w) => w.startsWith("inbox sweep"))).toEqual([
+          "inbox sweep: 1 accepted message(s) of 1 session(s) waited with nothing to deliver them; delivered"
+        ])
+        expect(yield* userTexts(c, v.id)).toEqual(["is the queue backed up?", "and now?"])
+        expect(model.requests.length).toBe(2)
+        expect(yield* base.inbox()).toEqual([])
+      }).pipe(Effect.provide(runtime(store, model)), Effect.provide(Logger.replace(Logger.defaultLogger, logger)))
     }))
 })
