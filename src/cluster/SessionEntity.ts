@@ -45,7 +45,7 @@ import {
 import type { SendError } from "../domain/Errors.js"
 import { Session } from "../domain/Session.js"
 import { Ids } from "../session/Ids.js"
-import * as SessionActor from "../session/SessionActor.js"
+import type * as SessionActor from "../session/SessionActor.js"
 import * as Supervisor from "../session/Supervisor.js"
 import { SessionStore } from "../store/SessionStore.js"
 import * as Sweep from "./Sweep.js"
@@ -151,23 +151,10 @@ export const handlers = (local: Supervisor.Service) =>
       )
     )
     const send = (orgId: string, message: SessionActor.Message) => local.send(orgId, sessionId, message)
-    /**
-     * A persisted message this runner can no longer run — its supervisor stopped (the node is closing) before the
-     * message reached the actor — gets no answer here: the cluster would store the refusal as the message's reply and
-     * never deliver it again, and the session's next owner would run a later message first (or this one only when the
-     * sweep finds it). It waits instead to be interrupted as this runner's entities shut down; a persisted message
-     * interrupted then is kept and delivered to the next owner. Bounded by the node's own shutdown bound.
-     */
-    const persisted = (orgId: string, message: SessionActor.Message) =>
-      Effect.catchIf(
-        send(orgId, message),
-        (error) => SessionActor.isStopped(error) && local.stopping(),
-        () => Effect.never
-      )
     return SessionEntity.of({
       Run: ({ payload }) =>
         Effect.map(
-          persisted(payload.orgId, {
+          send(payload.orgId, {
             _tag: "Run",
             text: payload.text,
             inboxId: payload.inboxId,
@@ -177,13 +164,10 @@ export const handlers = (local: Supervisor.Service) =>
           answerOf
         ),
       Continue: ({ payload }) =>
-        Effect.map(
-          persisted(payload.orgId, { _tag: "Continue", text: payload.text, inboxId: payload.inboxId }),
-          answerOf
-        ),
+        Effect.map(send(payload.orgId, { _tag: "Continue", text: payload.text, inboxId: payload.inboxId }), answerOf),
       Approve: ({ payload }) =>
         Effect.map(
-          persisted(payload.orgId, {
+          send(payload.orgId, {
             _tag: "Approve",
             by: payload.by,
             tokenHash: payload.tokenHash,
@@ -380,8 +364,7 @@ export const layer = (
         live: local.live,
         admission: local.admission,
         running: local.running,
-        release: local.release,
-        stopping: local.stopping
+        release: local.release
       }
       return route
     })

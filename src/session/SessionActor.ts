@@ -643,7 +643,3 @@ const isPersistence = (exit: Exit.Exit<Reply, Failure>): boolean =>
 
 const stopped = (sessionId: string) =>
   new PersistenceFailed({ operation: "actor", message: `the actor of session ${sessionId} stopped` })
-
-/** Whether a message was refused because its actor stopped before processing it (nothing of it ran). */
-export const isStopped = (error: { readonly _tag: string; readonly operation?: string }): boolean =>
-  error._tag === "PersistenceFailed" && error.operation === "actor"

@@ -62,8 +62,6 @@ export interface Service {
    * bound it.
    */
   readonly release: (sessionId: string) => Effect.Effect<void>
-  /** Whether this supervisor has stopped (its scope is closing): it runs no message from now on. */
-  readonly stopping: () => boolean
 }
 
 /** The supervisor in force. */
@@ -647,8 +645,7 @@ export const make = (
           if (live === undefined) return Effect.void
           live.stop()
           return Effect.zipRight(live.cancel, live.landed)
-        }),
-      stopping: () => stopping
+        })
     }
   })
 

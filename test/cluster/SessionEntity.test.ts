@@ -1,7 +1,6 @@
-import { Entity, EntityAddress, EntityId, EntityType, MessageStorage, ShardId, TestRunner } from "@effect/cluster"
+import { MessageStorage, TestRunner } from "@effect/cluster"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Layer, Option, Scope, TestClock } from "effect"
-import * as SessionEntity from "../../src/cluster/SessionEntity.js"
+import { Effect, Layer, Option } from "effect"
 import { Corral } from "../../src/Corral.js"
 import { Principal } from "../../src/domain/Principal.js"
 import type { Session } from "../../src/domain/Session.js"
@@ -189,48 +188,6 @@ describe("cluster/SessionEntity", () => {
     }).pipe(Effect.provide(cluster(Scripted.make({
       script: [Scripted.text("The database."), Scripted.text("The cache is fine."), Scripted.text("So is the queue.")]
     })))))
-
-  it.scoped("a persisted message that reaches a runner whose supervisor stopped is left unanswered, for the next owner", () =>
-    Effect.gen(function*() {
-      const { first, store } = yield* started
-      yield* acceptFollowUp(first, "msg_next", "and the cache?", first.updatedAt + 1)
-      const address = new EntityAddress.EntityAddress({
-        shardId: ShardId.make("default", 1),
-        entityType: EntityType.EntityType.make(SessionEntity.SessionEntity.type),
-        entityId: EntityId.make(first.id)
-      })
-      const continued = (local: Supervisor.Service) =>
-        Effect.flatMap(
-          Effect.provideService(SessionEntity.handlers(local), Entity.CurrentAddress, address),
-          (handlers) =>
-            Effect.fork(handlers.Continue(
-              {
-                payload: { orgId: alice.orgId, inboxId: "msg_next", text: "and the cache?" }
-              } as Parameters<typeof handlers.Continue>[0]
-            ))
-        )
-      // The node is closing: its supervisor has stopped, its entities not yet. An answer now would be stored by the
-      // cluster as the message's reply, and the message never delivered again: it waits to be interrupted instead.
-      const closing = yield* Scope.make()
-      const stopped = yield* Scope.extend(Supervisor.make({ hosting: "cluster" }), closing)
-      yield* Scope.close(closing, Exit.void)
-      expect(stopped.stopping()).toBe(true)
-      const unanswered = yield* continued(stopped)
-      yield* TestClock.adjust("1 hour")
-      expect(unanswered.unsafePoll()).toBeNull()
-      expect(yield* Fiber.interrupt(unanswered)).toSatisfy(Exit.isInterrupted)
-      // Nothing of it ran, and it still waits in the inbox: the next owner runs it.
-      expect((yield* store.inbox(first.id)).map((m) => m.id)).toEqual(["msg_next"])
-      const next = yield* Supervisor.make({ hosting: "cluster" })
-      const answered = yield* Fiber.join(yield* continued(next))
-      expect(answered.session.state.bursts).toBe(2)
-      expect(yield* store.inbox(first.id)).toEqual([])
-    }).pipe(Effect.provide(
-      // The local host's inbox sweep would deliver the waiting message meanwhile: not within this test's hour.
-      Corral.layer({ inboxSweep: "1 day" }).pipe(Layer.provideMerge(ports(Scripted.make({
-        script: [Scripted.text("The database."), Scripted.text("The cache is fine.")]
-      }))))
-    )))
 
   it.scopedLive("a session left running by a dead runner is recovered by its next owner and continues", () =>
     Effect.gen(function*() {
