@@ -134,6 +134,9 @@ export const Wake = Rpc.make("Wake", { payload: { orgId: Schema.String } })
 /** The session entity: entity id = session id. */
 export const SessionEntity = Entity.make("CorralSession", [Run, Continue, Approve, Renew, Cancel, Landed, Wake])
 
+/** When the owner of a session whose Run or Continue failed is woken, each after the one before (see `nudge`). */
+const nudges = [Duration.seconds(1), Duration.seconds(2), Duration.seconds(4), Duration.seconds(8)]
+
 /** How long a stopping entity waits for its burst to land (under the cluster's 15 s entity termination timeout). */
 const releaseWait = Duration.seconds(10)
 
@@ -243,6 +246,7 @@ export const layer = (
     Supervisor.Supervisor,
     Effect.gen(function*() {
       const { sweepInterval, ...supervisorOptions } = options
+      const scope = yield* Effect.scope
       const local = yield* Supervisor.make({ ...supervisorOptions, hosting: "cluster" })
       const idle = Duration.decode(options.idleTimeout ?? Duration.minutes(5))
       yield* Layer.buildWithScope(
@@ -299,6 +303,27 @@ export const layer = (
               )
             )
             : Effect.succeed({ session, tokens: [] }))
+      /**
+       * A Run or Continue that did not run for an infrastructure failure — the cluster's storage refused it, or the
+       * owner answered `PersistenceFailed` (its store failed, or it was stopping: the cluster keeps that answer and
+       * never delivers the message again) — still waits in the session's inbox. Rather than leave it to the sweep (a
+       * lock life later), the owner is woken `nudges` times, 1 s then doubling apart (1, 3, 7, 15 s after): a `Wake`
+       * runs what waits in the inbox, in the order accepted, and nothing that ran already, so a wake that finds
+       * nothing costs a read. Volatile and best effort: the sweep remains the bound. The caller's failure stands.
+       */
+      const wake = (orgId: string, sessionId: string) =>
+        client(sessionId).Wake({ orgId }).pipe(
+          Effect.catchAll((error) => Effect.logDebug(`session ${sessionId}: wake not delivered: ${String(error)}`))
+        )
+      const nudge = (orgId: string, sessionId: string) =>
+        Effect.forkIn(
+          Effect.forEach(nudges, (wait) => Effect.zipRight(Effect.sleep(wait), wake(orgId, sessionId)), {
+            discard: true
+          }),
+          scope
+        )
+      const nudged = <A>(orgId: string, sessionId: string, call: Effect.Effect<A, SendError>) =>
+        Effect.tapError(call, (error) => error._tag === "PersistenceFailed" ? nudge(orgId, sessionId) : Effect.void)
       // Run and Continue always come from the durable mailbox (Corral accepts them first): the id is their key.
       const keyOf = (inboxId: string | undefined) =>
         inboxId === undefined
@@ -312,23 +337,31 @@ export const layer = (
           switch (message._tag) {
             case "Run":
               return Effect.flatMap(keyOf(message.inboxId), (inboxId) =>
-                answered(
-                  "run",
+                nudged(
                   orgId,
                   sessionId,
-                  entity.Run({
+                  answered(
+                    "run",
                     orgId,
-                    inboxId,
-                    text: message.text,
-                    ...(message.context === undefined ? {} : { context: message.context }),
-                    ...(message.notes === undefined ? {} : { notes: message.notes })
-                  })
+                    sessionId,
+                    entity.Run({
+                      orgId,
+                      inboxId,
+                      text: message.text,
+                      ...(message.context === undefined ? {} : { context: message.context }),
+                      ...(message.notes === undefined ? {} : { notes: message.notes })
+                    })
+                  )
                 ))
             case "Continue":
               return Effect.flatMap(
                 keyOf(message.inboxId),
                 (inboxId) =>
-                  answered("continue", orgId, sessionId, entity.Continue({ orgId, inboxId, text: message.text }))
+                  nudged(
+                    orgId,
+                    sessionId,
+                    answered("continue", orgId, sessionId, entity.Continue({ orgId, inboxId, text: message.text }))
+                  )
               )
             case "Approve":
               return answered(

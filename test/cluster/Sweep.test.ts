@@ -13,7 +13,8 @@
  *
  * In-process first, on the cluster's `TestRunner` (it runs on the live clock, so the test polls; nothing waits on a
  * fixed time): the same two states made directly in the store, a short sweep period, and what the sweep must leave
- * alone — a session whose actor is live, a message younger than the period.
+ * alone — a session whose actor is live, a message younger than the period; and, with the sweep an hour away, a
+ * prompt whose Run the owner refused for a store failure, which the sending node's wake-ups run within seconds.
  */
 import { TestRunner } from "@effect/cluster"
 import type { SqlClient } from "@effect/sql"
@@ -21,6 +22,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Clock, Effect, Layer, Option } from "effect"
 import { randomUUID } from "node:crypto"
 import { Corral } from "../../src/Corral.js"
+import { PersistenceFailed } from "../../src/domain/Errors.js"
 import { Principal } from "../../src/domain/Principal.js"
 import * as LiveEvents from "../../src/events/LiveEvents.js"
 import { Providers } from "../../src/model/ModelProvider.js"
@@ -159,7 +161,69 @@ const inProcess = Corral.layerCluster({ sweepInterval: "100 millis" }).pipe(
   Layer.provideMerge(TestRunner.layer)
 )
 
+/**
+ * The same cluster sweeping only once an hour, over a store whose `getAgent` fails while `failing` is set: the owner
+ * answers a Run `PersistenceFailed` (the cluster keeps that answer), as a store hiccup or a stopping owner does.
+ */
+const hiccup = Effect.gen(function*() {
+  const base = yield* MemoryStore.makeMemory
+  const state = { failing: false, refused: 0 }
+  const store: SessionStore["Type"] = {
+    ...base,
+    getAgent: (...args) =>
+      Effect.suspend(() => {
+        if (!state.failing) return base.getAgent(...args)
+        state.failing = false
+        state.refused++
+        return Effect.fail(new PersistenceFailed({ operation: "getAgent", message: "connection reset" }))
+      })
+  }
+  return { state, layer: Layer.succeed(SessionStore, store) }
+})
+
 describe("the cluster sweep", () => {
+  it.scopedLive("an accepted message whose Run the owner refused for its store runs within seconds, not a sweep later", () =>
+    Effect.gen(function*() {
+      const { layer, state } = yield* hiccup
+      yield* Effect.gen(function*() {
+        const store = yield* SessionStore
+        const c = yield* Corral
+        yield* c.publishAgent(alice, { id: "triage", version: 1, name: "Triage", instructions: "Look.", tools: [] })
+        const started = yield* c.start(alice, { agentId: "triage", scope: "a", prompt: "why?" })
+        // Acknowledged; its delivery (detached, not begun yet) meets the hiccup when the owner loads the session.
+        state.failing = true
+        const landed = yield* eventually(
+          "the refused prompt to run",
+          Effect.map(
+            c.get(alice, started.id),
+            (view) => view.status === "idle" && view.exitReason === "completed" ? view : undefined
+          ),
+          "10 seconds"
+        )
+        expect(state.refused).toBe(1)
+        expect(landed.bursts).toBe(1)
+        const asked = (yield* c.turns(alice, started.id)).flatMap((t) => t.entry.kind === "user" ? [t.entry.text] : [])
+        expect(asked).toEqual(["why?"])
+        expect(yield* store.inbox(started.id)).toEqual([])
+      }).pipe(
+        Effect.provide(
+          Corral.layerCluster({ sweepInterval: "1 hour" }).pipe(
+            Layer.provideMerge(
+              Layer.mergeAll(
+                LiveEvents.layer,
+                ToolRegistry.layer([]),
+                Layer.succeed(
+                  Providers,
+                  Providers.fromRoutes({ default: [Scripted.make({ script: [], whenDone: Scripted.text("Done.") })] })
+                )
+              ).pipe(Layer.provideMerge(layer))
+            ),
+            Layer.provideMerge(TestRunner.layer)
+          )
+        )
+      )
+    }))
+
   it.scopedLive("runs an acknowledged message the cluster never got and recovers a session left running, once", () =>
     Effect.gen(function*() {
       const store = yield* SessionStore
