@@ -74,5 +74,9 @@ export const within =
       self,
       patience === undefined
         ? { duration: timeoutMs, onTimeout: (waitedMs) => timedOut(operation, waitedMs, waitedMs > timeoutMs) }
-        : { duration: timeoutMs, onTimeout: (waitedMs) => timedOut(operation, waitedMs, waitedMs > timeoutMs), patience }
+        : {
+          duration: timeoutMs,
+          onTimeout: (waitedMs) => timedOut(operation, waitedMs, waitedMs > timeoutMs),
+          patience
+        }
     )

@@ -17,7 +17,9 @@ declare module "pg" {
     query(text: string): Promise<unknown>
     end(): Promise<void>
     /** A connection: to `callback` (and `undefined` returned), or as a promise without one. */
-    connect(callback?: (error: Error | undefined, client?: unknown, release?: (error?: unknown) => void) => void): unknown
+    connect(
+      callback?: (error: Error | undefined, client?: unknown, release?: (error?: unknown) => void) => void
+    ): unknown
     on(event: "error", listener: (error: Error) => void): this
     /** A connection handed back: `error` when the caller released it broken. */
     on(event: "release", listener: (error: unknown, client: object) => void): this
