@@ -476,7 +476,7 @@ export const make = (
 
     /**
      * Cluster hosting: the accepted messages to run before `inboxId` — the session's earlier accepted messages that
-     * still wait (in the inbox, no stored user turn took them up, no caller here is delivering them), oldest first —
+     * still wait (in the inbox, no stored user turn took them up, not in a mailbox here already), oldest first —
      * or `undefined` when `inboxId` itself no longer waits. A message the cluster delivers again (its runner died
      * before answering) may have run already; one taken up but not settled is settled here. An earlier one waits when
      * its own delivery was lost in a hand-over (a runner refused it while stopping, or the cluster never stored it):
@@ -492,48 +492,120 @@ export const make = (
         const earlier: Array<InboxMessage> = []
         for (const message of inbox.slice(0, at + 1)) {
           if (taken.has(message.id)) yield* store.settle(sessionId, message.id)
-          else if (message.id !== inboxId && !claimed.has(message.id)) earlier.push(message)
+          else if (message.id !== inboxId && !offered.has(message.id)) earlier.push(message)
         }
         return taken.has(inboxId) ? undefined : earlier
       })
 
-    /** Runs `earlier` (see `waitingBefore`) one after the other; a refusal is that message's answer, as on delivery. */
-    const runFirst = (sessionId: string, earlier: ReadonlyArray<InboxMessage>) =>
-      Effect.forEach(earlier, (message) =>
-        Effect.zipRight(
-          Effect.logInfo(`session ${sessionId}: running accepted message ${message.id} (${message.kind}) first`),
-          send(message.orgId, sessionId, fromInbox(message)).pipe(
-            Effect.catchIf(
-              (error) => error._tag !== "PersistenceFailed",
-              (refused) =>
-                Effect.logInfo(`session ${sessionId}: accepted message ${message.id} refused: ${refused.message}`)
-            )
-          )
-        ), { discard: true })
-
     /** The session as it stands here, for a message that is not run again. */
     const standing = (orgId: string, sessionId: string) =>
       Effect.map(acquire(orgId, sessionId), (actor): SessionActor.Reply => ({ session: actor.session(), tokens: [] }))
+
+    /**
+     * Cluster hosting: per session, one delivery of an accepted message at a time decides what runs and puts it in the
+     * mailbox (not while it runs): the entity's handlers run concurrently, and two messages arriving together must
+     * reach the mailbox in the order they were accepted, whichever of their store reads answers first.
+     */
+    const ordering = new Map<string, { readonly lock: Effect.Semaphore; holders: number }>()
+    const serially = <A, E>(sessionId: string, self: Effect.Effect<A, E>): Effect.Effect<A, E> =>
+      Effect.suspend(() => {
+        let entry = ordering.get(sessionId)
+        if (entry === undefined) {
+          entry = { lock: Effect.unsafeMakeSemaphore(1), holders: 0 }
+          ordering.set(sessionId, entry)
+        }
+        const held = entry
+        held.holders++
+        return Effect.ensuring(
+          held.lock.withPermits(1)(self),
+          Effect.sync(() => {
+            if (--held.holders === 0) ordering.delete(sessionId)
+          })
+        )
+      })
+
+    /** Puts `message` in the session's mailbox (starting the actor if needed); its reply comes through the Deferred. */
+    const offer = (orgId: string, sessionId: string, message: SessionActor.Message) =>
+      Effect.gen(function*() {
+        // An actor may passivate between lookup and offer; then the next attempt starts its successor.
+        for (let attempt = 0; attempt < 3; attempt++) {
+          const actor = yield* acquire(orgId, sessionId)
+          if (actor.orgId !== orgId) return yield* new SessionNotFound({ sessionId })
+          const reply = actor.offer(message)
+          if (Option.isSome(reply)) return { actor, reply: reply.value }
+        }
+        return yield* Effect.dieMessage(`could not deliver a message to session ${sessionId}`)
+      })
+
+    const deliver: Service["send"] = (orgId, sessionId, message) =>
+      Effect.flatMap(offer(orgId, sessionId, message), ({ reply }) => Deferred.await(reply))
+
+    /** Cluster hosting: the accepted messages in a mailbox here (offered, not answered yet), with their replies. */
+    const offered = new Map<string, Deferred.Deferred<SessionActor.Reply, SessionActor.Failure>>()
+
+    /**
+     * Puts an accepted message in the mailbox unless it is there already; its reply either way (see `inOrder`). The
+     * outcome of one nobody awaits (`unawaited`: an earlier message run first) is logged.
+     */
+    const offerOnce = (
+      orgId: string,
+      sessionId: string,
+      inboxId: string,
+      message: SessionActor.Message,
+      unawaited: boolean
+    ) =>
+      Effect.suspend(() => {
+        const known = offered.get(inboxId)
+        if (known !== undefined) return Effect.succeed(known)
+        return Effect.map(offer(orgId, sessionId, message), ({ reply }) => {
+          offered.set(inboxId, reply)
+          const outcome = Deferred.await(reply).pipe(
+            Effect.catchAll((error) =>
+              unawaited
+                ? Effect.logWarning(`session ${sessionId}: accepted message ${inboxId} failed: ${error.message}`)
+                : Effect.void
+            )
+          )
+          runDrain(Effect.ensuring(outcome, Effect.sync(() => offered.delete(inboxId))), { immediate: false })
+          return reply
+        })
+      })
+
+    /**
+     * Cluster hosting: an accepted message, once — unless it ran already (`standing`) — after the session's earlier
+     * accepted messages that still wait (`waitingBefore`), all put in the mailbox in the order accepted under the
+     * session's lock (`serially`): a message another delivery put there already is not offered again, its reply is
+     * awaited instead. The reply is awaited after the lock is released.
+     */
+    const inOrder = (orgId: string, sessionId: string, inboxId: string, message: SessionActor.Message) =>
+      Effect.flatMap(
+        serially(
+          sessionId,
+          Effect.flatMap(waitingBefore(orgId, sessionId, inboxId), (earlier) =>
+            earlier === undefined
+              ? Effect.succeed(undefined)
+              : Effect.gen(function*() {
+                for (const waiting of earlier) {
+                  yield* Effect.logInfo(
+                    `session ${sessionId}: running accepted message ${waiting.id} (${waiting.kind}) first, in order`
+                  )
+                  yield* offerOnce(waiting.orgId, sessionId, waiting.id, fromInbox(waiting), true)
+                }
+                return yield* offerOnce(orgId, sessionId, inboxId, message, false)
+              }))
+        ),
+        (reply): Effect.Effect<SessionActor.Reply, SendError> =>
+          reply === undefined ? standing(orgId, sessionId) : Deferred.await(reply)
+      )
 
     const send: Service["send"] = (orgId, sessionId, message) => {
       const inboxId = SessionActor.inboxOf(message)
       if (inboxId === undefined) return deliver(orgId, sessionId, message)
       // In a cluster the same message can arrive twice (delivered again after its runner died): it runs once.
       if (clustered && claimed.has(inboxId)) return standing(orgId, sessionId)
-      const once = clustered
-        ? Effect.flatMap(
-          waitingBefore(orgId, sessionId, inboxId),
-          (earlier) =>
-            earlier === undefined
-              ? standing(orgId, sessionId)
-              : earlier.length === 0
-              ? deliver(orgId, sessionId, message)
-              : Effect.zipRight(runFirst(sessionId, earlier), deliver(orgId, sessionId, message))
-        )
-        : deliver(orgId, sessionId, message)
       return Effect.acquireUseRelease(
         Effect.sync(() => claimed.add(inboxId)),
-        () => once,
+        () => clustered ? inOrder(orgId, sessionId, inboxId, message) : deliver(orgId, sessionId, message),
         () => Effect.sync(() => claimed.delete(inboxId))
       ).pipe(
         Effect.tapBoth({
@@ -543,18 +615,6 @@ export const make = (
         })
       )
     }
-
-    const deliver: Service["send"] = (orgId, sessionId, message) =>
-      Effect.gen(function*() {
-        // An actor may passivate between lookup and offer; then the next attempt starts its successor.
-        for (let attempt = 0; attempt < 3; attempt++) {
-          const actor = yield* acquire(orgId, sessionId)
-          if (actor.orgId !== orgId) return yield* new SessionNotFound({ sessionId })
-          const reply = actor.offer(message)
-          if (Option.isSome(reply)) return yield* Deferred.await(reply.value)
-        }
-        return yield* Effect.dieMessage(`could not deliver a message to session ${sessionId}`)
-      })
 
     // At start, after the interrupted bursts are marked: accepted messages that never ran (their process died between
     // the acknowledgement and the burst) are delivered, in the background so the host can start serving meanwhile.

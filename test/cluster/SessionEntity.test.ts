@@ -1,6 +1,6 @@
 import { MessageStorage, TestRunner } from "@effect/cluster"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Option } from "effect"
+import { Deferred, Effect, Fiber, Layer, Option } from "effect"
 import { Corral } from "../../src/Corral.js"
 import { Principal } from "../../src/domain/Principal.js"
 import type { Session } from "../../src/domain/Session.js"
@@ -185,6 +185,49 @@ describe("cluster/SessionEntity", () => {
         inboxId: "msg_lost"
       })
       expect(late.session.state.bursts).toBe(3)
+    }).pipe(Effect.provide(cluster(Scripted.make({
+      script: [Scripted.text("The database."), Scripted.text("The cache is fine."), Scripted.text("So is the queue.")]
+    })))))
+
+  it.scopedLive("two accepted messages delivered together reach the mailbox in the order accepted, whichever read answers first", () =>
+    Effect.gen(function*() {
+      const { c, first, store } = yield* started
+      yield* acceptFollowUp(first, "msg_first", "and the cache?", first.updatedAt + 1)
+      yield* acceptFollowUp(first, "msg_second", "and the queue?", first.updatedAt + 2)
+      // The first message's read of the transcript is held; the second one's answers at once.
+      const entered = yield* Deferred.make<void>()
+      const gate = yield* Deferred.make<void>()
+      let held = false
+      const slow: SessionStore["Type"] = {
+        ...store,
+        turns: (...args) =>
+          Effect.suspend(() => {
+            if (held) return store.turns(...args)
+            held = true
+            return Effect.zipRight(
+              Effect.zipRight(Deferred.succeed(entered, undefined), Deferred.await(gate)),
+              store.turns(...args)
+            )
+          })
+      }
+      const host = yield* Effect.provideService(Supervisor.make({ hosting: "cluster" }), SessionStore, slow)
+      const one = yield* Effect.fork(host.send(alice.orgId, first.id, {
+        _tag: "Continue",
+        text: "and the cache?",
+        inboxId: "msg_first"
+      }))
+      yield* Deferred.await(entered)
+      const two = yield* Effect.fork(host.send(alice.orgId, first.id, {
+        _tag: "Continue",
+        text: "and the queue?",
+        inboxId: "msg_second"
+      }))
+      yield* Effect.yieldNow()
+      yield* Deferred.succeed(gate, undefined)
+      yield* Fiber.join(one)
+      yield* Fiber.join(two)
+      const asked = (yield* c.turns(alice, first.id)).flatMap((t) => t.entry.kind === "user" ? [t.entry.text] : [])
+      expect(asked).toEqual(["why?", "and the cache?", "and the queue?"])
     }).pipe(Effect.provide(cluster(Scripted.make({
       script: [Scripted.text("The database."), Scripted.text("The cache is fine."), Scripted.text("So is the queue.")]
     })))))
