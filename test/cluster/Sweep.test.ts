@@ -19,6 +19,7 @@
 import { TestRunner } from "@effect/cluster"
 import type { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
+import type { Duration } from "effect"
 import { Clock, Effect, Layer, Option } from "effect"
 import { randomUUID } from "node:crypto"
 import { Corral } from "../../src/Corral.js"
@@ -146,20 +147,24 @@ const scenario = (cluster: Cluster) =>
 
 const alice = new Principal({ orgId: "org_a", userId: "alice" })
 
-/** A cluster of one test runner over the memory store, sweeping every 100 ms; every model call answers at once. */
-const inProcess = Corral.layerCluster({ sweepInterval: "100 millis" }).pipe(
-  Layer.provideMerge(
-    Layer.mergeAll(
-      LiveEvents.layer,
-      ToolRegistry.layer([]),
-      Layer.succeed(
-        Providers,
-        Providers.fromRoutes({ default: [Scripted.make({ script: [], whenDone: Scripted.text("Done.") })] })
-      )
-    ).pipe(Layer.provideMerge(MemoryStore.layerMemory))
-  ),
-  Layer.provideMerge(TestRunner.layer)
-)
+/** A cluster of one test runner over `store`, sweeping every `sweepInterval`; every model call answers at once. */
+const inProcessWith = (sweepInterval: Duration.DurationInput, store: Layer.Layer<SessionStore>) =>
+  Corral.layerCluster({ sweepInterval }).pipe(
+    Layer.provideMerge(
+      Layer.mergeAll(
+        LiveEvents.layer,
+        ToolRegistry.layer([]),
+        Layer.succeed(
+          Providers,
+          Providers.fromRoutes({ default: [Scripted.make({ script: [], whenDone: Scripted.text("Done.") })] })
+        )
+      ).pipe(Layer.provideMerge(store))
+    ),
+    Layer.provideMerge(TestRunner.layer)
+  )
+
+/** Over the memory store, sweeping every 100 ms. */
+const inProcess = inProcessWith("100 millis", MemoryStore.layerMemory)
 
 /**
  * The same cluster sweeping only once an hour, over a store whose `getAgent` fails while `failing` is set: the owner
@@ -205,23 +210,7 @@ describe("the cluster sweep", () => {
         const asked = (yield* c.turns(alice, started.id)).flatMap((t) => t.entry.kind === "user" ? [t.entry.text] : [])
         expect(asked).toEqual(["why?"])
         expect(yield* store.inbox(started.id)).toEqual([])
-      }).pipe(
-        Effect.provide(
-          Corral.layerCluster({ sweepInterval: "1 hour" }).pipe(
-            Layer.provideMerge(
-              Layer.mergeAll(
-                LiveEvents.layer,
-                ToolRegistry.layer([]),
-                Layer.succeed(
-                  Providers,
-                  Providers.fromRoutes({ default: [Scripted.make({ script: [], whenDone: Scripted.text("Done.") })] })
-                )
-              ).pipe(Layer.provideMerge(layer))
-            ),
-            Layer.provideMerge(TestRunner.layer)
-          )
-        )
-      )
+      }).pipe(Effect.provide(inProcessWith("1 hour", layer)))
     }))
 
   it.scopedLive("runs an acknowledged message the cluster never got and recovers a session left running, once", () =>
