@@ -372,7 +372,7 @@ export const make = (
       waiting: ReadonlyArray<InboxMessage>
     ) =>
       Effect.gen(function*() {
-        let offered = 0
+        let delivered = 0
         for (const message of waiting) {
           if (claimed.has(message.id)) {
             continue
@@ -384,7 +384,7 @@ export const make = (
           yield* Effect.logInfo(`session ${actor.sessionId}: running accepted message ${message.id} (${message.kind})`)
           const reply = actor.offer(fromInbox(message))
           if (Option.isSome(reply)) {
-            offered++
+            delivered++
             claimed.add(message.id)
             runDrain(
               Deferred.await(reply.value).pipe(
@@ -405,7 +405,7 @@ export const make = (
             )
           }
         }
-        return offered
+        return delivered
       })
 
     const acquire = (orgId: string, sessionId: string) =>
@@ -532,13 +532,13 @@ export const make = (
           const actor = yield* acquire(orgId, sessionId)
           if (actor.orgId !== orgId) return yield* new SessionNotFound({ sessionId })
           const reply = actor.offer(message)
-          if (Option.isSome(reply)) return { actor, reply: reply.value }
+          if (Option.isSome(reply)) return reply.value
         }
         return yield* Effect.dieMessage(`could not deliver a message to session ${sessionId}`)
       })
 
     const deliver: Service["send"] = (orgId, sessionId, message) =>
-      Effect.flatMap(offer(orgId, sessionId, message), ({ reply }) => Deferred.await(reply))
+      Effect.flatMap(offer(orgId, sessionId, message), Deferred.await)
 
     /** Cluster hosting: the accepted messages in a mailbox here (offered, not answered yet), with their replies. */
     const offered = new Map<string, Deferred.Deferred<SessionActor.Reply, SessionActor.Failure>>()
@@ -557,7 +557,7 @@ export const make = (
       Effect.suspend(() => {
         const known = offered.get(inboxId)
         if (known !== undefined) return Effect.succeed(known)
-        return Effect.map(offer(orgId, sessionId, message), ({ reply }) => {
+        return Effect.map(offer(orgId, sessionId, message), (reply) => {
           offered.set(inboxId, reply)
           const outcome = Deferred.await(reply).pipe(
             Effect.catchAll((error) =>

@@ -113,7 +113,12 @@ class PatientPool extends Pg.Pool {
   }
 
   override connect(callback?: ConnectCallback): unknown {
-    if (callback === undefined) return super.connect()
+    // The promise form (no caller of Corral's uses it) goes through the same bound.
+    if (callback === undefined) {
+      return new Promise((resolve, reject) => {
+        this.connect((error, client) => error === undefined ? resolve(client) : reject(error))
+      })
+    }
     let settled = false
     let timer: ReturnType<typeof setTimeout> | undefined
     const served: ConnectCallback = (error, client, release) => {
