@@ -12,6 +12,7 @@
  * - server CPU ms per turn: the server process's user + system CPU over that window (/proc/PID/stat) ÷ turns —
  *   the database is excluded when it is Postgres (another process), included when it is the embedded PGlite;
  * - time to land p50 / p99: from sending the POST to the `exit` event on the session's stream;
+ * - time to accept p50 / p99: from sending the POST to its 202 (the start stored), retries after a 503 included;
  * - peak RSS of the server (sampled every 100 ms, and its VmHWM);
  * - with `--profile`: the server runs as an esbuild bundle under `--cpu-prof`, and the self time of the measured
  *   window is summarised by area and function (scripts/bench/internal/cpuProfile.ts).
@@ -340,6 +341,7 @@ const runTag = Date.now().toString(36)
 /** Starts `count` sessions at once, the i-th through `urls[i % urls.length]`, and follows each on that node. */
 const runMany = async (urls: ReadonlyArray<string>, count: number, offset: number) => {
   const landings: Array<number> = []
+  const accepts: Array<number> = []
   const reasons = new Map<string, number>()
   const failures: Array<string> = []
   await Promise.all(Array.from({ length: count }, async (_, i) => {
@@ -368,6 +370,7 @@ const runMany = async (urls: ReadonlyArray<string>, count: number, offset: numbe
         throw new Error(`start: HTTP ${started.status} ${started.body.slice(0, 200)}`)
       }
       progress.accepted += 1
+      accepts.push(performance.now() - sent)
       const answer = JSON.parse(started.body) as { sessionId: string; exitReason?: string }
       const reason = wait
         ? String(answer.exitReason ?? "?")
@@ -380,7 +383,7 @@ const runMany = async (urls: ReadonlyArray<string>, count: number, offset: numbe
       failures.push(String(error))
     }
   }))
-  return { landings, reasons, failures }
+  return { landings, accepts, reasons, failures }
 }
 
 /** A free TCP port on 127.0.0.1, for a cluster runner (its address must be fixed before it starts). */
@@ -498,6 +501,7 @@ the run: ${JSON.stringify(progress)}; 503 retries ${startRetries.count}, stream 
     clearInterval(sampler)
     const turns = model.count() - turns0
     const sorted = [...run.landings].sort((a, b) => a - b)
+    const acceptSorted = [...run.accepts].sort((a, b) => a - b)
     const result = {
       store,
       ...(setup === plain ? {} : { setup: setup.label, nodes: setup.nodes, cluster: setup.cluster }),
@@ -518,6 +522,8 @@ the run: ${JSON.stringify(progress)}; 503 retries ${startRetries.count}, stream 
         : {}),
       land_p50_ms: Math.round(quantile(sorted, 0.5)),
       land_p99_ms: Math.round(quantile(sorted, 0.99)),
+      accept_p50_ms: Math.round(quantile(acceptSorted, 0.5)),
+      accept_p99_ms: Math.round(quantile(acceptSorted, 0.99)),
       peak_rss_mb: Math.round(Math.max(peakKb, rssKb()) / 1024),
       vmhwm_mb: Math.round(pids.reduce((sum, pid) => sum + statusKb(pid, "VmHWM"), 0) / 1024),
       idle_rss_mb: Math.round(idleRssMb),

@@ -88,6 +88,9 @@ export const ServerSection = Schema.Struct({
   maxRunningBursts: Schema.optional(
     Schema.Int.pipe(Schema.nonNegative({ message: (issue) => `a non-negative integer (0 = no cap), ${got(issue)}` }))
   ),
+  maxRequestsInFlight: Schema.optional(
+    Schema.Int.pipe(Schema.nonNegative({ message: (issue) => `a non-negative integer (0 = no cap), ${got(issue)}` }))
+  ),
   mcp: Schema.optional(McpEndpointSection)
 })
 
@@ -158,6 +161,11 @@ export interface ServerSettings {
   readonly keepAliveMs: number
   /** Bursts running at once in the process; the surplus waits with its message stored (`session/Admission`; 0 = no cap). */
   readonly maxRunningBursts: number
+  /**
+   * Requests worked on at once; the surplus waits its turn, untouched (`server/RequestGate`; 0 = no cap). Probes,
+   * `/mcp` and `?wait=true` requests are never held.
+   */
+  readonly maxRequestsInFlight: number
   /** Bounds of Corral's own MCP endpoint; each absent key is the endpoint's default. */
   readonly mcp: McpEndpointSettings
 }
@@ -209,6 +217,7 @@ export const defaults: Settings = {
     shutdownTimeoutMs: 10_000,
     keepAliveMs: 15_000,
     maxRunningBursts: 256,
+    maxRequestsInFlight: 256,
     mcp: {}
   },
   cluster: { enabled: false, host: "127.0.0.1", port: 34431, lockExpirationMs: 35_000 },
@@ -422,6 +431,7 @@ export const load: Effect.Effect<Settings, ConfigInvalid> = Effect.gen(function*
       shutdownTimeoutMs: env.shutdownTimeoutMs,
       keepAliveMs: env.keepAliveMs,
       maxRunningBursts: env.maxRunningBursts,
+      maxRequestsInFlight: env.maxRequestsInFlight,
       mcp: {
         ...shape.server?.mcp,
         ...Option.match(env.mcpIdleMs, { onNone: () => ({}), onSome: (idleMs) => ({ idleMs }) }),
@@ -504,6 +514,13 @@ const environment = (file: FileShape) =>
       EffectConfig.integer("CORRAL_MAX_RUNNING_BURSTS").pipe(
         EffectConfig.validate({ message: "Expected a non-negative integer (0 = no cap)", validation: (n) => n >= 0 }),
         EffectConfig.withDefault(file.server?.maxRunningBursts ?? defaults.server.maxRunningBursts)
+      )
+    ),
+    maxRequestsInFlight: described(
+      "CORRAL_MAX_REQUESTS_IN_FLIGHT",
+      EffectConfig.integer("CORRAL_MAX_REQUESTS_IN_FLIGHT").pipe(
+        EffectConfig.validate({ message: "Expected a non-negative integer (0 = no cap)", validation: (n) => n >= 0 }),
+        EffectConfig.withDefault(file.server?.maxRequestsInFlight ?? defaults.server.maxRequestsInFlight)
       )
     ),
     clusterEnabled: described(

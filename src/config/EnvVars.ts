@@ -136,6 +136,12 @@ export const all: ReadonlyArray<EnvVar> = [
     default: "256"
   },
   {
+    name: "CORRAL_MAX_REQUESTS_IN_FLIGHT",
+    key: "server.maxRequestsInFlight",
+    description: "Requests worked on at once; the surplus waits its turn (503 past 30 s or a full line; 0 = no cap)",
+    default: "256"
+  },
+  {
     name: "CORRAL_MCP_IDLE_MS",
     key: "server.mcp.idleMs",
     description: "/mcp: close a session with no request in flight for this long",

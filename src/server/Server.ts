@@ -12,13 +12,15 @@
  * cannot hold the process past `server.shutdownTimeoutMs` plus a short grace for closing the layers.
  *
  * Start-up: the socket listens (NodeHttpServer) a moment before the request handler is attached (HttpApiBuilder);
- * a request accepted in between would wait for an answer that never comes. `holdUntilServed` keeps such requests
- * and hands them to the handler once it is attached, so every accepted connection is answered.
+ * a request accepted in between would wait for an answer that never comes. `frontDoor` keeps such requests and
+ * hands them to the handler once it is attached, so every accepted connection is answered; from then on it lets
+ * requests in through `RequestGate` (at most `server.maxRequestsInFlight` worked on at once, the rest waiting).
  */
 import { HttpApiBuilder, HttpServer, HttpServerRequest } from "@effect/platform"
 import type { HttpApp } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Context, Effect, Exit, Layer, Scope } from "effect"
+import { EventEmitter } from "node:events"
 import { createServer } from "node:http"
 import type { IncomingMessage, Server as NodeServer, ServerResponse } from "node:http"
 import type { Settings } from "../config/Config.js"
@@ -30,6 +32,7 @@ import * as Docs from "./Docs.js"
 import * as Handlers from "./Handlers.js"
 import * as McpHttp from "./mcp/Http.js"
 import * as MetricsRoute from "./MetricsRoute.js"
+import * as RequestGate from "./RequestGate.js"
 import * as Shutdown from "./Shutdown.js"
 import * as Viewer from "./Viewer.js"
 import * as Wiring from "./Wiring.js"
@@ -108,35 +111,44 @@ const connections = (node: NodeServer) =>
     node.getConnections((error, count) => resume(Effect.succeed(error ? 0 : count)))
   })
 
-type Handler = (request: IncomingMessage, response: ServerResponse) => void
-
 /**
- * Holds the requests `node` receives before its request handler is attached, and hands them to the handler as soon
- * as it is (in arrival order); a server that closes before that answers them 503.
+ * The server's one request listener. Before the request handler is attached (see the module header) it holds what
+ * arrives and hands it over once it is, in arrival order; from then on every request goes in through `gate`
+ * (`RequestGate`: a bound on how many are worked on at once). The handler the platform attaches with `on` is kept
+ * here rather than added beside this listener, and its `off` detaches it here; a server that closes before a
+ * handler takes what is held answers it 503.
  */
-const holdUntilServed = (node: NodeServer): void => {
+type Listener = Parameters<EventEmitter["on"]>[1]
+
+const frontDoor = (node: NodeServer, gate: RequestGate.Gate): void => {
+  let handler: RequestGate.Handler | undefined
   const held: Array<readonly [IncomingMessage, ServerResponse]> = []
-  const hold: Handler = (request, response) => {
-    held.push([request, response])
+  const listen: RequestGate.Handler = (request, response) => {
+    if (handler === undefined) held.push([request, response])
+    else gate.admit(request, response, handler)
   }
-  const attached = (event: string | symbol, listener: Handler) => {
-    if (event !== "request" || listener === hold) return
-    node.removeListener("newListener", attached)
-    node.removeListener("request", hold)
-    node.removeListener("close", refuse)
-    // `newListener` fires before the listener is added: hand the held requests over once it is.
-    process.nextTick(() => {
-      for (const [request, response] of held.splice(0)) listener(request, response)
-    })
-  }
-  const refuse = () => {
+  const add = (event: string | symbol, listener: Listener) => EventEmitter.prototype.on.call(node, event, listener)
+  const remove = (event: string | symbol, listener: Listener) =>
+    EventEmitter.prototype.removeListener.call(node, event, listener)
+  node.on = node.addListener = function(this: NodeServer, event: string | symbol, listener: Listener) {
+    if (event !== "request" || listener === listen) return add(event, listener)
+    const attached = listener as RequestGate.Handler
+    handler = attached
+    for (const [request, response] of held.splice(0)) gate.admit(request, response, attached)
+    return this
+  } as NodeServer["on"]
+  node.off = node.removeListener = function(this: NodeServer, event: string | symbol, listener: Listener) {
+    if (event !== "request" || listener !== handler) return remove(event, listener)
+    handler = undefined
+    return this
+  } as NodeServer["off"]
+  add("request", listen)
+  node.once("close", () => {
     for (const [, response] of held.splice(0)) {
       response.writeHead(503, { "content-type": "text/plain", connection: "close" }).end("shutting down\n")
     }
-  }
-  node.on("request", hold)
-  node.on("newListener", attached)
-  node.once("close", refuse)
+    gate.close()
+  })
 }
 
 /** How long closing the layers (HTTP server, actors, store, database) may take after the drain's own deadline. */
@@ -227,7 +239,7 @@ const withMcp = (mcp: McpHttp.McpHttp["Type"]) => <E, R>(app: HttpApp.Default<E,
  */
 export const layer = (settings: Settings, options: Options = {}) => {
   const node = createServer()
-  holdUntilServed(node)
+  frontDoor(node, RequestGate.make({ maxInFlight: settings.server.maxRequestsInFlight }))
   const listen = NodeHttpServer.layer(() => node, { host: bindHost(settings), port: settings.server.port })
   const api = HttpApiBuilder.api(Api).pipe(
     Layer.provide(Handlers.layer({ keepAliveMs: settings.server.keepAliveMs })),

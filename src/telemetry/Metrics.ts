@@ -46,6 +46,19 @@ export const bursts = Metric.counter("corral.bursts", {
   description: "Bursts ended, by exit reason",
   incremental: true
 })
+/** HTTP requests being worked on now: handed to the handler, their answer not started (`server/RequestGate`). */
+export const requestsInFlight = Metric.gauge("corral.http.requests.in_flight", {
+  description: "HTTP requests being worked on now (handed to the handler, answer not started)"
+})
+/** HTTP requests waiting for a place under `server.maxRequestsInFlight` (`server/RequestGate`). */
+export const requestsWaiting = Metric.gauge("corral.http.requests.waiting", {
+  description: "HTTP requests waiting for a place under server.maxRequestsInFlight"
+})
+/** HTTP requests the request gate answered 503, by reason (`line_full`, `waited_too_long`, `shutting_down`). */
+export const requestsRefused = Metric.counter("corral.http.requests.refused", {
+  description: "HTTP requests answered 503 by the request gate, by reason (line_full, waited_too_long, shutting_down)",
+  incremental: true
+})
 /** Duration of one logical model call (retries and failovers included), GenAI convention. */
 export const operationDuration = Metric.histogram(
   "gen_ai.client.operation.duration",

@@ -51,6 +51,7 @@ describe("Config.load", () => {
         shutdownTimeoutMs: 10_000,
         keepAliveMs: 15_000,
         maxRunningBursts: 256,
+        maxRequestsInFlight: 256,
         mcp: {}
       })
       expect(settings.limits).toEqual({ modelCallsPerBurst: 12, toolCalls: 40 })
@@ -73,12 +74,14 @@ describe("Config.load", () => {
         CORRAL_LIMITS: JSON.stringify({ toolCalls: 5 }),
         CORRAL_APPROVAL_TTL_MS: "600000",
         CORRAL_MAX_RUNNING_BURSTS: "0",
+        CORRAL_MAX_REQUESTS_IN_FLIGHT: "0",
         DATABASE_URL: "postgres://corral:secret@db/corral"
       })
       expect(settings.server.port).toBe(9000)
       expect(settings.server.host).toBe("10.0.0.5")
       expect(settings.server.bodyLimitBytes).toBe(2048)
       expect(settings.server.maxRunningBursts).toBe(0)
+      expect(settings.server.maxRequestsInFlight).toBe(0)
       expect(settings.demo).toEqual({ enabled: false, delayMs: 0 })
       expect(settings.models.tiers).toEqual({ default: ["claude"] })
       expect(settings.apiKeys).toEqual([])
@@ -93,7 +96,7 @@ describe("Config.load", () => {
 
   it.effect("lists every problem with its key path and expectation, naming the variable that supplied it", () =>
     withFile({
-      server: { port: 70_000, bodyLimtBytes: 5, maxRunningBursts: -1 },
+      server: { port: 70_000, bodyLimtBytes: 5, maxRunningBursts: -1, maxRequestsInFlight: 1.5 },
       apiKeys: [{ sha256: "my-plain-key", orgId: "acme" }],
       providers: { openai: { api: "openai", model: "gpt", apiKeyEnv: "sk-123" } },
       mcpServers: { files: { command: "x", url: "http://y" } },
@@ -115,6 +118,7 @@ describe("Config.load", () => {
           "server.port",
           "server.bodyLimtBytes",
           "server.maxRunningBursts",
+          "server.maxRequestsInFlight",
           "colour",
           "demo.enabled",
           "approvals.ttlMs",
