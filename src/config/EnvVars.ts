@@ -138,7 +138,7 @@ export const all: ReadonlyArray<EnvVar> = [
   {
     name: "CORRAL_MAX_REQUESTS_IN_FLIGHT",
     key: "server.maxRequestsInFlight",
-    description: "Requests worked on at once; the surplus waits its turn (503 past 30 s or a full line; 0 = no cap)",
+    description: "Requests worked on at once; the surplus waits its turn (503 past 60 s or a full line; 0 = no cap)",
     default: "256"
   },
   {

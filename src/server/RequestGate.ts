@@ -5,11 +5,12 @@
  * then only streaming) or its client has gone.
  *
  * Prevents a storm of requests from being worked on all at once. Started together, 5,000 session starts each held a
- * fiber about sixty frames deep, a decoded body and a store call waiting for a pool connection: about 100 KB each,
- * the server's heap past 2 GB before the first of them was answered, every one of them slower for the others (they
- * queue for the same ten connections and the same core anyway) — measured in docs/benchmarks.md ("Issue 14,
- * fourteenth pass"). A request waiting here holds only what Node made for it (its socket and parsed headers; its
- * body stays in the socket), no fiber and no store call.
+ * fiber about sixty frames deep, a decoded body and a store call waiting for a pool connection, all of them at once
+ * for the ten seconds it took to accept them (they queue for the same ten connections and the same cores anyway).
+ * A request waiting here holds only what Node made for it (its socket and parsed headers; its body stays in the
+ * socket): no fiber, no store call. Measured (docs/benchmarks.md, "Issue 14, fourteenth pass"): 5,000 sessions
+ * started at once over HTTP on Postgres peaked at 2.07–2.12 GB of RSS with the gate against 2.62–2.70 GB without,
+ * at the same CPU per turn and sessions/s.
  *
  * What is never held: the probes (`/healthz`, `/readyz`, `/metrics` must answer under load: that is what they are
  * for), the MCP endpoint (`/mcp`, bounded by its own `server.mcp.maxSessions`), and a request that waits for a
@@ -17,13 +18,14 @@
  * need would queue behind it).
  *
  * Why the bounds sit where they do:
- * - `maxInFlight` (`server.maxRequestsInFlight`, default 256): more at once did not serve a storm faster on this
- *   2-core machine (the work is the process's CPU and the pool's connections), only held more memory; 256 keeps
- *   every connection of a large pool and both cores busy. 0 turns the gate off.
+ * - `maxInFlight` (`server.maxRequestsInFlight`, default 256): fewer held less memory but accepted a storm too slowly
+ *   (64: 1.46 GB, but a start waited 19 s at the median, and 510 of 5,000 gave up after 30 refusals of a 30 s wait);
+ *   more held more (1,024: 2.34 GB) for a faster accept (p99 13 s against 19–24 s at 256). 0 turns the gate off.
  * - `maxQueued` (64 × `maxInFlight`, at least 4,096): a waiting request costs a few KB; beyond this many the client
  *   gets a 503 at once, with `Retry-After`, rather than a wait it could not tell from a hang.
- * - `queueTimeoutMs` (30 s): every wait has a bound. A request still waiting then is answered 503 with `Retry-After`
- *   — well before Node's own 5-minute request timeout, and as long as a body may take to arrive (`BodyGuard`).
+ * - `queueTimeoutMs` (60 s): every wait has a bound. A request still waiting then is answered 503 with `Retry-After`.
+ *   It is the store's own ceiling for a call behind a busy database (six persistence timeouts, store/internal/
+ *   overload.ts): a request waiting here is not given up on sooner than one already waiting for a connection.
  */
 import type { IncomingMessage, ServerResponse } from "node:http"
 import * as Metrics from "../telemetry/Metrics.js"
@@ -37,7 +39,7 @@ export interface Options {
   readonly maxInFlight: number
   /** Requests that may wait; one more is answered 503 at once (default 64 × `maxInFlight`, at least 4,096). */
   readonly maxQueued?: number
-  /** How long a request may wait before it is answered 503 (default 30 s). */
+  /** How long a request may wait before it is answered 503 (default 60 s). */
   readonly queueTimeoutMs?: number
   /** The timer a wait is bounded with (tests pass their own; default `setTimeout`). */
   readonly timer?: (ms: number, f: () => void) => () => void
@@ -56,7 +58,7 @@ export interface Gate {
 }
 
 /** How long a request may wait for a place (see the module header). */
-export const queueTimeoutMs = 30_000
+export const queueTimeoutMs = 60_000
 
 const realTimer = (ms: number, f: () => void): () => void => {
   const handle = setTimeout(f, ms)
