@@ -250,8 +250,9 @@ const sessions = (options: Options) =>
         .handle("events", ({ headers, path, urlParams }) =>
           Effect.gen(function*() {
             const by = yield* CurrentPrincipal
-            // Resolve the session first: a missing one is a 404, not an empty stream.
-            yield* orUnavailable(provide(current(by, path.id)))
+            // Resolve the session first: a missing one is a 404, not an empty stream. A session with a live actor
+            // (one just started, one running) is known without a store read; the snapshot below reads the store.
+            yield* orUnavailable(corral.get(by, path.id))
             return yield* Sse.response({
               corral,
               principal: by,
