@@ -111,6 +111,8 @@ const connections = (node: NodeServer) =>
     node.getConnections((error, count) => resume(Effect.succeed(error ? 0 : count)))
   })
 
+type Listener = Parameters<EventEmitter["on"]>[1]
+
 /**
  * The server's one request listener. Before the request handler is attached (see the module header) it holds what
  * arrives and hands it over once it is, in arrival order; from then on every request goes in through `gate`
@@ -118,8 +120,6 @@ const connections = (node: NodeServer) =>
  * here rather than added beside this listener, and its `off` detaches it here; a server that closes before a
  * handler takes what is held answers it 503.
  */
-type Listener = Parameters<EventEmitter["on"]>[1]
-
 const frontDoor = (node: NodeServer, gate: RequestGate.Gate): void => {
   let handler: RequestGate.Handler | undefined
   const held: Array<readonly [IncomingMessage, ServerResponse]> = []

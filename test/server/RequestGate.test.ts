@@ -217,7 +217,8 @@ describe("RequestGate", () => {
       ])
       expect(RequestGate.bypasses("/v1/sessions?wait=false")).toBe(false)
       expect(RequestGate.bypasses("/mcpx")).toBe(false)
-      for (const h of handed) h.response.end("ok")
+      // A copy: ending the first lets the waiting request in, which joins `handed` at once.
+      for (const h of handed.slice(0, 6)) h.response.end("ok")
       yield* until(() => handed.length === 7)
       expect(handed[6]!.url).toBe("/v1/agents?wait=false")
       handed[6]!.response.end("ok")
