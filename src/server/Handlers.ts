@@ -260,7 +260,7 @@ const sessions = (options: Options) =>
               current: provide(current(by, path.id)),
               after: urlParams.after ?? headers["last-event-id"] ?? 0,
               keepAliveMs: options.keepAliveMs,
-              until: shutdown.signal
+              onDrain: shutdown.onDrain
             }, { "cache-control": "no-cache, no-transform", "x-accel-buffering": "no" })
           }))
     }))

@@ -24,6 +24,11 @@ export class Shutdown extends Context.Tag("corral/server/Shutdown")<Shutdown, {
   readonly draining: () => boolean
   /** Completes when draining begins; long-lived responses end on it. */
   readonly signal: Effect.Effect<void>
+  /**
+   * Calls `f` once when draining begins (at once when it has begun); returns how to take it back. For a long-lived
+   * response that must end on the drain: a callback costs nothing while it waits, a fiber awaiting `signal` a fiber.
+   */
+  readonly onDrain: (f: () => void) => () => void
   /** Begins draining (idempotent). */
   readonly begin: Effect.Effect<void>
 }>() {}
@@ -33,11 +38,28 @@ export const layer: Layer.Layer<Shutdown> = Layer.effect(
   Shutdown,
   Effect.map(Deferred.make<void>(), (started) => {
     let draining = false
+    const waiting = new Set<() => void>()
     return {
       draining: () => draining,
       signal: Deferred.await(started),
+      onDrain: (f) => {
+        if (draining) {
+          f()
+          return () => {}
+        }
+        // Its own wrapper, so the same function registered twice is two registrations.
+        const once = () => f()
+        waiting.add(once)
+        return () => {
+          waiting.delete(once)
+        }
+      },
       begin: Effect.suspend(() => {
-        draining = true
+        if (!draining) {
+          draining = true
+          for (const f of [...waiting]) f()
+          waiting.clear()
+        }
         return Deferred.succeed(started, undefined)
       })
     }

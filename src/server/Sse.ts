@@ -14,7 +14,7 @@
  * stream ends when the server drains.
  */
 import { HttpServerResponse } from "@effect/platform"
-import { Effect, Fiber, FiberId, Schema } from "effect"
+import { Effect, FiberId, Schema } from "effect"
 import { Readable } from "node:stream"
 import type { Service as CorralService } from "../Corral.js"
 import type { PersistenceFailed } from "../domain/Errors.js"
@@ -57,8 +57,8 @@ export interface Options {
   /** Resume point: replay persisted turns with a sequence above it. */
   readonly after: number
   readonly keepAliveMs: number
-  /** Ends the stream when it completes (the server drains). */
-  readonly until: Effect.Effect<void>
+  /** Registers a call that ends the stream (the server drains); returns how to take it back (`Shutdown.onDrain`). */
+  readonly onDrain: (end: () => void) => () => void
 }
 
 /**
@@ -72,7 +72,8 @@ export interface Options {
  * (docs/benchmarks.md, "Following a session costs as much as running it"). Keep-alive comments come from a timer;
  * the drain interrupts the fiber, which then ends the body. A client that goes away destroys the body, which
  * interrupts the fiber. A slow client holds the fiber at its next write until the socket takes more (the session's
- * events wait in its hub, as before). Both fibers are children of the request's fiber, so none outlives it.
+ * events wait in its hub, as before). The fiber is a child of the request's fiber, so it does not outlive it; the drain
+ * reaches it through a callback (`Shutdown.onDrain`), so a waiting follower holds one fiber, not two.
  */
 export const response = (
   options: Options,
@@ -126,8 +127,9 @@ export const response = (
     }
     body.push("retry: 2000\n\n: connected\n\n")
     const pumping = yield* Effect.fork(Effect.ensuring(run, Effect.sync(end)))
-    const drain = yield* Effect.fork(Effect.zipRight(options.until, Fiber.interrupt(pumping)))
-    pumping.addObserver(() => drain.unsafeInterruptAsFork(FiberId.none))
+    // The drain interrupts the pump (which then ends the body) through a callback, not a fiber waiting for it.
+    const forget = options.onDrain(() => pumping.unsafeInterruptAsFork(FiberId.none))
+    pumping.addObserver(forget)
     // Destroyed: the client went away (or the server stopped writing); ended: the events ran out.
     body.once("close", () => {
       end()

@@ -22,10 +22,17 @@ export const defaultMaxRunning = 256
 export interface Gate {
   /**
    * Runs `burst` once a place is free (at once when one is), first come first served, releasing the place when it
-   * ends however it ends. A `cancel` completed while waiting lets `burst` run at once, without a place (it only
-   * lands `cancelled`). Interruption while waiting gives up the turn in the queue.
+   * ends however it ends. A burst whose `cancel` is completed — and the gate told so with `cancelled` — runs at once
+   * while it waits (or when it comes to wait), without a place (it only lands `cancelled`). Interruption while
+   * waiting gives up the turn in the queue.
    */
   readonly admit: <A, E, R>(burst: Effect.Effect<A, E, R>, cancel: Deferred.Deferred<void>) => Effect.Effect<A, E, R>
+  /**
+   * Tells the gate that `cancel` was completed, by whoever completes it. A waiting burst learns of its cancel from
+   * this call instead of racing its turn against the cancel — a race forks two fibers for every burst that waits,
+   * thousands of them in a spike of starts.
+   */
+  readonly cancelled: (cancel: Deferred.Deferred<void>) => void
   /** Bursts holding a place now. */
   readonly running: () => number
   /** Bursts waiting for a place now. */
@@ -35,10 +42,13 @@ export interface Gate {
 /** A gate admitting at most `max` bursts at once; `max` ≤ 0 or not finite admits every burst at once. */
 export const make = (max: number): Gate => {
   if (!Number.isFinite(max) || max <= 0) {
-    return { admit: (burst) => burst, running: () => 0, waiting: () => 0 }
+    return { admit: (burst) => burst, cancelled: () => {}, running: () => 0, waiting: () => 0 }
   }
   let held = 0
   const queue: Array<Ticket> = []
+  // The waiting tickets by their burst's cancel, and the cancels already completed (one may come before its wait).
+  const waitingBy = new Map<Deferred.Deferred<void>, Ticket>()
+  const done = new WeakSet<Deferred.Deferred<void>>()
 
   // A place handed to the next in line is never returned to the pool in between, so nobody overtakes the queue.
   const release = () => {
@@ -47,8 +57,20 @@ export const make = (max: number): Gate => {
       held--
       return
     }
+    waitingBy.delete(next.cancel)
     next.granted = true
     Deferred.unsafeDone(next.deferred, Exit.void)
+  }
+
+  const cancelled = (cancel: Deferred.Deferred<void>): void => {
+    done.add(cancel)
+    const ticket = waitingBy.get(cancel)
+    if (ticket === undefined) return
+    // Woken without a place: out of the queue, and the burst only records its cancellation.
+    waitingBy.delete(cancel)
+    const at = queue.indexOf(ticket)
+    if (at >= 0) queue.splice(at, 1)
+    Deferred.unsafeDone(ticket.deferred, Exit.void)
   }
 
   const admit = <A, E, R>(burst: Effect.Effect<A, E, R>, cancel: Deferred.Deferred<void>): Effect.Effect<A, E, R> =>
@@ -57,30 +79,35 @@ export const make = (max: number): Gate => {
         held++
         return Effect.ensuring(burst, Effect.sync(release))
       }
-      const ticket: Ticket = { deferred: Deferred.unsafeMake<void>(FiberId.none), granted: false }
+      // Cancelled before it came to wait: it goes in at once, without a place.
+      if (done.has(cancel)) return burst
+      const ticket: Ticket = { deferred: Deferred.unsafeMake<void>(FiberId.none), cancel, granted: false }
       queue.push(ticket)
-      // Out of the queue; a place granted meanwhile (the grant may race a cancel or an interruption) goes back.
+      waitingBy.set(cancel, ticket)
+      // Out of the queue; a place granted meanwhile (the grant may race an interruption) goes back.
       const leave = Effect.sync(() => {
+        waitingBy.delete(cancel)
         const at = queue.indexOf(ticket)
         if (at >= 0) queue.splice(at, 1)
         else if (ticket.granted) release()
       })
-      return Effect.raceFirst(Deferred.await(ticket.deferred), Deferred.await(cancel)).pipe(
+      return Deferred.await(ticket.deferred).pipe(
         Effect.onInterrupt(() => leave),
         Effect.zipRight(Effect.suspend(() =>
           ticket.granted
             ? Effect.ensuring(burst, Effect.sync(release))
-            // Cancelled while waiting: out of the queue, and the burst only records its cancellation.
-            : Effect.zipRight(leave, burst)
+            // Cancelled while waiting (`cancelled` took it out of the queue): the burst records its cancellation.
+            : burst
         ))
       )
     })
 
-  return { admit, running: () => held, waiting: () => queue.length }
+  return { admit, cancelled, running: () => held, waiting: () => queue.length }
 }
 
 interface Ticket {
   readonly deferred: Deferred.Deferred<void>
+  readonly cancel: Deferred.Deferred<void>
   /** Set when a released place is handed to this ticket. */
   granted: boolean
 }

@@ -284,9 +284,12 @@ class LiveActor implements Actor {
   }
 
   get cancel(): Effect.Effect<boolean> {
-    return Effect.suspend(() =>
-      this.running === undefined ? Effect.succeed(false) : Deferred.succeed(this.running, undefined)
-    )
+    return Effect.suspend(() => {
+      const running = this.running
+      if (running === undefined) return Effect.succeed(false)
+      // A burst still waiting for a place learns of it from the gate (Admission.cancelled).
+      return Effect.tap(Deferred.succeed(running, undefined), () => this.admission?.cancelled(running))
+    })
   }
 
   get landed(): Effect.Effect<void> {

@@ -11,6 +11,7 @@ import type { Service as CorralService } from "../../src/Corral.js"
 import { PersistenceFailed } from "../../src/domain/Errors.js"
 import type { SessionEvent } from "../../src/domain/SessionEvent.js"
 import type { Subscription } from "../../src/events/SessionEvents.js"
+import * as Shutdown from "../../src/server/Shutdown.js"
 import * as Sse from "../../src/server/Sse.js"
 
 const principal = { orgId: "org", userId: "u" }
@@ -28,7 +29,7 @@ const subscriptionOf = (events: Stream.Stream<SessionEvent, PersistenceFailed>) 
 
 const bodyOf = (
   events: Stream.Stream<SessionEvent, PersistenceFailed>,
-  until: Effect.Effect<void> = Effect.never
+  onDrain: (end: () => void) => () => void = () => () => {}
 ) =>
   Effect.map(
     Sse.response({
@@ -38,7 +39,7 @@ const bodyOf = (
       current: Effect.fail("no snapshot in this test"),
       after: 0,
       keepAliveMs: 60_000,
-      until
+      onDrain
     }, {}),
     (response) => (response.body as unknown as { readonly body: Readable }).body
   )
@@ -86,10 +87,10 @@ describe("Sse.response", () => {
 
   it.live("ends the body when the server drains", () =>
     Effect.gen(function*() {
-      const drain = yield* Deferred.make<void>()
-      const body = yield* bodyOf(Stream.concat(Stream.make(delta(1)), Stream.never), Deferred.await(drain))
+      const shutdown = yield* Effect.provide(Shutdown.Shutdown, Shutdown.layer)
+      const body = yield* bodyOf(Stream.concat(Stream.make(delta(1)), Stream.never), shutdown.onDrain)
       expect(yield* readUntil(body, "event: delta")).toContain(": connected")
-      yield* Deferred.succeed(drain, undefined)
+      yield* shutdown.begin
       // The body ends: reading it to its end returns.
       yield* readAll(body).pipe(Effect.timeout("5 seconds"))
     }))
@@ -123,5 +124,24 @@ describe("Sse.response", () => {
       expect(sent).toMatch(
         /event: delta[\s\S]*event: error\ndata: \{"_tag":"PersistenceFailed","message":"stream interrupted"\}/
       )
+    }))
+})
+
+describe("Shutdown.onDrain (how an event stream learns of the drain without a fiber of its own)", () => {
+  it.effect("calls what is registered once when draining begins, not what was taken back, and late ones at once", () =>
+    Effect.gen(function*() {
+      const shutdown = yield* Effect.provide(Shutdown.Shutdown, Shutdown.layer)
+      const called: Array<string> = []
+      shutdown.onDrain(() => called.push("a"))
+      const forgetB = shutdown.onDrain(() => called.push("b"))
+      shutdown.onDrain(() => called.push("c"))
+      forgetB()
+      expect(called).toEqual([])
+      yield* shutdown.begin
+      yield* shutdown.begin
+      expect(called).toEqual(["a", "c"])
+      shutdown.onDrain(() => called.push("late"))
+      expect(called).toEqual(["a", "c", "late"])
+      expect(shutdown.draining()).toBe(true)
     }))
 })

@@ -72,10 +72,29 @@ describe("Admission", () => {
       yield* Effect.yieldNow()
       expect(gate.waiting()).toBe(1)
       yield* Deferred.succeed(cancel, undefined)
+      gate.cancelled(cancel)
       expect(yield* Fiber.join(waiter)).toBe("landed cancelled")
       expect([gate.running(), gate.waiting()]).toEqual([1, 0])
       yield* Fiber.interrupt(holder)
       expect(gate.running()).toBe(0)
+    }))
+
+  it.effect("a burst cancelled before it comes to wait runs at once; the next in line keeps its turn", () =>
+    Effect.gen(function*() {
+      const gate = Admission.make(1)
+      const never = yield* Deferred.make<void>()
+      const holder = yield* Effect.fork(gate.admit(Effect.never, never))
+      const next = yield* Effect.fork(gate.admit(Effect.succeed("next"), never))
+      yield* Effect.yieldNow()
+      expect([gate.running(), gate.waiting()]).toEqual([1, 1])
+      const cancel = yield* Deferred.make<void>()
+      yield* Deferred.succeed(cancel, undefined)
+      gate.cancelled(cancel)
+      expect(yield* gate.admit(Effect.succeed("landed cancelled"), cancel)).toBe("landed cancelled")
+      expect([gate.running(), gate.waiting()]).toEqual([1, 1])
+      yield* Fiber.interrupt(holder)
+      expect(yield* Fiber.join(next)).toBe("next")
+      expect([gate.running(), gate.waiting()]).toEqual([0, 0])
     }))
 
   it.effect("0 means no cap", () =>
