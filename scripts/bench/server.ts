@@ -40,7 +40,7 @@
  */
 import type { ChildProcess } from "node:child_process"
 import { execFileSync, spawn } from "node:child_process"
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { appendFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import * as http from "node:http"
 import { createServer } from "node:net"
 import { loadavg, tmpdir } from "node:os"
@@ -294,7 +294,10 @@ const startServer = async (
     stdio: ["ignore", "pipe", "pipe"]
   })
   let log = ""
+  // `BENCH_SERVER_LOG=FILE`: every line the server writes, kept whole (the report tallies only messages).
+  const logFile = process.env.BENCH_SERVER_LOG
   child.stderr!.on("data", (chunk: Buffer) => {
+    if (logFile !== undefined) appendFileSync(logFile, chunk)
     log = (log + chunk.toString()).slice(-20_000)
     tallyLog(chunk)
   })
@@ -312,6 +315,7 @@ const startServer = async (
     child.once("exit", (code) => reject(new Error(`the server exited (${code}) before listening:\n${out}\n${log}`)))
   })
   child.stdout!.on("data", tallyLog)
+  if (logFile !== undefined) child.stdout!.on("data", (chunk: Buffer) => appendFileSync(logFile, chunk))
   // A server that dies mid-run ends the run with its last log lines (`stop`'s SIGTERM exits 0; its SIGKILL is its own).
   child.once("exit", (code, signal) => {
     if (code === 0 || signal === "SIGKILL") return

@@ -139,6 +139,20 @@ export const make = (options: Options): Gate => {
     changed()
   }
 
+  // The next requests go in from a microtask, never from inside `free`: a handler that answers at once (Effect runs a
+  // request's fiber synchronously as it is forked) would otherwise let the next one in from inside its own
+  // `writeHead`, and that one the next — a line of such requests one stack frame deeper each, until the stack ran
+  // out (found at 5,000 at once: event streams whose session was known without a store read).
+  let scheduled = false
+  const later = (): void => {
+    if (scheduled) return
+    scheduled = true
+    queueMicrotask(() => {
+      scheduled = false
+      next()
+    })
+  }
+
   const run = (request: IncomingMessage, response: ServerResponse, handler: Handler): void => {
     inFlight++
     let freed = false
@@ -146,7 +160,8 @@ export const make = (options: Options): Gate => {
       if (freed) return
       freed = true
       inFlight--
-      next()
+      if (head < queue.length) later()
+      else changed()
     }
     // The answer has started (explicitly or through Node's implicit header): the place is free.
     const writeHead = response.writeHead

@@ -8,6 +8,7 @@
  */
 import { describe, expect, it, layer } from "@effect/vitest"
 import { Effect } from "effect"
+import { EventEmitter } from "node:events"
 import { createServer } from "node:http"
 import type { IncomingMessage, Server, ServerResponse } from "node:http"
 import * as net from "node:net"
@@ -222,6 +223,40 @@ describe("RequestGate", () => {
       yield* until(() => handed.length === 7)
       expect(handed[6]!.url).toBe("/v1/agents?wait=false")
       handed[6]!.response.end("ok")
+    }))
+
+  it.effect("lets a long line of requests answered at once go in without running out of stack", () =>
+    Effect.gen(function*() {
+      // Node's request and response as far as the gate and a handler that answers at once use them.
+      const fake = () => {
+        const response = Object.assign(new EventEmitter(), {
+          headersSent: false,
+          destroyed: false,
+          writeHead(this: { headersSent: boolean }) {
+            this.headersSent = true
+            return this
+          },
+          end() {}
+        }) as unknown as ServerResponse
+        return [{ url: "/v1/agents" } as IncomingMessage, response] as const
+      }
+      const gate = RequestGate.make({ maxInFlight: 1, maxQueued: 50_000 })
+      let answered = 0
+      const atOnce: RequestGate.Handler = (_request, response) => {
+        answered++
+        response.writeHead(200)
+      }
+      const [firstRequest, firstResponse] = fake()
+      gate.admit(firstRequest, firstResponse, () => {})
+      for (let i = 0; i < 20_000; i++) {
+        const [request, response] = fake()
+        gate.admit(request, response, atOnce)
+      }
+      expect(gate.queued()).toBe(20_000)
+      // Before the change, the first answer let the next in from inside its own writeHead, each one deeper.
+      firstResponse.writeHead(200)
+      yield* until(() => answered === 20_000)
+      expect([gate.inFlight(), gate.queued()]).toEqual([0, 0])
     }))
 
   it.scoped("lets every request straight in with maxInFlight 0", () =>
