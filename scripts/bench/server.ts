@@ -24,6 +24,7 @@
  * Diagnostics through `--server-node-args`: `"--import tsx --import ./scripts/bench/internal/countOpsPreload.ts"`
  * counts Effect run-loop instructions in the server (`CORRAL_COUNT_OPS_FILE`, `CORRAL_COUNT_OPS_TURNS`), and
  * `…/allocProfilePreload.ts` samples its allocations with the stacks that made them (`CORRAL_ALLOC_PROFILE_FILE`).
+ * `BENCH_SERVER_LOG=FILE` keeps every line the server writes (the report tallies only warning and error messages).
  *
  * With `--nodes N` (N ≥ 2, Postgres only) the same run measures three set-ups one after the other, each on its own
  * fresh database: one plain `corral serve`, one `corral serve --cluster` node (sessions hosted as cluster entities:
