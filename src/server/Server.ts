@@ -16,7 +16,7 @@
  * hands them to the handler once it is attached, so every accepted connection is answered; from then on it lets
  * requests in through `RequestGate` (at most `server.maxRequestsInFlight` worked on at once, the rest waiting).
  */
-import { HttpApiBuilder, HttpServer, HttpServerRequest } from "@effect/platform"
+import { HttpApiBuilder, HttpMiddleware, HttpServer, HttpServerRequest } from "@effect/platform"
 import type { HttpApp } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Context, Effect, Exit, Layer, Scope } from "effect"
@@ -25,6 +25,7 @@ import { createServer } from "node:http"
 import type { IncomingMessage, Server as NodeServer, ServerResponse } from "node:http"
 import type { Settings } from "../config/Config.js"
 import * as ProviderConfig from "../model/ProviderConfig.js"
+import * as Tracing from "../telemetry/Tracing.js"
 import { Api } from "./Api.js"
 import * as Authentication from "./Authentication.js"
 import * as BodyGuard from "./BodyGuard.js"
@@ -233,6 +234,14 @@ const withMcp = (mcp: McpHttp.McpHttp["Type"]) => <E, R>(app: HttpApp.Default<E,
   )
 
 /**
+ * The platform's span per HTTP request only when Corral's spans are on (`Tracing`): with no exporter, it still
+ * parsed the URL, copied the headers and built a span with a dozen attributes for every request — and kept it for an
+ * event stream's whole life.
+ */
+const untracedUnless = <A, E, R>(tracing: boolean, self: Layer.Layer<A, E, R>): Layer.Layer<A, E, R> =>
+  tracing ? self : HttpMiddleware.withTracerDisabledWhen(self, () => true)
+
+/**
  * The server for `settings`, listening once built: the HttpServer (its address tells the bound port, useful with
  * port 0) and the runtime's services. Fails to build when the runtime cannot be wired (see `Wiring.WiringError`)
  * or the port cannot be bound (`ServeError`).
@@ -247,14 +256,17 @@ export const layer = (settings: Settings, options: Options = {}) => {
   )
   const serve = Layer.unwrapEffect(
     Effect.map(
-      Effect.all([Shutdown.Shutdown, McpHttp.McpHttp]),
-      ([shutdown, mcp]) =>
-        HttpApiBuilder.serve((app) =>
-          withMcp(mcp)(
-            BodyGuard.middleware({
-              limitBytes: settings.server.bodyLimitBytes,
-              draining: shutdown.draining
-            })(app)
+      Effect.all([Shutdown.Shutdown, McpHttp.McpHttp, Tracing.Tracing]),
+      ([shutdown, mcp, tracing]) =>
+        untracedUnless(
+          tracing,
+          HttpApiBuilder.serve((app) =>
+            withMcp(mcp)(
+              BodyGuard.middleware({
+                limitBytes: settings.server.bodyLimitBytes,
+                draining: shutdown.draining
+              })(app)
+            )
           )
         )
     )

@@ -13,7 +13,8 @@
  * the subscription exists. Keep-alive comments every `keepAliveMs` keep proxies from closing an idle stream; the
  * stream ends when the server drains.
  */
-import { HttpServerResponse } from "@effect/platform"
+import { HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Effect, FiberId, Schema } from "effect"
 import { Readable } from "node:stream"
 import type { Service as CorralService } from "../Corral.js"
@@ -62,31 +63,44 @@ export interface Options {
 }
 
 /**
- * The framed event stream of one session as an HTTP response. Never fails: a store error mid-stream is sent as an
- * `error` event and ends the stream (the client reconnects with its last id).
+ * The framed event stream of one session, handed to the client's socket. Never fails: a store error mid-stream is
+ * sent as an `error` event and ends the stream (the client reconnects with its last id).
  *
- * The body is a Node `Readable` the server pipes to the socket, fed by ONE fiber that pulls the session's events
+ * The body is a Node `Readable` piped to the socket, fed by ONE fiber that pulls the session's events
  * (`Corral.openEvents`): no Stream stages between the events and the socket (a merge with a keep-alive stream, a
  * race with the drain, text encoding, the HTTP layer's own sink, the events' own stages), which cost a followed
  * session about as much server CPU as running it
  * (docs/benchmarks.md, "Following a session costs as much as running it"). Keep-alive comments come from a timer;
- * the drain interrupts the fiber, which then ends the body. A client that goes away destroys the body, which
- * interrupts the fiber. A slow client holds the fiber at its next write until the socket takes more (the session's
- * events wait in its hub, as before). The fiber is a child of the request's fiber, so it does not outlive it; the drain
- * reaches it through a callback (`Shutdown.onDrain`), so a waiting follower holds one fiber, not two.
+ * the drain interrupts the fiber (through a callback, `Shutdown.onDrain`), which then ends the body. A client that
+ * goes away closes the socket, which destroys the body, which interrupts the fiber. A slow client holds the fiber at
+ * its next write until the socket takes more (the session's events wait in its hub, as before).
+ *
+ * Handed over, not returned: the stream is written to the socket here (`handOver`) and the request's own fiber ends
+ * at once, so an open stream holds the feeding fiber and the socket, not also the platform's request fiber with its
+ * middleware frames, context and span for the stream's whole life — at 5,000 sessions waiting with a follower each,
+ * those were most of what one session cost (docs/benchmarks.md, "Issue 14, fifteenth pass"). The feeding fiber is
+ * therefore a daemon: it ends with the body (the socket closed, the events ended) or on the drain.
  */
 export const response = (
   options: Options,
   headers: Readonly<Record<string, string>>
-): Effect.Effect<HttpServerResponse.HttpServerResponse> =>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest> =>
+  // Uninterruptible: a body made is always handed over (or destroyed), never left fed by a fiber nobody ends.
+  Effect.uninterruptible(Effect.flatMap(
+    HttpServerRequest.HttpServerRequest,
+    (request) => Effect.map(body(options), (readable) => handOver(request, readable, headers))
+  ))
+
+/** The event stream's body: a `Readable` fed by a daemon fiber (see `response`), ended as described there. */
+export const body = (options: Options): Effect.Effect<Readable> =>
   Effect.gen(function*() {
     const { after, corral, principal, sessionId } = options
     // Open while the socket takes more; closed by a write it refused, opened again when it asks for more (`read`).
     const writable = Effect.unsafeMakeLatch(true)
     let ended = false
-    const body = new Readable({ read: () => writable.unsafeOpen() })
+    const readable = new Readable({ read: () => writable.unsafeOpen() })
     const write = (text: string): Effect.Effect<void> => {
-      if (ended || text === "" || body.push(text)) return Effect.void
+      if (ended || text === "" || readable.push(text)) return Effect.void
       writable.unsafeClose()
       return writable.await
     }
@@ -116,24 +130,49 @@ export const response = (
         Effect.catchAll((error) => write(`event: error\n${data({ _tag: error._tag, message: "stream interrupted" })}`))
       )
     const keepAlive = setInterval(() => {
-      if (!ended) body.push(": keep-alive\n\n")
+      if (!ended) readable.push(": keep-alive\n\n")
     }, options.keepAliveMs)
     const end = () => {
       if (ended) return
       ended = true
       clearInterval(keepAlive)
       writable.unsafeOpen()
-      body.push(null)
+      readable.push(null)
     }
-    body.push("retry: 2000\n\n: connected\n\n")
-    const pumping = yield* Effect.fork(Effect.ensuring(run, Effect.sync(end)))
+    readable.push("retry: 2000\n\n: connected\n\n")
+    // Interruptible whatever region it was forked from (`response` forks it uninterruptibly): it ends by interruption.
+    const pumping = yield* Effect.forkDaemon(Effect.interruptible(Effect.ensuring(run, Effect.sync(end))))
     // The drain interrupts the pump (which then ends the body) through a callback, not a fiber waiting for it.
     const forget = options.onDrain(() => pumping.unsafeInterruptAsFork(FiberId.none))
     pumping.addObserver(forget)
     // Destroyed: the client went away (or the server stopped writing); ended: the events ran out.
-    body.once("close", () => {
+    readable.once("close", () => {
       end()
       pumping.unsafeInterruptAsFork(FiberId.none)
     })
-    return HttpServerResponse.raw(body, { contentType: "text/event-stream", headers })
+    return readable
   })
+
+/**
+ * Writes the head and pipes `readable` to the request's socket, then answers the platform with a response it must
+ * not write: the socket is marked ended for it (`writableEnded`, the one thing @effect/platform-node reads before
+ * writing a response, and before interrupting a request whose socket closed), so the request's fiber ends now
+ * instead of awaiting the pipe. Only the platform reads that mark: Node's `pipe` and `end` do not. A socket that
+ * closes destroys the body (which ends its fiber); one already gone gets nothing.
+ */
+const handOver = (
+  request: HttpServerRequest.HttpServerRequest,
+  readable: Readable,
+  headers: Readonly<Record<string, string>>
+): HttpServerResponse.HttpServerResponse => {
+  const socket = NodeHttpServerRequest.toServerResponse(request)
+  if (socket.destroyed || socket.writableEnded) {
+    readable.destroy()
+    return HttpServerResponse.empty()
+  }
+  socket.writeHead(200, { ...headers, "content-type": "text/event-stream" })
+  socket.once("close", () => readable.destroy())
+  readable.pipe(socket)
+  Object.defineProperty(socket, "writableEnded", { configurable: true, value: true })
+  return HttpServerResponse.empty({ status: 200 })
+}

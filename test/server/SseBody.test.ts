@@ -1,11 +1,16 @@
 /**
- * The SSE response body (`Sse.response`): a Node `Readable` fed by one fiber. What a follower and an operator would
+ * The SSE response body (`Sse.body`): a Node `Readable` fed by one fiber. What a follower and an operator would
  * notice: the client going away stops the session's subscription (nothing keeps following a closed socket), the
  * server's drain ends the body, a client that does not read holds the events back instead of buffering them all,
  * and a store failure mid-stream is sent as an `error` event that ends the stream.
  */
+import { HttpMiddleware, HttpServer } from "@effect/platform"
+import { NodeHttpServer } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Deferred, Effect, Option, Stream } from "effect"
+import { Chunk, Deferred, Effect, Layer, Option, Queue, Stream } from "effect"
+import { createServer, get } from "node:http"
+import type { IncomingMessage } from "node:http"
+import type { AddressInfo } from "node:net"
 import type { Readable } from "node:stream"
 import type { Service as CorralService } from "../../src/Corral.js"
 import { PersistenceFailed } from "../../src/domain/Errors.js"
@@ -15,7 +20,7 @@ import * as Shutdown from "../../src/server/Shutdown.js"
 import * as Sse from "../../src/server/Sse.js"
 
 const principal = { orgId: "org", userId: "u" }
-const delta = (seq: number): SessionEvent => ({ _tag: "delta", sessionId: "s", seq, text: "x".repeat(1000) })
+const delta = (seq: number, text = "x".repeat(1000)): SessionEvent => ({ _tag: "delta", sessionId: "s", seq, text })
 
 /** A stream as the subscription `Corral.openEvents` gives: a batch per pull, an empty one at its end. */
 const subscriptionOf = (events: Stream.Stream<SessionEvent, PersistenceFailed>) =>
@@ -31,18 +36,15 @@ const bodyOf = (
   events: Stream.Stream<SessionEvent, PersistenceFailed>,
   onDrain: (end: () => void) => () => void = () => () => {}
 ) =>
-  Effect.map(
-    Sse.response({
-      corral: { openEvents: () => subscriptionOf(events) } as unknown as CorralService,
-      principal,
-      sessionId: "s",
-      current: Effect.fail("no snapshot in this test"),
-      after: 0,
-      keepAliveMs: 60_000,
-      onDrain
-    }, {}),
-    (response) => (response.body as unknown as { readonly body: Readable }).body
-  )
+  Sse.body({
+    corral: { openEvents: () => subscriptionOf(events) } as unknown as CorralService,
+    principal,
+    sessionId: "s",
+    current: Effect.fail("no snapshot in this test"),
+    after: 0,
+    keepAliveMs: 60_000,
+    onDrain
+  })
 
 /** Everything the body sends until it ends. */
 const readAll = (body: Readable) =>
@@ -70,7 +72,7 @@ const readUntil = (body: Readable, text: string) =>
 
 const macrotask = Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
 
-describe("Sse.response", () => {
+describe("Sse.body", () => {
   it.live("stops following when the client goes away", () =>
     Effect.gen(function*() {
       const stopped = yield* Deferred.make<void>()
@@ -125,6 +127,73 @@ describe("Sse.response", () => {
         /event: delta[\s\S]*event: error\ndata: \{"_tag":"PersistenceFailed","message":"stream interrupted"\}/
       )
     }))
+})
+
+/** An event stream served by a real Node server; `served` completes when the request's own fiber has ended. */
+const served = (events: Stream.Stream<SessionEvent, PersistenceFailed>, released: Deferred.Deferred<void>) =>
+  Effect.gen(function*() {
+    const ended = yield* Deferred.make<void>()
+    const corral = {
+      openEvents: () => Effect.acquireRelease(subscriptionOf(events), () => Deferred.succeed(released, undefined))
+    } as unknown as CorralService
+    const app = Sse.response({
+      corral,
+      principal,
+      sessionId: "s",
+      current: Effect.fail("no snapshot in this test"),
+      after: 0,
+      keepAliveMs: 60_000,
+      onDrain: () => () => {}
+    }, {})
+    // A middleware wraps the platform's writing of the response too: it ends when the request's fiber is done.
+    const tracked = HttpMiddleware.make((inner) => Effect.ensuring(inner, Deferred.succeed(ended, undefined)))
+    const server = createServer()
+    yield* Layer.buildWithScope(
+      Layer.provide(
+        HttpServer.serve(app, tracked),
+        NodeHttpServer.layer(() => server, { port: 0, host: "127.0.0.1" })
+      ),
+      yield* Effect.scope
+    )
+    return { port: (server.address() as AddressInfo).port, ended }
+  })
+
+/** Opens `GET /` and resolves with the response once `text` has arrived (the socket left open). */
+const follow = (port: number, text: string) =>
+  Effect.promise(() =>
+    new Promise<{ response: IncomingMessage; seen: () => string }>((resolve) => {
+      get({ host: "127.0.0.1", port, path: "/" }, (response) => {
+        let seen = ""
+        response.setEncoding("utf8")
+        response.on("data", (chunk: string) => {
+          seen += chunk
+          if (seen.includes(text)) resolve({ response, seen: () => seen })
+        })
+      })
+    })
+  )
+
+describe("Sse.response (the stream handed to the socket)", () => {
+  it.live("ends the request's own fiber once the stream is open, and the client still follows", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const released = yield* Deferred.make<void>()
+      const events = yield* Queue.unbounded<SessionEvent>()
+      const { ended, port } = yield* served(Stream.fromQueue(events), released)
+      yield* events.offer(delta(1))
+      const client = yield* follow(port, "event: delta")
+      expect(client.response.headers["content-type"]).toBe("text/event-stream")
+      // The request's fiber (middleware, context, span) is gone while the stream is open...
+      yield* Deferred.await(ended).pipe(
+        Effect.timeoutFail({ duration: "5 seconds", onTimeout: () => "the request fiber did not end" })
+      )
+      // ...and the events still reach the client.
+      yield* events.offer(delta(2, "second"))
+      while (!client.seen().includes("second")) yield* macrotask
+      expect(yield* Deferred.isDone(released)).toBe(false)
+      // The client goes away: the subscription is released (nothing follows a closed socket).
+      client.response.destroy()
+      yield* Deferred.await(released).pipe(Effect.timeout("5 seconds"))
+    })))
 })
 
 describe("Shutdown.onDrain (how an event stream learns of the drain without a fiber of its own)", () => {

@@ -114,6 +114,10 @@ it.scopedLive(
       const spans = receiver.spans()
       const burst = spans.find((s) => s.name === "invoke_agent Triage")
       expect(burst, spans.map((s) => s.name).join(", ")).toBeDefined()
+      // The HTTP server's own span per request is made when telemetry is on (off, the server skips it).
+      expect(spans.some((s) => s.name === "http.server POST" && s.attributes["url.path"] === "/v1/sessions")).toBe(
+        true
+      )
       expect(burst!.resource).toMatchObject({ "service.name": "corral-e2e", "deployment.environment": "test" })
       expect(burst!.attributes).toMatchObject({
         "gen_ai.conversation.id": id,
