@@ -234,6 +234,15 @@ const withMcp = (mcp: McpHttp.McpHttp["Type"]) => <E, R>(app: HttpApp.Default<E,
   )
 
 /**
+ * The listen backlog: connections the kernel completes and queues while the process is busy (Linux caps it at
+ * `net.core.somaxconn`, 4096 by default). Node's default, 511, is overrun when thousands of clients connect at once:
+ * the kernel then answers with SYN cookies, and a client whose connection it could not queue in time is reset
+ * (`ECONNRESET` on its request) — seen with 5,000 sessions started at once on a slowed server
+ * (docs/benchmarks.md, "Issue 14, fifteenth pass"). What the process then takes in is bounded by the request gate.
+ */
+const backlog = 4096
+
+/**
  * The platform's span per HTTP request only when Corral's spans are on (`Tracing`): with no exporter, it still
  * parsed the URL, copied the headers and built a span with a dozen attributes for every request — and kept it for an
  * event stream's whole life.
@@ -249,7 +258,7 @@ const untracedUnless = <A, E, R>(tracing: boolean, self: Layer.Layer<A, E, R>): 
 export const layer = (settings: Settings, options: Options = {}) => {
   const node = createServer()
   frontDoor(node, RequestGate.make({ maxInFlight: settings.server.maxRequestsInFlight }))
-  const listen = NodeHttpServer.layer(() => node, { host: bindHost(settings), port: settings.server.port })
+  const listen = NodeHttpServer.layer(() => node, { host: bindHost(settings), port: settings.server.port, backlog })
   const api = HttpApiBuilder.api(Api).pipe(
     Layer.provide(Handlers.layer({ keepAliveMs: settings.server.keepAliveMs })),
     Layer.provide(Authentication.layer(settings.apiKeys))
