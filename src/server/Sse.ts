@@ -158,7 +158,7 @@ export const body = (options: Options): Effect.Effect<Readable> =>
  * not write: the socket is marked ended for it (`writableEnded`, the one thing @effect/platform-node reads before
  * writing a response, and before interrupting a request whose socket closed), so the request's fiber ends now
  * instead of awaiting the pipe. Only the platform reads that mark: Node's `pipe` and `end` do not. A socket that
- * closes destroys the body (which ends its fiber); one already gone gets nothing.
+ * closes destroys the body (which ends its fiber).
  */
 const handOver = (
   request: HttpServerRequest.HttpServerRequest,
@@ -166,9 +166,10 @@ const handOver = (
   headers: Readonly<Record<string, string>>
 ): HttpServerResponse.HttpServerResponse => {
   const socket = NodeHttpServerRequest.toServerResponse(request)
-  if (socket.destroyed || socket.writableEnded) {
+  // A HEAD (routed here as a GET) gets the head from the platform and no stream; a socket already gone, nothing.
+  if (request.method === "HEAD" || socket.destroyed || socket.writableEnded) {
     readable.destroy()
-    return HttpServerResponse.empty()
+    return HttpServerResponse.empty({ status: 200, headers: { ...headers, "content-type": "text/event-stream" } })
   }
   socket.writeHead(200, { ...headers, "content-type": "text/event-stream" })
   socket.once("close", () => readable.destroy())

@@ -8,7 +8,7 @@ import { HttpMiddleware, HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Deferred, Effect, Layer, Option, Queue, Stream } from "effect"
-import { createServer, get } from "node:http"
+import { createServer, get, request } from "node:http"
 import type { IncomingMessage } from "node:http"
 import type { AddressInfo } from "node:net"
 import type { Readable } from "node:stream"
@@ -129,12 +129,25 @@ describe("Sse.body", () => {
     }))
 })
 
-/** An event stream served by a real Node server; `served` completes when the request's own fiber has ended. */
-const served = (events: Stream.Stream<SessionEvent, PersistenceFailed>, released: Deferred.Deferred<void>) =>
+/**
+ * An event stream served by a real Node server; `ended` completes when the request's own fiber has ended, and
+ * `subscriptions` counts the subscriptions opened and released.
+ */
+const served = (events: Stream.Stream<SessionEvent, PersistenceFailed>) =>
   Effect.gen(function*() {
     const ended = yield* Deferred.make<void>()
+    const subscriptions = { opened: 0, released: 0 }
     const corral = {
-      openEvents: () => Effect.acquireRelease(subscriptionOf(events), () => Deferred.succeed(released, undefined))
+      openEvents: () =>
+        Effect.acquireRelease(
+          Effect.tap(subscriptionOf(events), () => {
+            subscriptions.opened += 1
+          }),
+          () =>
+            Effect.sync(() => {
+              subscriptions.released += 1
+            })
+        )
     } as unknown as CorralService
     const app = Sse.response({
       corral,
@@ -155,7 +168,17 @@ const served = (events: Stream.Stream<SessionEvent, PersistenceFailed>, released
       ),
       yield* Effect.scope
     )
-    return { port: (server.address() as AddressInfo).port, ended }
+    return { port: (server.address() as AddressInfo).port, ended, subscriptions }
+  })
+
+/** Waits (real time, turns of the event loop) until `done()`, at most 5 s. */
+const until = (what: string, done: () => boolean) =>
+  Effect.gen(function*() {
+    const deadline = Date.now() + 5_000
+    while (!done()) {
+      if (Date.now() > deadline) return yield* Effect.die(new Error(`timed out waiting for ${what}`))
+      yield* macrotask
+    }
   })
 
 /** Opens `GET /` and resolves with the response once `text` has arrived (the socket left open). */
@@ -176,9 +199,8 @@ const follow = (port: number, text: string) =>
 describe("Sse.response (the stream handed to the socket)", () => {
   it.live("ends the request's own fiber once the stream is open, and the client still follows", () =>
     Effect.scoped(Effect.gen(function*() {
-      const released = yield* Deferred.make<void>()
       const events = yield* Queue.unbounded<SessionEvent>()
-      const { ended, port } = yield* served(Stream.fromQueue(events), released)
+      const { ended, port, subscriptions } = yield* served(Stream.fromQueue(events))
       yield* events.offer(delta(1))
       const client = yield* follow(port, "event: delta")
       expect(client.response.headers["content-type"]).toBe("text/event-stream")
@@ -189,10 +211,31 @@ describe("Sse.response (the stream handed to the socket)", () => {
       // ...and the events still reach the client.
       yield* events.offer(delta(2, "second"))
       while (!client.seen().includes("second")) yield* macrotask
-      expect(yield* Deferred.isDone(released)).toBe(false)
+      expect(subscriptions).toEqual({ opened: 1, released: 0 })
       // The client goes away: the subscription is released (nothing follows a closed socket).
       client.response.destroy()
-      yield* Deferred.await(released).pipe(Effect.timeout("5 seconds"))
+      yield* until("the subscription to be released", () => subscriptions.released === 1)
+    })))
+})
+
+describe("Sse.response to a HEAD", () => {
+  it.live("answers the head and follows nothing", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { port, subscriptions } = yield* served(Stream.never)
+      const answer = yield* Effect.promise(() =>
+        new Promise<IncomingMessage>((resolve) => {
+          const head = request({ host: "127.0.0.1", port, path: "/", method: "HEAD" }, (response) => {
+            response.resume()
+            response.once("end", () => resolve(response))
+          })
+          head.end()
+        })
+      )
+      expect(answer.statusCode).toBe(200)
+      expect(answer.headers["content-type"]).toBe("text/event-stream")
+      // A probe leaves no follower behind: whatever subscription it opened is released.
+      for (let i = 0; i < 20; i++) yield* macrotask
+      expect(subscriptions.opened - subscriptions.released).toBe(0)
     })))
 })
 
