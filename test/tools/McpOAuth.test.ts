@@ -122,7 +122,13 @@ describe("McpCredentials sealing", () => {
     expect(McpCredentials.open(key, "other http://x/mcp", sealed)).toBeUndefined()
     expect(McpCredentials.open(McpCredentials.keyOf("another key, long enough"), "remote http://x/mcp", sealed))
       .toBeUndefined()
-    expect(McpCredentials.open(key, "remote http://x/mcp", sealed.slice(0, -2) + "AA")).toBeUndefined()
+    // Tampered: one bit of the ciphertext flipped (replacing its last characters was a no-op when they were already
+    // those: the second-to-last is "A" one time in 64, the last, carrying two data bits, one in 4 — about 1 run in 256).
+    const [version, iv, tag, body] = sealed.split(".")
+    const flipped = Buffer.from(body!, "base64url")
+    flipped[0] = flipped[0]! ^ 1
+    const tampered = [version, iv, tag, flipped.toString("base64url")].join(".")
+    expect(McpCredentials.open(key, "remote http://x/mcp", tampered)).toBeUndefined()
   })
 
   it("refuses a key shorter than 16 characters, saying how to make one", () => {
