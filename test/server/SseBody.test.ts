@@ -2,7 +2,9 @@
  * The SSE response body (`Sse.body`): a Node `Readable` fed by one fiber. What a follower and an operator would
  * notice: the client going away stops the session's subscription (nothing keeps following a closed socket), the
  * server's drain ends the body, a client that does not read holds the events back instead of buffering them all,
- * and a store failure mid-stream is sent as an `error` event that ends the stream.
+ * and a store failure mid-stream is sent as an `error` event that ends the stream. And the stream handed to the
+ * socket (`Sse.response`, on a real Node server): the request's own fiber ends once the stream is open while the
+ * client still follows, and a HEAD gets its head and leaves no subscription behind.
  */
 import { HttpMiddleware, HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
