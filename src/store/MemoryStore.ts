@@ -22,7 +22,8 @@ import type { Trajectory } from "../domain/Trajectory.js"
 import { Usage } from "../domain/Usage.js"
 import * as Packing from "./internal/packing.js"
 import * as Refusals from "./internal/refusals.js"
-import type { AcceptOutcome } from "./SessionStore.js"
+import * as Pairing from "./Pairing.js"
+import type { AcceptOutcome, Appended } from "./SessionStore.js"
 import { decodeCursor, encodeCursor, listedBefore, SessionStore } from "./SessionStore.js"
 
 interface SessionRecord {
@@ -262,11 +263,24 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
       Effect.suspend(() => {
         const record = sessions.get(sessionId)
         if (record === undefined) return missing("appendTurn", sessionId)
-        // Read and write in one synchronous step: this is what makes the sequence gap-free under concurrency.
+        // Read and write in one synchronous step: this is what makes the sequence gap-free under concurrency, and
+        // the closing of open calls part of the same write.
+        const last = record.length === 0 ? undefined : record.entries[record.length - 1]
+        const closing = Pairing.breaks(entry) && Pairing.opens(last) ? Pairing.closing(last!) : undefined
+        let closed: Turn | undefined
+        if (closing !== undefined) {
+          record.entries = appendEntry(record.entries, record.length, closing)
+          record.times = appendTime(record.times, record.length, at)
+          closed = { sessionId, seq: ++record.length, at, entry: closing }
+        }
         record.entries = appendEntry(record.entries, record.length, entry)
         record.times = appendTime(record.times, record.length, at)
         const seq = ++record.length
-        return Effect.succeed({ sessionId, seq, at, entry } satisfies Turn)
+        return Effect.succeed(
+          (closed === undefined
+            ? { sessionId, seq, at, entry }
+            : { sessionId, seq, at, entry, closed }) satisfies Appended
+        )
       }),
 
     turns: (orgId, sessionId, afterSeq) =>

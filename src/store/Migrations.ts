@@ -16,6 +16,7 @@ import approvals from "./migrations/0002_approvals.js"
 import appendFunction from "./migrations/0003_append_function.js"
 import inbox from "./migrations/0004_inbox.js"
 import mcpCredentials from "./migrations/0005_mcp_credentials.js"
+import pairing from "./migrations/0006_pairing.js"
 
 /** The bookkeeping table of applied migrations. */
 export const table = "corral_migrations"
@@ -26,7 +27,8 @@ export const all: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClien
   "0002_approvals": approvals,
   "0003_append_function": appendFunction,
   "0004_inbox": inbox,
-  "0005_mcp_credentials": mcpCredentials
+  "0005_mcp_credentials": mcpCredentials,
+  "0006_pairing": pairing
 }
 
 const migrate = Migrator.make({})

@@ -53,6 +53,15 @@ export const decodeCursor = (cursor: string): CursorPosition | undefined => {
 export const listedBefore = (a: CursorPosition, b: CursorPosition): boolean =>
   a.createdAt !== b.createdAt ? a.createdAt > b.createdAt : a.id > b.id
 
+/**
+ * What `appendTurn` stored: the turn, and — when the turn would have followed an assistant turn whose calls have no
+ * results — the `tool_results` turn the store wrote just before it, in the same write, to close those calls
+ * (store/Pairing.ts).
+ */
+export interface Appended extends Turn {
+  readonly closed?: Turn
+}
+
 /** What `accept` stores together: the message, the session it opens (a start), the first answer to an idempotent request. */
 export interface AcceptRequest {
   readonly message: InboxMessage
@@ -116,7 +125,10 @@ export class SessionStore extends Context.Tag("corral/store/SessionStore")<Sessi
   readonly listRunning: () => Effect.Effect<ReadonlyArray<Session>, PersistenceFailed>
 
   /**
-   * Appends one entry with the session's next sequence number (1, 2, ...). With `timeoutMs`, a store that can
+   * Appends one entry with the session's next sequence number (1, 2, ...). Keeps the pairing invariant whoever
+   * writes: an entry other than `tool_results` after an assistant turn whose calls have no results is stored after
+   * a `tool_results` turn closing them (`unknown_outcome`), in the same write, and that turn is returned as
+   * `closed`. With `timeoutMs`, a store that can
    * suspend (a database) fails with `PersistenceFailed` once that much time passed without an answer; the turn may
    * still land (the next read shows it). A store that answers synchronously (memory) may ignore it. The timeout is
    * the store's job, not a timeout around this Effect, because the store can enforce it where the caller waits
@@ -127,7 +139,7 @@ export class SessionStore extends Context.Tag("corral/store/SessionStore")<Sessi
     entry: TurnEntry,
     at: number,
     timeoutMs?: number
-  ) => Effect.Effect<Turn, PersistenceFailed>
+  ) => Effect.Effect<Appended, PersistenceFailed>
   /** The session's turns with `seq > afterSeq`, in order; empty for another org's session. */
   readonly turns: (
     orgId: string,

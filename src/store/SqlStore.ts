@@ -44,6 +44,7 @@ import * as SqlApprovals from "./internal/sqlApprovals.js"
 import * as SqlInbox from "./internal/sqlInbox.js"
 import * as Migrations from "./Migrations.js"
 import { decodeCursor, encodeCursor, SessionStore } from "./SessionStore.js"
+import type { Appended } from "./SessionStore.js"
 
 /** The persistence timeout and group-commit tuning; see docs/storage.md for the measurements behind the defaults. */
 export interface Options {
@@ -92,6 +93,7 @@ const toSession = (row: typeof SessionRow.Type): Session => ({
 
 const TurnRow = Schema.Struct({ seq: Schema.Int, created_at: Schema.Number, payload: TurnEntry })
 const decodeTurns = Schema.decodeUnknown(Schema.Array(TurnRow))
+const decodeEntry = Schema.decodeUnknown(TurnEntry)
 const decodeSpecs = Schema.decodeUnknown(Schema.Array(Schema.Struct({ spec: AgentSpec })))
 const decodeTrajectories = Schema.decodeUnknown(Schema.Array(Schema.Struct({ payload: Trajectory })))
 const decodeIds = Schema.decodeUnknown(Schema.Array(Schema.Struct({ id: Schema.String })))
@@ -156,18 +158,34 @@ export const make = (
      */
     const insertBatch = (batch: ReadonlyArray<Append>) =>
       Effect.suspend(() => {
-        const encoded = AppendBatch.encode(batch)
+        const expanded = AppendBatch.expand(batch)
+        const encoded = AppendBatch.encode(expanded.rows)
         return sql.unsafe(AppendBatch.statement, encoded.params).values.pipe(
           // Two processes' batches can lock shared sessions in different orders; Postgres aborts one of them
           // whole (nothing was written), so running it again is safe.
           Effect.retry({ times: 2, while: (error) => sqlState(error) === "40P01" }),
-          Effect.map((rows) => {
-            const seqs = AppendBatch.sequenceNumbers(encoded, rows)
-            return batch.map((append, i): Exit.Exit<Turn, PersistenceFailed> => {
-              const seq = seqs[i]
-              return seq === undefined
-                ? Exit.fail(noSession("appendTurn", append.sessionId))
-                : Exit.succeed({ sessionId: append.sessionId, seq, at: append.at, entry: append.entry })
+          Effect.flatMap((rows) => {
+            const { bases, closed, seqs } = AppendBatch.readBack(encoded, rows)
+            return Effect.forEach(batch, (append, i): Effect.Effect<Exit.Exit<Appended, PersistenceFailed>> => {
+              const row = expanded.at[i]!
+              const seq = seqs[row]
+              if (seq === undefined) return Effect.succeed(Exit.fail(noSession("appendTurn", append.sessionId)))
+              const turn: Appended = { sessionId: append.sessionId, seq, at: append.at, entry: append.entry }
+              const inBatch = expanded.closedBy[i]!
+              if (inBatch >= 0) {
+                const closing = expanded.rows[inBatch]!
+                return Effect.succeed(
+                  Exit.succeed({ ...turn, closed: { ...turn, seq: seqs[inBatch]!, entry: closing.entry } })
+                )
+              }
+              const position = encoded.position[row]!
+              const stored = encoded.rank[row] === 1 ? closed[position] : undefined
+              if (stored === undefined) return Effect.succeed(Exit.succeed(turn))
+              // The closing entry another writer built (Pairing.ts), as the database returned it.
+              return decodeEntry(typeof stored === "string" ? JSON.parse(stored) : stored).pipe(
+                Effect.orDie,
+                Effect.map((entry) => Exit.succeed({ ...turn, closed: { ...turn, seq: bases[position]!, entry } }))
+              )
             })
           })
         )
@@ -192,7 +210,7 @@ export const make = (
         persist("appendTurn")
       )
 
-    const submit = yield* GroupCommit.make<Append, Turn, PersistenceFailed>({
+    const submit = yield* GroupCommit.make<Append, Appended, PersistenceFailed>({
       lanes: options.lanes ?? 1,
       maxItems: options.maxBatch ?? 1_000,
       maxWeight: options.maxBatchBytes ?? 8 * 1024 * 1024,

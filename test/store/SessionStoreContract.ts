@@ -16,6 +16,7 @@ import type { Session, SessionState } from "../../src/domain/Session.js"
 import { initialState, view } from "../../src/domain/Session.js"
 import type { Trajectory } from "../../src/domain/Trajectory.js"
 import { Usage } from "../../src/domain/Usage.js"
+import * as Pairing from "../../src/store/Pairing.js"
 import { SessionStore } from "../../src/store/SessionStore.js"
 import { newOrg, newSession, uid, user } from "./StoreFixtures.js"
 
@@ -67,6 +68,30 @@ export const trajectory = (session: Session, n: number): Trajectory => ({
   exitReason: "completed"
 })
 
+/** An assistant turn asking for calls with these ids (tool `search`). */
+export const withCalls = (...ids: ReadonlyArray<string>): TurnEntry => ({
+  kind: "assistant",
+  text: "",
+  toolCalls: ids.map((id) => ({ id, name: "search", arguments: `{"q":"${id}"}` })),
+  finishReason: "tool_calls"
+})
+
+/** The turn a store writes to close the calls of `withCalls(...ids)`. */
+export const closingOf = (...ids: ReadonlyArray<string>): TurnEntry => ({
+  kind: "tool_results",
+  results: ids.map((id) => ({
+    callId: id,
+    name: "search",
+    content: Pairing.closingText("search"),
+    isError: true,
+    status: "unknown_outcome" as const
+  }))
+})
+
+/** Indexes of the entries that break the pairing: anything but results right after an assistant turn with calls. */
+export const pairingBreaks = (entries: ReadonlyArray<TurnEntry>): Array<number> =>
+  entries.flatMap((entry, i) => i > 0 && Pairing.opens(entries[i - 1]) && Pairing.breaks(entry) ? [i] : [])
+
 /** Registers the contract suite for one driver. */
 export const sessionStoreContract = (name: string, storeLayer: Layer.Layer<SessionStore, unknown>): void =>
   layer(storeLayer, { excludeTestServices: true })(`SessionStore contract: ${name}`, (it) => {
@@ -86,10 +111,62 @@ export const sessionStoreContract = (name: string, storeLayer: Layer.Layer<Sessi
           },
           11
         )
-        const third = yield* store.appendTurn(session.id, { kind: "notice", rail: "RepeatGuard", text: "stop" }, 12)
-        expect([first.seq, second.seq, third.seq]).toEqual([1, 2, 3])
+        const third = yield* store.appendTurn(session.id, {
+          kind: "tool_results",
+          results: [{ callId: "c1", name: "search", content: "3 hits", isError: false, status: "ok" }]
+        }, 12)
+        const fourth = yield* store.appendTurn(session.id, { kind: "notice", rail: "RepeatGuard", text: "stop" }, 13)
+        expect([first.seq, second.seq, third.seq, fourth.seq]).toEqual([1, 2, 3, 4])
         expect(first).toEqual({ sessionId: session.id, seq: 1, at: 10, entry: { kind: "user", text: "hello" } })
-        expect(yield* store.turns(session.principal.orgId, session.id)).toEqual([first, second, third])
+        expect([third.closed, fourth.closed]).toEqual([undefined, undefined])
+        expect(yield* store.turns(session.principal.orgId, session.id)).toEqual([first, second, third, fourth])
+      }))
+
+    it.effect("closes an assistant turn's open calls before a user or notice turn, in the same write", () =>
+      Effect.gen(function*() {
+        const store = yield* SessionStore
+        const session = newSession(newOrg())
+        yield* store.createSession(session)
+        yield* store.appendTurn(session.id, user("hello"), 10)
+        yield* store.appendTurn(session.id, withCalls("c1", "c2"), 11)
+        const next = yield* store.appendTurn(session.id, user("and now?"), 12)
+        expect(next.seq).toBe(4)
+        expect(next.closed).toEqual({ sessionId: session.id, seq: 3, at: 12, entry: closingOf("c1", "c2") })
+        // Calls closed by a notice the same way; a paired turn is left alone.
+        yield* store.appendTurn(session.id, withCalls("c3"), 13)
+        const notice = yield* store.appendTurn(session.id, { kind: "notice", rail: "Approvals", text: "n" }, 14)
+        expect(notice.closed?.entry).toEqual(closingOf("c3"))
+        const turns = yield* store.turns(session.principal.orgId, session.id)
+        expect(turns.map((t) => [t.seq, t.entry.kind])).toEqual([
+          [1, "user"],
+          [2, "assistant"],
+          [3, "tool_results"],
+          [4, "user"],
+          [5, "assistant"],
+          [6, "tool_results"],
+          [7, "notice"]
+        ])
+        expect(turns[2]!.entry).toEqual(closingOf("c1", "c2"))
+        expect(pairingBreaks(turns.map((t) => t.entry))).toEqual([])
+      }))
+
+    it.effect("keeps the pairing when the open calls and the next turn are appended concurrently", () =>
+      Effect.gen(function*() {
+        const store = yield* SessionStore
+        const sessions = Array.from({ length: 20 }, () => newSession(newOrg()))
+        yield* Effect.forEach(sessions, store.createSession, { discard: true })
+        // Each session's two appends are submitted together (one batch on a SQL driver, closed within it).
+        const appended = yield* Effect.forEach(sessions, (session) =>
+          Effect.all([
+            store.appendTurn(session.id, withCalls("c1"), 1),
+            store.appendTurn(session.id, user("next"), 2)
+          ], { concurrency: "unbounded" }), { concurrency: "unbounded" })
+        for (const [i, session] of sessions.entries()) {
+          const turns = yield* store.turns(session.principal.orgId, session.id)
+          expect(turns.map((t) => t.entry.kind)).toEqual(["assistant", "tool_results", "user"])
+          expect(appended[i]![1].closed).toEqual(turns[1])
+          expect(appended[i]![1].seq).toBe(3)
+        }
       }))
 
     it.effect("gives 50 concurrent appends on one session the numbers 1..50 with no gap or duplicate", () =>

@@ -11,7 +11,10 @@ import type { Session } from "../../src/domain/Session.js"
 import { initialState } from "../../src/domain/Session.js"
 import { sqlState } from "../../src/store/internal/failure.js"
 import * as Migrations from "../../src/store/Migrations.js"
+import { backfill } from "../../src/store/migrations/0006_pairing.js"
 import { SessionStore } from "../../src/store/SessionStore.js"
+import * as SqlStore from "../../src/store/SqlStore.js"
+import { closingOf, withCalls } from "./SessionStoreContract.js"
 import { newOrg, newSession } from "./StoreFixtures.js"
 
 class Rollback {
@@ -37,7 +40,8 @@ export const sqlDriverSuite = (name: string, driver: Layer.Layer<SessionStore | 
             "append_function"
           ],
           [4, "inbox"],
-          [5, "mcp_credentials"]
+          [5, "mcp_credentials"],
+          [6, "pairing"]
         ])
       }))
 
@@ -113,6 +117,37 @@ export const sqlDriverSuite = (name: string, driver: Layer.Layer<SessionStore | 
         // The rolled-back append gave its number back: the next one is 1.
         const after = yield* store.appendTurn(sessions[2]!.id, { kind: "user", text: "after" }, 9)
         expect(after.seq).toBe(1)
+      }))
+
+    it.effect("closes calls another writer left open, as another node's store would find them", () =>
+      Effect.gen(function*() {
+        const store = yield* SessionStore
+        const other = yield* SqlStore.make()
+        const session = newSession(newOrg())
+        yield* store.createSession(session)
+        yield* store.appendTurn(session.id, withCalls("c1", "c2"), 1)
+        const next = yield* other.appendTurn(session.id, { kind: "user", text: "follow-up" }, 2)
+        expect(next.closed).toEqual({ sessionId: session.id, seq: 2, at: 2, entry: closingOf("c1", "c2") })
+        expect((yield* store.turns(session.principal.orgId, session.id)).map((t) => [t.seq, t.entry.kind]))
+          .toEqual([[1, "assistant"], [2, "tool_results"], [3, "user"]])
+      }).pipe(Effect.scoped))
+
+    it.effect("backfills the open calls a previous version stored, with the store's own closing text", () =>
+      Effect.gen(function*() {
+        const store = yield* SessionStore
+        const sql = yield* SqlClient.SqlClient
+        const open = newSession(newOrg())
+        const paired = newSession(newOrg())
+        yield* Effect.forEach([open, paired], store.createSession, { discard: true })
+        yield* store.appendTurn(open.id, withCalls("c1", "c2"), 1)
+        yield* store.appendTurn(paired.id, withCalls("c1"), 1)
+        yield* store.appendTurn(paired.id, closingOf("c1"), 2)
+        // As the previous version's append function left them: no closing recorded.
+        yield* sql`UPDATE session_counters SET closing = NULL WHERE session_id IN (${open.id}, ${paired.id})`
+        yield* backfill
+        const next = yield* store.appendTurn(open.id, { kind: "user", text: "next" }, 3)
+        expect(next.closed?.entry).toEqual(closingOf("c1", "c2"))
+        expect((yield* store.appendTurn(paired.id, { kind: "user", text: "next" }, 3)).closed).toBeUndefined()
       }))
 
     it.effect("finds documents by full-text search on the tsvector column", () =>

@@ -33,7 +33,8 @@ describe("Embedded", () => {
           "append_function"
         ],
         [4, "inbox"],
-        [5, "mcp_credentials"]
+        [5, "mcp_credentials"],
+        [6, "pairing"]
       ]])
       expect(yield* Migrations.run).toEqual([])
     }).pipe(Effect.provide(Embedded.layerEmbedded())))

@@ -1,11 +1,11 @@
 import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
-import { Effect, Fiber, Layer, Schedule } from "effect"
+import { Deferred, Effect, Fiber, Layer, Schedule } from "effect"
 import * as Migrations from "../../src/store/Migrations.js"
 import { SessionStore } from "../../src/store/SessionStore.js"
 import * as SqlStore from "../../src/store/SqlStore.js"
 import { awaitLockWaiter, freshDatabase, holdCounterRow, skipReason, testDatabaseUrl } from "./PostgresFixture.js"
-import { sessionStoreContract } from "./SessionStoreContract.js"
+import { closingOf, sessionStoreContract, withCalls } from "./SessionStoreContract.js"
 import { sqlDriverSuite } from "./SqlDriverSuite.js"
 import { newOrg, newSession, user } from "./StoreFixtures.js"
 
@@ -31,7 +31,8 @@ describe.skipIf(testDatabaseUrl === undefined)(
               "append_function"
             ],
             [4, "inbox"],
-            [5, "mcp_credentials"]
+            [5, "mcp_credentials"],
+            [6, "pairing"]
           ]])
           expect(yield* Migrations.run).toEqual([])
         }))
@@ -76,6 +77,34 @@ describe.skipIf(testDatabaseUrl === undefined)(
             [3, "m3"],
             [4, "after the outage"]
           ])
+        }))
+    })
+
+    layer(onPostgres(), { excludeTestServices: true })("SqlStore on Postgres: pairing", (it) => {
+      it.effect("closes calls committed while the next turn's statement waited on the session's lock", () =>
+        Effect.gen(function*() {
+          const store = yield* SessionStore
+          const sql = yield* SqlClient.SqlClient
+          const session = newSession(newOrg())
+          yield* store.createSession(session)
+          const stored = yield* Deferred.make<void>()
+          const commit = yield* Deferred.make<void>()
+          // Another writer's transaction stores the open calls and holds the session's counter row until `commit`.
+          const writer = yield* Effect.fork(sql.withTransaction(Effect.gen(function*() {
+            yield* store.appendTurn(session.id, withCalls("c1"), 1)
+            yield* Deferred.succeed(stored, undefined)
+            yield* Deferred.await(commit)
+          })))
+          yield* Deferred.await(stored)
+          // This statement starts (and takes its snapshot) before that commit, and waits on the lock.
+          const next = yield* Effect.fork(store.appendTurn(session.id, user("next"), 2))
+          yield* awaitLockWaiter(sql)
+          yield* Deferred.succeed(commit, undefined)
+          yield* Fiber.join(writer)
+          const turn = yield* Fiber.join(next)
+          expect(turn.closed?.entry).toEqual(closingOf("c1"))
+          expect((yield* store.turns(session.principal.orgId, session.id)).map((t) => t.entry.kind))
+            .toEqual(["assistant", "tool_results", "user"])
         }))
     })
   }
