@@ -66,6 +66,11 @@ export interface Burst {
   strikes: number
   empties: number
   pruned: boolean
+  /**
+   * The conversation before this burst: the actor's, or the store's when the store showed the actor's was behind (it
+   * closed calls another writer left open: `Loop.record`).
+   */
+  history: ReadonlyArray<TurnEntry>
   /** The conversation the model sees: the session's history plus this burst's turns (after any prune). */
   messages: Array<TurnEntry>
   /** The entries this burst persisted, in order (the conversation after the burst is history + these, unpruned). */
@@ -113,6 +118,7 @@ export const start = (
   strikes: 0,
   empties: 0,
   pruned: false,
+  history,
   messages: history.slice(),
   recorded: [],
   firstSeq: 0,

@@ -11,7 +11,7 @@
 import { Clock, Duration, Effect, Option, Schema } from "effect"
 import type { PersistenceFailed } from "../domain/Errors.js"
 import { ExitReason } from "../domain/ExitReason.js"
-import type { TurnEntry } from "../domain/Message.js"
+import type { Turn, TurnEntry } from "../domain/Message.js"
 import * as ActiveTime from "../rails/ActiveTime.js"
 import type * as ExitPolicy from "../rails/ExitPolicy.js"
 import * as ReplyPolicy from "../rails/ReplyPolicy.js"
@@ -38,14 +38,37 @@ export const record = (
 ): Effect.Effect<void, PersistenceFailed> =>
   // `clockWith` and a read in place: one run-loop instruction where `Clock.currentTimeMillis` then `flatMap` take three.
   Effect.clockWith((clock) =>
-    Effect.map(
+    Effect.flatMap(
       Transcript.append(ctx.ports, ctx.session.id, entry, clock.unsafeCurrentTimeMillis(), ctx.limits.persistTimeoutMs),
       (turn) => {
-        Burst.persisted(burst, turn.seq, entry)
-        burst.touch()
+        if (turn.closed === undefined) {
+          Burst.persisted(burst, turn.seq, entry)
+          burst.touch()
+          return Effect.void
+        }
+        return resync(ctx, burst, turn.closed, turn.seq, entry)
       }
     )
   )
+
+/**
+ * The store closed calls left without results before `entry` (store/Pairing.ts). Another writer stored them (a
+ * burst cut on another node, or by a stop), so the conversation this burst started from may lack them: it is read
+ * again from the store, as a loaded actor reads it, and the burst goes on from there.
+ */
+const resync = (ctx: Burst.Context, burst: Burst.Burst, closed: Turn, seq: number, entry: TurnEntry) =>
+  Effect.map(ctx.ports.store.turns(ctx.session.principal.orgId, ctx.session.id), (turns) => {
+    const before = turns.filter((t) => t.seq < closed.seq)
+    const replaced = burst.recorded.length === 0
+    // Only the opening of a burst can follow open calls; should an entry in its middle ever do, keep what it recorded.
+    if (replaced) {
+      burst.history = Transcript.history(before)
+      burst.messages = burst.history.slice()
+    }
+    Burst.persisted(burst, closed.seq, closed.entry)
+    Burst.persisted(burst, seq, entry)
+    burst.touch()
+  })
 
 const notice = (rail: string, text: string): TurnEntry => ({ kind: "notice", rail, text })
 

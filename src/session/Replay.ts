@@ -44,6 +44,7 @@ import type * as Burst from "./Burst.js"
 import * as Ids from "./Ids.js"
 import * as Run from "./Run.js"
 import * as ToolCall from "./ToolCall.js"
+import * as Transcript from "./Transcript.js"
 
 /** A stored burst and what it needs: the agent spec of its version, its session, the whole transcript. */
 export interface RecordedBurst {
@@ -409,9 +410,11 @@ const compare = (
   }
   const modelTools = t.toolCalls.filter((c) => c.origin === "model")
   const replayedTools = b.toolCalls.filter((c) => c.origin === "model")
-  const entries = recorded.turns.filter((turn) => turn.seq >= t.turns.from && turn.seq <= t.turns.to).map((turn) =>
+  const stored = recorded.turns.filter((turn) => turn.seq >= t.turns.from && turn.seq <= t.turns.to).map((turn) =>
     turn.entry
   )
+  // A leading `tool_results` is the store's closing of calls another writer left open: the replay starts after it.
+  const entries = stored[0]?.kind === "tool_results" ? stored.slice(1) : stored
   const pairs: Array<readonly [string, unknown, unknown]> = [
     pair("turns", entries, b.recorded),
     pair("modelCalls", t.modelCalls, b.attempts),
@@ -455,9 +458,16 @@ export const verifyBurst = (recorded: RecordedBurst, options: Options = {}): Eff
     const record = t.replay
     if (record === undefined) return skipped("recorded before replay records existed")
     if (t.open === true) return skipped("still running")
-    const opening = recorded.turns.find((turn) => turn.seq === t.turns.from)
-    if (t.turns.from === 0 || opening === undefined) return skipped("stopped before its first turn was stored")
-    const history: Array<TurnEntry> = recorded.turns.filter((turn) => turn.seq < t.turns.from).map((turn) => turn.entry)
+    const first = recorded.turns.find((turn) => turn.seq === t.turns.from)
+    if (t.turns.from === 0 || first === undefined) return skipped("stopped before its first turn was stored")
+    // A burst opens with its user turn, unless the store first closed calls another writer left open
+    // (store/Pairing.ts): that closing turn belongs to the conversation the burst starts from.
+    const closedFirst = first.entry.kind === "tool_results"
+    const openingSeq = closedFirst ? t.turns.from + 1 : t.turns.from
+    const opening = recorded.turns.find((turn) => turn.seq === openingSeq)
+    if (opening === undefined) return skipped("stopped before its first turn was stored")
+    // The conversation as a loaded actor holds it (calls left open mid-transcript closed: Transcript.history).
+    const history: Array<TurnEntry> = Transcript.history(recorded.turns.filter((turn) => turn.seq < openingSeq))
     const feed: Feed = {
       attempts: t.modelCalls,
       next: 0,

@@ -402,5 +402,5 @@ const run = (
     yield* events.publish({ _tag: "exit", sessionId: session.id, seq: b.lastSeq, reason })
     yield* events.publish({ _tag: "report", sessionId: session.id, seq: b.lastSeq, report })
     // The conversation as the store has it (not the pruned one the model last saw): a rebuilt actor reads the same.
-    return { reason, report, state, trajectory, messages: [...request.history, ...b.recorded], tokens: issued }
+    return { reason, report, state, trajectory, messages: [...b.history, ...b.recorded], tokens: issued }
   })

@@ -18,7 +18,7 @@ import type { AgentSpec } from "../domain/AgentSpec.js"
 import type { IssuedToken } from "../domain/Approval.js"
 import { AlreadyDecided, InvalidSessionState, PersistenceFailed } from "../domain/Errors.js"
 import type { ActorFailure } from "../domain/Errors.js"
-import type { Turn, TurnEntry } from "../domain/Message.js"
+import type { TurnEntry } from "../domain/Message.js"
 import type { Principal } from "../domain/Principal.js"
 import type { PendingConfirmation, Resolution, Session, SessionState } from "../domain/Session.js"
 import { currentRound, undecided } from "../domain/Session.js"
@@ -108,9 +108,6 @@ export interface Actor {
 /** Why a follow-up is refused while writes wait for a person's decision. */
 export const waitingForDecision =
   "the session waits for a decision on its pending write(s): approve or reject them first"
-
-/** The conversation a transcript holds: every entry, with an unpaired tail repaired (see `repairTail`). */
-export const history = (turns: ReadonlyArray<Turn>): Array<TurnEntry> => turns.map((t) => t.entry)
 
 /** What the model and the person are told of a call that was running when the process died. */
 const unknownOutcomeText = (tool: string): string =>
@@ -390,8 +387,17 @@ class LiveActor implements Actor {
       const limits = yield* this.agentLimits
       const entry: TurnEntry = { kind: "notice", rail: "Approvals", text: `A decision was refused: ${text}.` }
       const ports = { store: yield* SessionStore, events: yield* SessionEvents }
-      yield* Transcript.append(ports, this.current.id, entry, yield* Clock.currentTimeMillis, limits.persistTimeoutMs)
-      this.conversation = [...this.conversation, entry]
+      const turn = yield* Transcript.append(
+        ports,
+        this.current.id,
+        entry,
+        yield* Clock.currentTimeMillis,
+        limits.persistTimeoutMs
+      )
+      // When the store closed calls another writer left open, this conversation may lack them: read it again.
+      this.conversation = turn.closed === undefined
+        ? [...this.conversation, entry]
+        : Transcript.history(yield* ports.store.turns(this.orgId, this.sessionId))
       return yield* Effect.fail(error)
     }).pipe(GenAi.approvalRefused(this.current, { ...refusal, notice: text }))
   }

@@ -339,7 +339,18 @@ export const make = (
           })
         }
         const { persistTimeoutMs } = limitsOf(spec.value)
-        const entries = SessionActor.history(yield* store.turns(orgId, sessionId))
+        const turns = yield* store.turns(orgId, sessionId)
+        const entries = Transcript.history(turns)
+        // Calls left open mid-transcript (stored before the store closed them itself): the model is shown them closed
+        // (`history`), and the repair is logged with the session each time the session is loaded.
+        const unpaired = Transcript.unpaired(turns)
+        if (unpaired.length > 0) {
+          yield* Effect.logWarning(
+            `session ${sessionId}: the calls of assistant turn(s) ${unpaired.join(", ")} have no results in the ` +
+              "transcript (a later turn was stored right after them); they are closed as unknown_outcome in the " +
+              "conversation the model is shown, and were not run again"
+          ).pipe(Effect.annotateLogs({ sessionId, repair: "unpaired_calls", turns: unpaired.join(",") }))
+        }
         const now = yield* Clock.currentTimeMillis
         // A turn whose calls never got results (the process died mid-dispatch) is closed as unknown_outcome.
         const repair = SessionActor.repairTail(entries)
