@@ -61,6 +61,14 @@ const heartbeatEvery = Duration.seconds(2)
 /** A LISTEN that heard nothing, not even its own node's heartbeat, for this long is taken for dead and opened again. */
 const silenceLimit = Duration.seconds(15)
 
+/**
+ * How often a node compares, for every session followed on it, the last turn its followers got with the last one
+ * stored. A turn stored just before its node died (its notification still queued) is followed by nothing from that
+ * node, so no gap in its numbering ever shows the loss; this check does, within two periods (a session found behind
+ * is caught up only when still behind at the next check, so a notification merely in flight is not read twice).
+ */
+const highWaterEvery = Duration.seconds(1)
+
 /** Between attempts to LISTEN again: 0.5 s doubling, at most 10 s. */
 const backoff = (attempt: number) => Duration.millis(Math.min(500 * 2 ** (attempt - 1), 10_000))
 
@@ -75,6 +83,18 @@ const Wire = Schema.Union(
 )
 const encode = Schema.encodeSync(Schema.parseJson(Wire))
 const decode = Schema.decodeUnknownOption(Schema.parseJson(Wire))
+
+/**
+ * A session followed on this node: its org, how many follow it, the last turn and landing that reached this node's
+ * hubs, and what the last high-water check found missing (`behind`: the stored last turn then, 0 when none was).
+ */
+interface Followed {
+  readonly orgId: string
+  count: number
+  seq: number
+  landed: number
+  behind: number
+}
 
 /**
  * Wraps `local` so that `publish` also reaches the other nodes, and republishes here what they publish (forked in
@@ -96,7 +116,7 @@ export const relay = (options: {
      * Sessions followed on this node: their org, how many follow them (a referenced turn is read for these), and the
      * last turn and landing that reached this node's hubs (where a catch-up from the store starts).
      */
-    const followed = new Map<string, { readonly orgId: string; count: number; seq: number; landed: number }>()
+    const followed = new Map<string, Followed>()
     const saw = (event: typeof SessionEvent.Type) => {
       const entry = followed.get(event.sessionId)
       if (entry === undefined) return
@@ -114,7 +134,7 @@ export const relay = (options: {
      * the landing a follower waits for). Duplicates are harmless (`LiveEvents` drops a turn it has; an exit comes
      * twice at worst), a miss is not: a follower on this node would wait for the landing forever.
      */
-    const catchUpSession = (sessionId: string, entry: { readonly orgId: string; seq: number; landed: number }) =>
+    const catchUpSession = (sessionId: string, entry: Followed) =>
       Effect.gen(function*() {
         for (const turn of yield* store.turns(entry.orgId, sessionId, entry.seq)) {
           const event = { _tag: "turn" as const, sessionId, seq: turn.seq, turn }
@@ -247,6 +267,49 @@ export const relay = (options: {
         yield* Effect.sleep(wait)
       }
     }).pipe(Effect.forkScoped)
+    /**
+     * The high-water check (see `highWaterEvery`): one statement for every followed session, the stored last turn and
+     * status of each. Caught up: a session still behind since the previous check, or one no longer running after a
+     * turn reached its followers here with no landing since (the landing is what its followers wait for last).
+     */
+    const highWater = Effect.gen(function*() {
+      if (followed.size === 0) return
+      const ids = [...followed.keys()]
+      const rows = yield* pg<{ id: string; last_seq: number; status: string }>`SELECT c.session_id AS id,
+          c.last_seq, s.status FROM session_counters c JOIN sessions s ON s.id = c.session_id
+        WHERE c.session_id = ANY(${ids}::text[])`
+      const lagging: Array<readonly [string, Followed, boolean]> = []
+      for (const row of rows) {
+        const entry = followed.get(row.id)
+        if (entry === undefined) continue
+        const turnsOwed = row.last_seq > entry.seq
+        const landingOwed = row.status !== "running" && entry.seq > 0 && entry.landed < entry.seq
+        const was = entry.behind
+        entry.behind = turnsOwed || landingOwed ? Math.max(1, row.last_seq) : 0
+        if (was > 0 && entry.behind > 0) lagging.push([row.id, entry, row.status !== "running"])
+      }
+      if (lagging.length === 0) return
+      yield* Effect.logInfo(
+        `cluster events: ${lagging.length} followed session(s) behind the store for over ${
+          Duration.format(highWaterEvery)
+        }; caught up from the store`
+      ).pipe(Effect.annotateLogs({ sessions: lagging.map(([id]) => id).join(",") }))
+      yield* Effect.forEach(lagging, ([sessionId, entry, stopped]) =>
+        Effect.zipRight(
+          catchUpSession(sessionId, entry),
+          // A session that stopped without a landing to show (recovered after its node died) owes none: not again.
+          Effect.sync(() => {
+            if (stopped) entry.landed = Math.max(entry.landed, entry.seq)
+          })
+        ), { concurrency: catchUpConcurrency, discard: true })
+    }).pipe(
+      Effect.catchAll((error) => Effect.logDebug(`cluster events: high-water check not run: ${error.message}`))
+    )
+    yield* Effect.sleep(highWaterEvery).pipe(
+      Effect.zipRight(highWater),
+      Effect.forever,
+      Effect.forkScoped
+    )
     // The heartbeat goes through the pool (not the LISTEN connection); a failed one is simply missed.
     let beats = 0
     yield* Effect.suspend(() => pg`SELECT pg_notify(${channel}, ${encode({ node, heartbeat: ++beats })})`).pipe(
@@ -288,8 +351,10 @@ export const relay = (options: {
         Effect.acquireRelease(
           Effect.sync(() => {
             const entry = followed.get(sessionId)
-            if (entry === undefined) followed.set(sessionId, { orgId, count: 1, seq: 0, landed: -1 })
-            else entry.count++
+            // The replay from `fromSeq` brings the turns stored before now: the high-water check starts there.
+            if (entry === undefined) {
+              followed.set(sessionId, { orgId, count: 1, seq: Math.max(0, fromSeq ?? 0), landed: -1, behind: 0 })
+            } else entry.count++
           }),
           () =>
             Effect.sync(() => {
