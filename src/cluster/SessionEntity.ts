@@ -32,7 +32,7 @@
  * `layer` gives the `Supervisor` the `Corral` service talks to: every call goes through the entity client to the
  * owning runner (this one or another), so any node answers any request. It also runs the sweep.
  */
-import { ClusterSchema, Entity, EntityId, Sharding } from "@effect/cluster"
+import { ClusterSchema, Entity, EntityId, ShardId, Sharding, ShardingConfig } from "@effect/cluster"
 import { Rpc } from "@effect/rpc"
 import { Duration, Effect, Layer, Option, Schema } from "effect"
 import {
@@ -136,6 +136,9 @@ export const SessionEntity = Entity.make("CorralSession", [Run, Continue, Approv
 
 /** When the owner of a session whose Run or Continue failed is woken, each after the one before (see `nudge`). */
 const nudges = [Duration.seconds(1), Duration.seconds(2), Duration.seconds(4), Duration.seconds(8)]
+
+/** How long one of those wakes is awaited, at most. */
+const wakeWait = Duration.seconds(5)
 
 /** How long a stopping entity waits for its burst to land (under the cluster's 15 s entity termination timeout). */
 const releaseWait = Duration.seconds(10)
@@ -256,6 +259,12 @@ export const layer = (
       const client = yield* SessionEntity.client
       const ids = yield* Ids
       const sharding = yield* Sharding.Sharding
+      // The cluster's shard count (its default when no config is in context); every session is in one group.
+      const shardsPerGroup = Option.match(yield* Effect.serviceOption(ShardingConfig.ShardingConfig), {
+        onNone: () => 300,
+        onSome: (config) => config.shardsPerGroup
+      })
+      const group = SessionEntity.getShardGroup(EntityId.make("any"))
       yield* Effect.forkScoped(Sweep.run({
         local,
         wake: (sessionId, orgId) => client(sessionId).Wake({ orgId }, { discard: true }),
@@ -263,7 +272,21 @@ export const layer = (
           const entityId = EntityId.make(sessionId)
           return sharding.hasShardId(sharding.getShardId(entityId, SessionEntity.getShardGroup(entityId)))
         },
-        every: sweepInterval ?? Duration.seconds(30)
+        every: sweepInterval ?? Duration.seconds(30),
+        shards: {
+          of: (sessionId) => {
+            const entityId = EntityId.make(sessionId)
+            return sharding.getShardId(entityId, SessionEntity.getShardGroup(entityId)).toString()
+          },
+          owned: () => {
+            const out = new Set<string>()
+            for (let id = 1; id <= shardsPerGroup; id++) {
+              const shard = ShardId.make(group, id)
+              if (sharding.hasShardId(shard)) out.add(shard.toString())
+            }
+            return out
+          }
+        }
       }))
       const delivered = <A>(operation: string, call: Effect.Effect<A, unknown>): Effect.Effect<A, SendError> =>
         call.pipe(
@@ -311,15 +334,23 @@ export const layer = (
        * runs what waits in the inbox, in the order accepted, and nothing that ran already, so a wake that finds
        * nothing costs a read. Volatile and best effort: the sweep remains the bound. The caller's failure stands.
        */
+      // Each wake is bounded and on its own: a wake sent to a runner that is leaving may never be answered, and
+      // it must not hold back the wakes after it (the one that reaches the next owner).
       const wake = (orgId: string, sessionId: string) =>
         client(sessionId).Wake({ orgId }).pipe(
+          Effect.timeoutFail({ duration: wakeWait, onTimeout: () => `no answer within ${Duration.format(wakeWait)}` }),
           Effect.catchAll((error) => Effect.logDebug(`session ${sessionId}: wake not delivered: ${String(error)}`))
         )
       const nudge = (orgId: string, sessionId: string) =>
         Effect.forkIn(
-          Effect.forEach(nudges, (wait) => Effect.zipRight(Effect.sleep(wait), wake(orgId, sessionId)), {
-            discard: true
-          }),
+          Effect.forEach(
+            nudges.reduce<Array<Duration.Duration>>(
+              (at, wait) => [...at, Duration.sum(at.at(-1) ?? Duration.zero, wait)],
+              []
+            ),
+            (at) => Effect.zipRight(Effect.sleep(at), wake(orgId, sessionId)),
+            { concurrency: "unbounded", discard: true }
+          ),
           scope
         )
       const nudged = <A>(orgId: string, sessionId: string, call: Effect.Effect<A, SendError>) =>

@@ -38,31 +38,57 @@ export interface Options {
   readonly owns: (sessionId: string) => boolean
   /** The period, and the age an accepted message must reach before the sweep delivers it. */
   readonly every: Duration.DurationInput
+  /**
+   * The shards this runner owns now (their keys) and the shard of a session. With them, shards gained since the last
+   * look (every `watchEvery`) are swept at once, whatever their messages' age (see `watch`).
+   */
+  readonly shards?: {
+    readonly owned: () => ReadonlySet<string>
+    readonly of: (sessionId: string) => string
+  }
 }
+
+/**
+ * How often a runner looks for shards it gained. A node that stops hands its shards over as it leaves, and a message
+ * accepted for one of its sessions meanwhile was refused by it (its supervisor had stopped): the next owner must run
+ * it as soon as it holds the shard, not a sweep period later.
+ */
+export const watchEvery = Duration.seconds(1)
 
 /**
  * One round: the sessions to wake (session id → org), woken. Fails only when the store cannot be read (the next
  * round tries again).
  */
 export const round = (options: Options): Effect.Effect<ReadonlyMap<string, string>, PersistenceFailed, SessionStore> =>
+  roundOf(options, options.owns, Duration.toMillis(options.every), "nothing else would wake")
+
+/**
+ * A round over the sessions `select` keeps (of shards this runner owns), waking those `running` with no live actor
+ * here and those with an accepted message at least `graceMs` old.
+ */
+const roundOf = (
+  options: Options,
+  select: (sessionId: string) => boolean,
+  graceMs: number,
+  why: string
+): Effect.Effect<ReadonlyMap<string, string>, PersistenceFailed, SessionStore> =>
   Effect.gen(function*() {
     const store = yield* SessionStore
     const now = yield* Clock.currentTimeMillis
-    const grace = Duration.toMillis(options.every)
     const targets = new Map<string, string>()
     for (const session of yield* store.listRunning()) {
       const orgId = session.principal.orgId
-      if (options.owns(session.id) && Option.isNone(options.local.peek(orgId, session.id))) {
+      if (select(session.id) && Option.isNone(options.local.peek(orgId, session.id))) {
         targets.set(session.id, orgId)
       }
     }
     for (const message of yield* store.inbox()) {
-      if (now - message.acceptedAt >= grace && options.owns(message.sessionId)) {
+      if (now - message.acceptedAt >= graceMs && select(message.sessionId)) {
         targets.set(message.sessionId, message.orgId)
       }
     }
     if (targets.size === 0) return targets
-    yield* Effect.logInfo(`cluster sweep: waking ${targets.size} session(s) nothing else would wake`).pipe(
+    yield* Effect.logInfo(`cluster sweep: waking ${targets.size} session(s) ${why}`).pipe(
       Effect.annotateLogs({ sessions: [...targets.keys()].slice(0, 20).join(",") })
     )
     yield* Effect.forEach(targets, ([sessionId, orgId]) =>
@@ -74,13 +100,48 @@ export const round = (options: Options): Effect.Effect<ReadonlyMap<string, strin
     return targets
   })
 
-/** Sweeps every `every` until interrupted; a round that fails is logged and the next one runs. */
-export const run = (options: Options): Effect.Effect<never, never, SessionStore> =>
-  Effect.sleep(options.every).pipe(
-    Effect.zipRight(
-      round(options).pipe(
+/**
+ * Every `watchEvery`, the shards this runner gained since the last look; when there are some, their sessions are
+ * swept at once (`running` with no live actor here, or with an accepted message of any age: one the cluster still
+ * delivers runs once all the same). The first look counts every shard held then as gained: a runner that starts
+ * wakes what waits in its shards. Until interrupted; a round that fails is logged and its shards are looked at again.
+ */
+export const watch = (options: Options): Effect.Effect<void, never, SessionStore> => {
+  const shards = options.shards
+  if (shards === undefined) return Effect.void
+  let held: ReadonlySet<string> = new Set()
+  return Effect.sleep(watchEvery).pipe(
+    Effect.zipRight(Effect.suspend(() => {
+      const now = shards.owned()
+      const gained = new Set([...now].filter((shard) => !held.has(shard)))
+      if (gained.size === 0) {
+        held = now
+        return Effect.void
+      }
+      return roundOf(
+        options,
+        (sessionId) => gained.has(shards.of(sessionId)) && options.owns(sessionId),
+        0,
+        `of ${gained.size} shard(s) this runner just took`
+      ).pipe(
+        Effect.zipRight(Effect.sync(() => (held = now))),
         Effect.catchAll((error) => Effect.logWarning(`cluster sweep: the store could not be read: ${error.message}`))
       )
-    ),
+    })),
     Effect.forever
   )
+}
+
+/** Sweeps every `every` until interrupted (and `watch`es for gained shards); a failed round is logged. */
+export const run = (options: Options): Effect.Effect<never, never, SessionStore> =>
+  Effect.zipRight(
+    Effect.forkScoped(watch(options)),
+    Effect.sleep(options.every).pipe(
+      Effect.zipRight(
+        round(options).pipe(
+          Effect.catchAll((error) => Effect.logWarning(`cluster sweep: the store could not be read: ${error.message}`))
+        )
+      ),
+      Effect.forever
+    )
+  ).pipe(Effect.scoped)
