@@ -275,7 +275,7 @@ const lockFile = join(tmpdir(), "corral-test-cluster.lock")
  * scenario with its pid rather than leaving it to the test runner's timeout.
  */
 const lockWaitMs = 200_000
-const exclusive: Effect.Effect<void, never, Scope.Scope> = Effect.acquireRelease(
+export const exclusive: Effect.Effect<void, never, Scope.Scope> = Effect.acquireRelease(
   Effect.promise(async () => {
     const giveUpAt = Date.now() + lockWaitMs
     for (;;) {
