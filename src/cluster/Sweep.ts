@@ -103,17 +103,23 @@ const roundOf = (
 /**
  * Every `watchEvery`, the shards this runner gained since the last look; when there are some, their sessions are
  * swept at once (`running` with no live actor here, or with an accepted message of any age: one the cluster still
- * delivers runs once all the same). The first look counts every shard held then as gained: a runner that starts
- * wakes what waits in its shards. Until interrupted; a round that fails is logged and its shards are looked at again.
+ * delivers runs once all the same). The first look only notes what is held: what waits in the shards a runner holds
+ * as it starts is older than its start, and the periodic sweep takes it. Until interrupted; a round that fails is
+ * logged and its shards are looked at again.
  */
 export const watch = (options: Options): Effect.Effect<void, never, SessionStore> => {
   const shards = options.shards
   if (shards === undefined) return Effect.void
-  let held: ReadonlySet<string> = new Set()
+  let held: ReadonlySet<string> | undefined = undefined
   return Effect.sleep(watchEvery).pipe(
     Effect.zipRight(Effect.suspend(() => {
       const now = shards.owned()
-      const gained = new Set([...now].filter((shard) => !held.has(shard)))
+      const before = held
+      if (before === undefined) {
+        held = now
+        return Effect.void
+      }
+      const gained = new Set([...now].filter((shard) => !before.has(shard)))
       if (gained.size === 0) {
         held = now
         return Effect.void
