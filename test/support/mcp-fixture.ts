@@ -15,6 +15,8 @@
  *   it exists (names as exported, after prefixing): a restarted fixture can list other tools than before;
  * - `--require-file F` exits at once (code 2, a line on stderr) unless F exists: a server that is down until the
  *   test brings it up.
+ * - `--stubborn` ignores SIGTERM and the end of its stdin: only SIGKILL ends it (a server that outlives its host
+ *   unless the host kills it).
  * Tools are listed in pages of 3, so every client of the fixture exercises `nextCursor` pagination.
  *
  * Built on the SDK's low-level `Server` with plain JSON Schemas: the project does not depend on zod directly, and
@@ -239,5 +241,11 @@ server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<
   }
   return { content: [{ type: "text", text: `unknown tool ${request.params.name}` }], isError: true }
 })
+
+if (argv.includes("--stubborn")) {
+  process.on("SIGTERM", () => {})
+  // Kept alive after stdin ends (the transport's close does not exit the process).
+  setInterval(() => {}, 60_000)
+}
 
 await server.connect(new StdioServerTransport())

@@ -46,6 +46,7 @@ import { Clock, Deferred, Duration, Effect, Either, Exit, FiberId, Schedule } fr
 import type { Scope } from "effect"
 import * as McpConfig from "../McpConfig.js"
 import type { Sampler } from "../ToolExecutor.js"
+import * as Children from "./mcpChildren.js"
 import * as ClientRequests from "./mcpClientRequests.js"
 import type * as McpOAuth from "./mcpOAuth.js"
 import { messageOf } from "./texts.js"
@@ -68,6 +69,8 @@ export interface Conn {
   closing: boolean
   /** The last few KiB of a stdio server's stderr, for the operator's log when it dies. */
   stderr: string
+  /** A stdio server's process id once spawned (listed to be killed at the process's exit: internal/mcpChildren). */
+  pid?: number
 }
 
 /**
@@ -383,7 +386,10 @@ const open = (
         else if (SSE_BROKEN.test(error.message)) lose(handle, conn, { _tag: "Unreachable", detail: error.message })
       }
       // Junk lines and SSE hiccups are errors too, but only a close means the connection is gone.
-      client.onclose = () => lose(handle, conn, { _tag: "Exited" })
+      client.onclose = () => {
+        if (conn.pid !== undefined) Children.untrack(conn.pid)
+        lose(handle, conn, { _tag: "Exited" })
+      }
       // Handled even when the server did not declare `tools.listChanged`: a stale list is worse than a spare listing.
       client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
         if (conn.loss === undefined && !conn.closing) options.onToolsChanged(handle)
@@ -402,7 +408,13 @@ const open = (
       return Effect.tryPromise({
         try: async (signal) => {
           try {
-            await client.connect(conn.transport, { signal, timeout: timeoutMs })
+            const connecting = client.connect(conn.transport, { signal, timeout: timeoutMs })
+            // Spawned synchronously by the call above (the transport's start): listed before anything can fail.
+            if (conn.transport instanceof StdioClientTransport && typeof conn.transport.pid === "number") {
+              conn.pid = conn.transport.pid
+              Children.track(conn.pid)
+            }
+            await connecting
             return { conn, tools: await listAll(client, signal, timeoutMs) }
           } catch (error) {
             // A server may let `initialize` through and ask for authorization at the first listing.
