@@ -34,6 +34,7 @@
 import type { PgClient } from "@effect/sql-pg"
 import { Cause, Chunk, Clock, Duration, Effect, Option, Queue, Schema, Stream } from "effect"
 import type { Context } from "effect"
+import { Turn } from "../domain/Message.js"
 import { SessionEvent } from "../domain/SessionEvent.js"
 import * as Landings from "../events/Landings.js"
 import type { SessionEvents } from "../events/SessionEvents.js"
@@ -79,10 +80,26 @@ const backoff = (attempt: number) => Duration.millis(Math.min(500 * 2 ** (attemp
 const Wire = Schema.Union(
   Schema.Struct({ node: Schema.String, n: Schema.Int, event: SessionEvent }),
   Schema.Struct({ node: Schema.String, n: Schema.Int, sessionId: Schema.String, seq: Schema.Int }),
-  Schema.Struct({ node: Schema.String, heartbeat: Schema.Int })
+  Schema.Struct({ node: Schema.String, heartbeat: Schema.Int }),
+  // A turn notified by the store in the transaction that stored it (`stored`), whole or by reference.
+  Schema.Struct({ node: Schema.String, stored: Turn }),
+  Schema.Struct({ node: Schema.String, storedRef: Schema.Struct({ sessionId: Schema.String, seq: Schema.Int }) })
 )
 const encode = Schema.encodeSync(Schema.parseJson(Wire))
 const decode = Schema.decodeUnknownOption(Schema.parseJson(Wire))
+
+/**
+ * What the store of node `node` notifies of the turns it stores, in the transaction that stores them
+ * (`SqlStore.Options.notify`): each turn whole, or by reference when too large for a notification. With it, a turn
+ * committed is a turn notified, whatever becomes of the node afterwards; `relay` then sends no turn of its own.
+ */
+export const stored = (node: string) => (turns: ReadonlyArray<Turn>): ReadonlyArray<string> =>
+  turns.map((turn) => {
+    const whole = encode({ node, stored: turn })
+    return Buffer.byteLength(whole) < maxPayloadBytes
+      ? whole
+      : encode({ node, storedRef: { sessionId: turn.sessionId, seq: turn.seq } })
+  })
 
 /**
  * A session followed on this node: its org, how many follow it, the last turn and landing that reached this node's
@@ -108,6 +125,8 @@ export const relay = (options: {
   readonly pg: PgClient.PgClient
   readonly store: Context.Tag.Service<SessionStore>
   readonly node: string
+  /** The store notifies every turn it stores (`stored`): this node's turns are not sent again from here. */
+  readonly storeNotifies?: boolean
 }) =>
   Effect.gen(function*() {
     const { local, node, pg, store } = options
@@ -186,6 +205,21 @@ export const relay = (options: {
           Effect.asVoid
         )
       })
+    /** A turn sent by reference: read from the store, for a session followed here (the org is the follower's). */
+    const readTurn = (sessionId: string, seq: number) => {
+      const follower = followed.get(sessionId)
+      if (follower === undefined) return Effect.void
+      return store.turns(follower.orgId, sessionId, seq - 1).pipe(
+        Effect.flatMap((turns) => {
+          const turn = turns.find((t) => t.seq === seq)
+          if (turn === undefined) return Effect.void
+          const event = { _tag: "turn" as const, sessionId, seq: turn.seq, turn }
+          saw(event)
+          return local.publish(event)
+        }),
+        Effect.catchAll((error) => Effect.logDebug(`cluster events: turn ${seq} not read: ${error.message}`))
+      )
+    }
     const republish = (text: string) =>
       // Any notification proves the LISTEN alive (under load the events themselves do, whatever the heartbeat's
       // wait for a pooled connection); this node's own heartbeat proves it when nothing else is said.
@@ -207,6 +241,17 @@ export const relay = (options: {
             )
           }
           if (wire.node === node) return Effect.void
+          if ("stored" in wire) {
+            const event = {
+              _tag: "turn" as const,
+              sessionId: wire.stored.sessionId,
+              seq: wire.stored.seq,
+              turn: wire.stored
+            }
+            saw(event)
+            return local.publish(event)
+          }
+          if ("storedRef" in wire) return readTurn(wire.storedRef.sessionId, wire.storedRef.seq)
           const before = lastHeard.get(wire.node)
           lastHeard.set(wire.node, wire.n)
           const lost = before !== undefined && wire.n > before + 1
@@ -216,19 +261,7 @@ export const relay = (options: {
             saw(wire.event)
             return Effect.zipRight(local.publish(wire.event), lost)
           }
-          const follower = followed.get(wire.sessionId)
-          if (follower === undefined) return lost
-          return store.turns(follower.orgId, wire.sessionId, wire.seq - 1).pipe(
-            Effect.flatMap((turns) => {
-              const turn = turns.find((t) => t.seq === wire.seq)
-              if (turn === undefined) return Effect.void
-              const event = { _tag: "turn" as const, sessionId: wire.sessionId, seq: turn.seq, turn }
-              saw(event)
-              return local.publish(event)
-            }),
-            Effect.catchAll((error) => Effect.logDebug(`cluster events: turn ${wire.seq} not read: ${error.message}`)),
-            Effect.zipRight(lost)
-          )
+          return Effect.zipRight(readTurn(wire.sessionId, wire.seq), lost)
         }
       })
     // Fails once the LISTEN has been silent too long; the listen's stream never ends on its own.
@@ -371,6 +404,8 @@ export const relay = (options: {
           local.publish(event),
           Effect.sync(() => {
             saw(event)
+            // The store notified this turn already, in the transaction that stored it.
+            if (options.storeNotifies === true && event._tag === "turn") return
             Queue.unsafeOffer(outbox, { n: ++published, event })
           })
         )

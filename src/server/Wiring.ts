@@ -232,7 +232,8 @@ export const forgetCredentials = (
  * stores migrate on start (idempotent).
  */
 export const store = (
-  settings: Settings
+  settings: Settings,
+  notify?: SqlStore.Options["notify"]
 ): Layer.Layer<
   SessionStore | Readiness.Readiness | McpCredentials.McpCredentials,
   PersistenceFailed | ConfigError.ConfigError
@@ -240,7 +241,7 @@ export const store = (
   settings.database._tag === "Memory"
     ? Layer.mergeAll(MemoryStore.layerMemory, Readiness.layerMemory, McpCredentials.layerMemory)
     : Layer.mergeAll(
-      SqlStore.layer({ timeoutMs: persistTimeoutMs(settings) }),
+      SqlStore.layer({ timeoutMs: persistTimeoutMs(settings), ...(notify === undefined ? {} : { notify }) }),
       Readiness.layerSql,
       sqlCredentials(settings)
     ).pipe(Layer.provide(database(settings)))
@@ -403,19 +404,24 @@ export const events: Layer.Layer<
   SessionStore
 > = eventsOver(LiveEvents.make)
 
-/** Live events that also cross the nodes of a cluster, over Postgres LISTEN/NOTIFY (cluster/ClusterEvents). */
-const clusterEvents = eventsOver(
-  Effect.gen(function*() {
-    const local = yield* LiveEvents.make
-    const relayed = yield* ClusterEvents.relay({
-      local,
-      pg: yield* PgClient.PgClient,
-      store: yield* SessionStore,
-      node: randomUUID()
+/**
+ * Live events that also cross the nodes of a cluster, over Postgres LISTEN/NOTIFY (cluster/ClusterEvents); `node`
+ * names this node on the channel, and its store notifies the turns it stores (`ClusterEvents.stored`).
+ */
+const clusterEvents = (node: string) =>
+  eventsOver(
+    Effect.gen(function*() {
+      const local = yield* LiveEvents.make
+      const relayed = yield* ClusterEvents.relay({
+        local,
+        pg: yield* PgClient.PgClient,
+        store: yield* SessionStore,
+        node,
+        storeNotifies: true
+      })
+      return { ...local, ...relayed }
     })
-    return { ...local, ...relayed }
-  })
-)
+  )
 
 /**
  * The cluster's own Postgres pool: the runner holds one connection for its shard locks and events one for LISTEN,
@@ -502,9 +508,15 @@ export const layer = (
   const cluster = settings.cluster.enabled && settings.database._tag === "Postgres"
     ? sharding(settings, settings.database.url)
     : undefined
+  const node = randomUUID()
   const ports = Layer.mergeAll(tools(settings), providers(settings, options)).pipe(
-    Layer.provideMerge(cluster === undefined ? events : Layer.provide(clusterEvents, cluster.sql)),
-    Layer.provideMerge(store(settings))
+    Layer.provideMerge(cluster === undefined ? events : Layer.provide(clusterEvents(node), cluster.sql)),
+    Layer.provideMerge(
+      store(
+        settings,
+        cluster === undefined ? undefined : { channel: ClusterEvents.channel, payloads: ClusterEvents.stored(node) }
+      )
+    )
   )
   const hosting = { maxRunningBursts: settings.server.maxRunningBursts }
   const corral = announcing.pipe(

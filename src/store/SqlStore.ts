@@ -66,6 +66,16 @@ export interface Options {
   readonly maxBatchBytes?: number
   /** Linger after the first queued turn before writing (default 0: batch whatever queued meanwhile). */
   readonly window?: Duration.DurationInput
+  /**
+   * Notifies every turn stored on the Postgres channel `channel` in the transaction that stores it (`pg_notify`:
+   * Postgres delivers it at the commit, and only if there is one), each as the payloads `payloads` makes of the
+   * batch's turns. Set by a cluster node (cluster/ClusterEvents), so that a turn stored is never one whose
+   * notification is still waiting in the process (a node that dies right after the commit loses nothing).
+   */
+  readonly notify?: {
+    readonly channel: string
+    readonly payloads: (turns: ReadonlyArray<Turn>) => ReadonlyArray<string>
+  }
 }
 
 const SessionRow = Schema.Struct({
@@ -156,14 +166,30 @@ export const make = (
      * parameters, each session's counter bumped once by its count). Resolves with one Exit per append, in batch
      * order; an append whose session does not exist fails alone.
      */
+    const notify = options.notify
+    /** The batch's turns (closing turns first) notified in the statement's transaction: see `Options.notify`. */
+    const notified = (exits: ReadonlyArray<Exit.Exit<Appended, PersistenceFailed>>) => {
+      if (notify === undefined) return Effect.succeed(exits)
+      const turns: Array<Turn> = []
+      for (const exit of exits) {
+        if (Exit.isFailure(exit)) continue
+        const { closed, ...turn } = exit.value
+        if (closed !== undefined) turns.push(closed)
+        turns.push(turn)
+      }
+      const payloads = notify.payloads(turns)
+      if (payloads.length === 0) return Effect.succeed(exits)
+      return Effect.as(
+        sql`SELECT count(pg_notify(${notify.channel}, p)) FROM unnest(${payloads}::text[]) AS p`,
+        exits
+      )
+    }
+
     const insertBatch = (batch: ReadonlyArray<Append>) =>
       Effect.suspend(() => {
         const expanded = AppendBatch.expand(batch)
         const encoded = AppendBatch.encode(expanded.rows)
-        return sql.unsafe(AppendBatch.statement, encoded.params).values.pipe(
-          // Two processes' batches can lock shared sessions in different orders; Postgres aborts one of them
-          // whole (nothing was written), so running it again is safe.
-          Effect.retry({ times: 2, while: (error) => sqlState(error) === "40P01" }),
+        const written = sql.unsafe(AppendBatch.statement, encoded.params).values.pipe(
           Effect.flatMap((rows) => {
             const { bases, closed, seqs } = AppendBatch.readBack(encoded, rows)
             return Effect.forEach(batch, (append, i): Effect.Effect<Exit.Exit<Appended, PersistenceFailed>> => {
@@ -187,7 +213,13 @@ export const make = (
                 Effect.map((entry) => Exit.succeed({ ...turn, closed: { ...turn, seq: bases[position]!, entry } }))
               )
             })
-          })
+          }),
+          Effect.flatMap(notified)
+        )
+        return (notify === undefined ? written : sql.withTransaction(written)).pipe(
+          // Two processes' batches can lock shared sessions in different orders; Postgres aborts one of them
+          // whole (nothing was written), so running it again is safe.
+          Effect.retry({ times: 2, while: (error) => sqlState(error) === "40P01" })
         )
       })
 

@@ -6,13 +6,15 @@
  * published. Postgres only; skipped without CORRAL_TEST_DATABASE_URL. Real time: the check runs on a real timer
  * (1 s), and every wait is bounded.
  */
+import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Stream } from "effect"
 import * as ClusterEvents from "../../src/cluster/ClusterEvents.js"
 import { initialState } from "../../src/domain/Session.js"
 import type { SessionEvent } from "../../src/domain/SessionEvent.js"
 import * as LiveEvents from "../../src/events/LiveEvents.js"
+import * as Migrations from "../../src/store/Migrations.js"
 import { SessionStore } from "../../src/store/SessionStore.js"
 import * as SqlStore from "../../src/store/SqlStore.js"
 import { freshDatabase, skipReason, testDatabaseUrl } from "../store/PostgresFixture.js"
@@ -72,6 +74,45 @@ describe.skipIf(testDatabaseUrl === undefined)(
           const landing = yield* until(subscription.next, (e) => e._tag === "exit", 5_000)
           expect(landing.filter((e) => e._tag === "exit").map((e) => e.seq)).toEqual([3])
         }).pipe(Effect.scoped, Effect.provide(SqlStore.layer().pipe(Layer.provideMerge(freshDatabase(url))))),
+      30_000
+    )
+
+    it.live(
+      "a node's store notifies each turn in the transaction that stores it: at the commit, never for a rollback",
+      () =>
+        Effect.gen(function*() {
+          const pg = yield* PgClient.PgClient
+          const sql = yield* SqlClient.SqlClient
+          yield* Migrations.run
+          const store = yield* SqlStore.make({
+            notify: { channel: ClusterEvents.channel, payloads: ClusterEvents.stored("owner") }
+          })
+          const heard: Array<string> = []
+          yield* Effect.forkScoped(
+            Stream.runForEach(pg.listen(ClusterEvents.channel), (text) => Effect.sync(() => void heard.push(text)))
+          )
+          // Listening once a probe comes back.
+          for (let i = 0; !heard.includes("probe"); i++) {
+            if (i > 200) return yield* Effect.dieMessage("the LISTEN never heard the probe")
+            yield* sql`SELECT pg_notify(${ClusterEvents.channel}, 'probe')`
+            yield* Effect.sleep("50 millis")
+          }
+          const session = newSession(newOrg())
+          yield* store.createSession(session)
+          yield* sql.withTransaction(Effect.zipRight(
+            store.appendTurn(session.id, user("rolled back"), 1),
+            Effect.fail("rollback" as const)
+          )).pipe(Effect.ignore)
+          const kept = yield* store.appendTurn(session.id, user("kept"), 2)
+          let turns: Array<unknown> = []
+          for (let i = 0; turns.length === 0; i++) {
+            if (i > 200) return yield* Effect.dieMessage("no turn was notified")
+            yield* Effect.sleep("50 millis")
+            turns = heard.filter((text) => text !== "probe").map((text) => JSON.parse(text))
+          }
+          // Notifications arrive in commit order: had the rolled-back turn been notified, it would come first.
+          expect(turns[0]).toEqual({ node: "owner", stored: kept })
+        }).pipe(Effect.scoped, Effect.provide(freshDatabase(url))),
       30_000
     )
   }
