@@ -107,7 +107,8 @@ export const ClusterSection = Schema.Struct({
   enabled: Schema.optional(Schema.Boolean),
   host: Schema.optional(Schema.NonEmptyTrimmedString),
   port: Schema.optional(Port),
-  lockExpirationMs: Schema.optional(Positive)
+  lockExpirationMs: Schema.optional(Positive),
+  healthCheckMs: Schema.optional(Positive)
 })
 
 /** The `approvals` section: how long an approval token approves. */
@@ -178,6 +179,11 @@ export interface ClusterSettings {
   readonly port: number
   /** How long a shard lock outlives its holder's last refresh: a dead node's sessions move after this. */
   readonly lockExpirationMs: number
+  /**
+   * How often a runner pings the others: a runner that refuses its pings (dead) is marked unhealthy and its shards
+   * move at once (their advisory locks went with its database connection).
+   */
+  readonly healthCheckMs: number
 }
 
 /** The built-in demo agent. */
@@ -220,7 +226,7 @@ export const defaults: Settings = {
     maxRequestsInFlight: 256,
     mcp: {}
   },
-  cluster: { enabled: false, host: "127.0.0.1", port: 34431, lockExpirationMs: 35_000 },
+  cluster: { enabled: false, host: "127.0.0.1", port: 34431, lockExpirationMs: 35_000, healthCheckMs: 2_000 },
   limits: undefined,
   approvals: { ttlMs: 3_600_000 },
   demo: { enabled: true, delayMs: 700 },
@@ -447,7 +453,8 @@ export const load: Effect.Effect<Settings, ConfigInvalid> = Effect.gen(function*
       enabled: env.clusterEnabled,
       host: env.clusterHost,
       port: env.clusterPort,
-      lockExpirationMs: env.clusterLockExpirationMs
+      lockExpirationMs: env.clusterLockExpirationMs,
+      healthCheckMs: env.clusterHealthCheckMs
     },
     limits: shape.limits,
     approvals: { ttlMs: env.approvalTtlMs },
@@ -545,6 +552,10 @@ const environment = (file: FileShape) =>
     clusterLockExpirationMs: positive(
       "CORRAL_CLUSTER_LOCK_EXPIRATION_MS",
       file.cluster?.lockExpirationMs ?? defaults.cluster.lockExpirationMs
+    ),
+    clusterHealthCheckMs: positive(
+      "CORRAL_CLUSTER_HEALTH_CHECK_MS",
+      file.cluster?.healthCheckMs ?? defaults.cluster.healthCheckMs
     ),
     mcpIdleMs: optionalPositive("CORRAL_MCP_IDLE_MS"),
     mcpMaxSessions: optionalPositive("CORRAL_MCP_MAX_SESSIONS"),

@@ -112,6 +112,13 @@ export const all: ReadonlyArray<EnvVar> = [
     default: "35000"
   },
   {
+    name: "CORRAL_CLUSTER_HEALTH_CHECK_MS",
+    key: "cluster.healthCheckMs",
+    description:
+      "Cluster mode: how often a node pings the others; a dead node's shards move once a check finds it dead",
+    default: "2000"
+  },
+  {
     name: "CORRAL_BODY_LIMIT_BYTES",
     key: "server.bodyLimitBytes",
     description: "Largest accepted request body; larger ones get 413",

@@ -431,12 +431,12 @@ const clusterPoolSize = 6
 
 /**
  * This node as a runner of the cluster: socket transport between runners at `cluster.host:cluster.port`, message
- * and runner storage in Postgres. A dead node's shards move once its locks expire (`cluster.lockExpirationMs`):
- * locks are refreshed at 2/7 of it (the library's 10 s of 35 s), and runners' health is checked as often as a lock
- * lives, so a node that died is noticed within about twice the lock expiration.
+ * and runner storage in Postgres. Shard locks are Postgres advisory locks, refreshed at 2/7 of
+ * `cluster.lockExpirationMs` (the library's 10 s of 35 s); a node that dies loses them with its database connection,
+ * and is noticed by the others' health checks (`cluster.healthCheckMs`), after which its shards move.
  */
 const sharding = (settings: Settings, url: Redacted.Redacted) => {
-  const { host, lockExpirationMs, port } = settings.cluster
+  const { healthCheckMs, host, lockExpirationMs, port } = settings.cluster
   const sql = Database.layerPostgres(url, { maxConnections: clusterPoolSize, timeoutMs: persistTimeoutMs(settings) })
   const runner = NodeClusterSocket.layer({
     storage: "sql",
@@ -444,7 +444,11 @@ const sharding = (settings: Settings, url: Redacted.Redacted) => {
       runnerAddress: Option.some(RunnerAddress.make(host, port)),
       shardLockExpiration: Duration.millis(lockExpirationMs),
       shardLockRefreshInterval: Duration.millis(Math.max(250, Math.floor((lockExpirationMs * 2) / 7))),
-      runnerHealthCheckInterval: Duration.millis(lockExpirationMs)
+      // Decoupled from the lock: a dead runner refuses its pings at once, and its shards' advisory locks went with
+      // its database connection, so it is noticed within a check (plus the ping's 5 retries 0.5 s apart). A live
+      // runner marked unhealthy by mistake (a ping unanswered through all retries, each bounded at 10 s) keeps its
+      // locks until it lets its shards go: the mistake costs a hand-over, never two owners.
+      runnerHealthCheckInterval: Duration.millis(healthCheckMs)
     }
   }).pipe(
     Layer.mapError((error) =>
