@@ -47,6 +47,9 @@ const program = Effect.gen(function*() {
       return yield* Effect.sync(() => process.exit(1))
     }
   }
+  const all = r.logs.join("\n")
+  const warned = all.indexOf("already executing a query")
+  if (warned >= 0) console.log(`FIRST pg client warning:\n${all.slice(Math.max(0, warned - 300), warned + 2_500)}`)
   console.log(`RESULT ${JSON.stringify(summary(results, settings, r.logs))}`)
 })
 
