@@ -26,6 +26,7 @@ import { Config, ConfigError, Context, Duration, Effect, Layer, Option, Redacted
 import type { Scope } from "effect"
 import { randomUUID } from "node:crypto"
 import * as ClusterEvents from "../cluster/ClusterEvents.js"
+import * as Watchdog from "../cluster/Watchdog.js"
 import type { Settings } from "../config/Config.js"
 import { Corral } from "../Corral.js"
 import type { InvalidRequest, PersistenceFailed } from "../domain/Errors.js"
@@ -458,7 +459,9 @@ const sharding = (settings: Settings, url: Redacted.Redacted) => {
       })
     )
   )
-  return { sql, runner: Layer.provide(runner, sql) }
+  // Every node also checks the other runners itself (cluster/Watchdog): the library's check runs on one runner only.
+  const watchdog = Watchdog.layer({ self: `${host}:${port}`, every: Duration.millis(healthCheckMs) })
+  return { sql, runner: Layer.provide(Layer.merge(runner, watchdog), sql) }
 }
 
 /** Readiness that also reports each MCP server's state; a server that is down never fails it. */
