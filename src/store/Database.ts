@@ -60,8 +60,18 @@ const connectTimeoutMs = 5_000
  * it to the next caller, whose statement queues behind the hung one on a socket that may never answer again (a
  * partition). Marked unusable here, the pool discards it on release instead, and destroying the socket ends it
  * now rather than when TCP notices.
+ *
+ * It also runs one statement at a time of its own accord. A connection held for a while (a transaction, or the
+ * cluster's shard-lock connection, which @effect/cluster's lock refresh, acquisition and release use from several
+ * fibers) is sometimes given a statement while another runs; node-postgres queued it internally, and warns that it
+ * will stop doing so in pg@9 ("Calling client.query() when the client is already executing a query"). Statements
+ * given with a callback — every statement @effect/sql-pg runs — wait here for the one before to answer, in order.
  */
 class DiscardOnTimeout extends Pg.Client {
+  /** Statements waiting for the one in flight, oldest first; `running` while one is in flight. */
+  private waiting: Array<Array<unknown>> = []
+  private running = false
+
   // The pool bounds waiting for a pooled connection (PatientPool); opening one keeps its own, shorter bound (an
   // unreachable server is an outage, noticed within 5 s, or within the persistence timeout when that is shorter):
   // `openTimeoutMillis`, a pool option of ours the pool hands on.
@@ -73,16 +83,24 @@ class DiscardOnTimeout extends Pg.Client {
   override query(...args: Array<unknown>): unknown {
     const last = args.length - 1
     const callback = args[last]
-    if (typeof callback === "function") {
-      args[last] = (error: unknown, result: unknown) => {
-        if (error instanceof Error && error.message === "Query read timeout") {
-          // node-postgres's own flag, the one its pool reads on release (pg-pool `_release`).
-          Reflect.set(this, "_queryable", false)
-          this.connection.stream.destroy()
-        }
-        callback(error, result)
+    if (typeof callback !== "function") return super.query(...args)
+    args[last] = (error: unknown, result: unknown) => {
+      if (error instanceof Error && error.message === "Query read timeout") {
+        // node-postgres's own flag, the one its pool reads on release (pg-pool `_release`).
+        Reflect.set(this, "_queryable", false)
+        this.connection.stream.destroy()
       }
+      // The next statement goes before this one's caller resumes, so the order given is the order run.
+      const next = this.waiting.shift()
+      if (next === undefined) this.running = false
+      else super.query(...next)
+      callback(error, result)
     }
+    if (this.running) {
+      this.waiting.push(args)
+      return undefined
+    }
+    this.running = true
     return super.query(...args)
   }
 }
