@@ -6,7 +6,7 @@
  *     npx tsx --conditions=corral-source scripts/bench/restarts.ts --rounds 50 --signal SIGTERM
  *
  * Options: `--rounds N` (default 50), `--signal SIGTERM|SIGKILL|both` (default SIGTERM; `both` alternates),
- * `--sessions N` (default 8), `--lock-ms N` (the shard lock's life, default 30000 for SIGTERM, 5000 with SIGKILL),
+ * `--sessions N` (default 8), `--lock-ms N` (the shard lock's life, default 35000, Corral's default),
  * `--delay-ms N` (the demo model's think time, default 400). The victim alternates between the two nodes. Prints one
  * `ROUND <json>` line per round and a `RESULT <json>` summary; stops at the first round the checker fails (exit 1),
  * after printing what it found and the nodes' output. The summary counts node-postgres's warning for a client given a
@@ -28,7 +28,7 @@ const program = Effect.gen(function*() {
   const mode = arg("signal", "SIGTERM")
   const settings: Restarts.Settings = {
     sessions: Number(arg("sessions", "8")),
-    lockExpirationMs: Number(arg("lock-ms", mode === "SIGTERM" ? "30000" : "5000")),
+    lockExpirationMs: Number(arg("lock-ms", "35000")),
     demoDelayMs: Number(arg("delay-ms", "400"))
   }
   const r = yield* Restarts.rig(adminUrl, settings)
