@@ -131,6 +131,12 @@ export const RailDecision = Schema.Union(
    * how long it waited there. Other sessions' throttles put it there, so a replay does not reproduce it.
    */
   Schema.TaggedStruct("storm_wait", { at, provider: Schema.String, waitMs: Schema.Number }),
+  /**
+   * A request to `provider` left out `parts` reasoning parts of the transcript because another provider made them
+   * (a failover moved the session): only their maker can read them (`Reasoning`). Recorded once per provider and
+   * burst.
+   */
+  Schema.TaggedStruct("reasoning_dropped", { at, provider: Schema.String, parts: Schema.Int }),
   Schema.TaggedStruct("prune", { at, pruned: Schema.Boolean }),
   Schema.TaggedStruct("nudge", { at, cause: Schema.Literal("empty", "length") }),
   Schema.TaggedStruct("truncate", {

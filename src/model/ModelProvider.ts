@@ -17,6 +17,8 @@ export interface ToolSpec {
 /**
  * One request. `messages` are transcript entries (user, assistant, tool_results, notice) in order; adapters map
  * them to their wire format (a notice travels as a user message). The system prompt is built from the spec only.
+ * An assistant entry's reasoning parts are sent back only by the adapter whose provider made them
+ * (`Reasoning.ownParts`), and only as that provider's rules require; every other adapter leaves them out.
  */
 export interface ModelRequest {
   readonly system: string
@@ -33,6 +35,11 @@ export interface ModelRequest {
   readonly stopSequences?: ReadonlyArray<string>
   /** Streaming adapters call this with each text fragment as it arrives. */
   readonly onDelta?: (text: string) => void
+  /**
+   * A stable key for the provider's prompt cache: the session id, so one session's calls land on the same cache
+   * (OpenAI's `prompt_cache_key`). Absent: the adapter sends none.
+   */
+  readonly cacheKey?: string
 }
 
 /** A model behind an API: a name for logs and trajectories, and the per-attempt rules of the chain. */

@@ -81,6 +81,8 @@ export interface Burst {
   pending: Array<PendingConfirmation>
   /** Samples that reached the model, by the tool call they served (`ModelAttempt.sampled.n` is the count). */
   readonly samples: Map<string, number>
+  /** The providers whose `reasoning_dropped` decision this burst has recorded (once each). */
+  readonly dropsReported: Set<string>
   /** Saves the open trajectory as it stands, without waiting (internal/trajectoryLog); a no-op until the log is set. */
   touch: () => void
 }
@@ -124,6 +126,7 @@ export const start = (
   decisions: [],
   pending: [],
   samples: new Map(),
+  dropsReported: new Set(),
   touch: () => {}
 })
 

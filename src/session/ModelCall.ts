@@ -104,7 +104,15 @@ const attempt = Effect.fnUntraced(function*(
     request,
     retryAfterCapMs: ctx.limits.retryAfterCapMs,
     random: burst.random,
-    onDecision: (decision) => Effect.sync(() => Burst.decided(burst, decision)),
+    onDecision: (decision) =>
+      Effect.sync(() => {
+        // Once per provider and burst: every later call of the burst leaves out the same parts, and more.
+        if (decision._tag === "reasoning_dropped") {
+          if (burst.dropsReported.has(decision.provider)) return
+          burst.dropsReported.add(decision.provider)
+        }
+        Burst.decided(burst, decision)
+      }),
     onAttempt: (record) =>
       Effect.sync(() => {
         // Usage is charged whatever happened: a storm of failed attempts still spends the token budget.
@@ -150,6 +158,8 @@ export const next = (ctx: Burst.Context, burst: Burst.Burst): Effect.Effect<Outc
       // A snapshot: the burst keeps appending to its own list, and providers may keep the request.
       messages: burst.messages.slice(),
       tools: ctx.toolSpecs,
+      // One session's calls share a prompt-cache key: their prefixes (tools, system, earlier turns) are identical.
+      cacheKey: ctx.session.id,
       // Streamed text reaches subscribers as it arrives (unpersisted); the assembled reply is what gets persisted.
       // Publishing needs no service (the port's effect requires none), so it runs on its own without the burst's
       // runtime, which a reply that streams nothing would capture for nothing.
