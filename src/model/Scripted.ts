@@ -7,7 +7,7 @@
 import { Effect } from "effect"
 import type { ErrorKind } from "../domain/ErrorKind.js"
 import { ProviderError } from "../domain/Errors.js"
-import type { FinishReason, ModelReply, ToolCall } from "../domain/Message.js"
+import type { FinishReason, ModelReply, ReasoningPart, ToolCall } from "../domain/Message.js"
 import { Usage } from "../domain/Usage.js"
 import type { ModelProvider, ModelRequest } from "./ModelProvider.js"
 import { defaultAttempt } from "./ModelProvider.js"
@@ -53,6 +53,33 @@ const reply = (
   _tag: "Reply",
   reply: { text, toolCalls: calls.map(toToolCall), finishReason, usage: usageOf(usage), model: "" }
 })
+
+/** A reasoning part as a script writes it: the provider that plays it stamps its own name, as an adapter does. */
+export type ScriptedReasoning = ReasoningPart extends infer P ? P extends ReasoningPart ? Omit<P, "provider"> : never
+  : never
+
+/**
+ * `step` (a reply) with the reasoning a thinking model returns with it — Anthropic `thinking` / `redacted_thinking`
+ * blocks, Responses `reasoning` items, compatible servers' `reasoning_text` — and `reasoningTokens` more output
+ * tokens, counted as reasoning (providers bill reasoning as output). Other steps are returned unchanged.
+ */
+export const withReasoning = (
+  step: Step,
+  parts: ReadonlyArray<ScriptedReasoning>,
+  reasoningTokens = 0
+): Step =>
+  step._tag !== "Reply" ? step : {
+    _tag: "Reply",
+    reply: {
+      ...step.reply,
+      reasoning: parts as ReadonlyArray<ReasoningPart>,
+      usage: new Usage({
+        ...step.reply.usage,
+        outputTokens: step.reply.usage.outputTokens + reasoningTokens,
+        reasoningTokens: step.reply.usage.reasoningTokens + reasoningTokens
+      })
+    }
+  }
 
 /** A plain text reply, finish reason `stop` (usage defaults to 10 input / 5 output tokens). */
 export const text = (text: string, usage?: Partial<{ input: number; output: number }>): Step =>
@@ -160,6 +187,9 @@ export const make = (options: {
   const finish = (scripted: ModelReply, verbatim: Step): ModelReply => ({
     ...scripted,
     toolCalls: scripted.toolCalls.map((call) => call.id === "" ? { ...call, id: `call_${++callCounter}` } : call),
+    ...(scripted.reasoning === undefined ? {} : {
+      reasoning: scripted.reasoning.map((part) => ({ ...part, provider: name }))
+    }),
     model,
     raw: verbatim
   })
