@@ -6,6 +6,7 @@ import { Context, Effect, Layer, Option } from "effect"
 import type { JsonSchema } from "../domain/AgentSpec.js"
 import type { ProviderError } from "../domain/Errors.js"
 import type { ModelReply, TurnEntry } from "../domain/Message.js"
+import type * as Cost from "../rails/Cost.js"
 
 /** A tool as the model sees it. */
 export interface ToolSpec {
@@ -55,6 +56,11 @@ export interface ModelProvider {
   readonly timeoutMs: number
   /** Attempts on this provider before failing over (transient kinds only). */
   readonly maxAttempts: number
+  /**
+   * What this provider charges (`rails/Cost`, picodollars per token): every attempt's usage is priced with it, and
+   * cost budgets bound calls with it. Absent: its calls are not priced (they cost 0 to a cost budget).
+   */
+  readonly pricing?: Cost.Prices
   /** One attempt. Fails only with a classified `ProviderError`. */
   readonly complete: (request: ModelRequest) => Effect.Effect<ModelReply, ProviderError>
 }

@@ -61,6 +61,10 @@ export interface Burst {
   counters: Counters.Counters
   budget: Budget.Budget
   usage: Usage
+  /** Micro-dollars the session has spent, this burst's attempts included (`before.costMicros` + the burst's). */
+  cost: number
+  /** Whether any attempt of the burst was priced (its provider has prices): the trajectory then says what it cost. */
+  priced: boolean
   readonly chain: Ref.Ref<ProviderChain.ChainState>
   repeat: RepeatGuard.RepeatGuard
   strikes: number
@@ -102,7 +106,8 @@ export const start = (
     tokens: state.usage.total,
     activeMs: state.activeMs,
     providerIndex: state.providerIndex,
-    exhausted: state.exhausted
+    exhausted: state.exhausted,
+    costMicros: state.costMicros
   },
   seed,
   random: Random.make(seed),
@@ -110,6 +115,8 @@ export const start = (
   counters: Counters.start(state.modelCalls),
   budget: { toolCalls: state.toolCalls, tokens: state.usage.total },
   usage: Usage.zero,
+  cost: state.costMicros,
+  priced: false,
   chain: Ref.unsafeMake<ProviderChain.ChainState>({ index: state.providerIndex, exhausted: state.exhausted }),
   repeat: RepeatGuard.empty,
   strikes: 0,
@@ -153,6 +160,8 @@ export const facts = (
   toolCallsSession: burst.budget.toolCalls,
   tokensBurst: burst.budget.tokens - burst.before.tokens,
   tokensSession: burst.budget.tokens,
+  costBurst: burst.cost - burst.before.costMicros,
+  costSession: burst.cost,
   activeMs: burst.activeBefore + Math.max(0, now - burst.startedAt),
   burstMs: Math.max(0, now - burst.startedAt),
   strikes: burst.strikes,
@@ -205,6 +214,7 @@ export const toState = (
       modelCalls: burst.counters.session,
       toolCalls: burst.budget.toolCalls,
       usage: Usage.add(before.usage, burst.usage),
+      costMicros: burst.cost,
       providerIndex: index,
       exhausted,
       activeMs: burst.activeBefore + Math.max(0, now - burst.startedAt),
@@ -251,6 +261,7 @@ export const trajectory = (
   errors: exact(burst.errors),
   budgets: exact(burst.budgets),
   usage: burst.usage,
+  costMicros: burst.priced ? burst.cost - burst.before.costMicros : undefined,
   exitReason: reason,
   decisions: exact(burst.decisions),
   replay: replayRecord(ctx, burst),

@@ -85,6 +85,9 @@ const landed = (trajectory: Trajectory): Effect.Effect<void> => {
     if (attempt.usage.outputTokens > 0) {
       Metrics.add(Metrics.tokens, attempt.usage.outputTokens, ...base, "gen_ai.token.type", "output")
     }
+    if (attempt.costMicros !== undefined && attempt.costMicros > 0) {
+      Metrics.add(Metrics.cost, attempt.costMicros, ...base, "gen_ai.agent.id", trajectory.agentId)
+    }
     // Parts of the two above (never to be added to them): what the prompt cache served and stored, and reasoning.
     if (attempt.usage.cacheReadTokens > 0) {
       Metrics.add(Metrics.tokens, attempt.usage.cacheReadTokens, ...base, "gen_ai.token.type", "cache_read")

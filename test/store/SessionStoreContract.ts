@@ -218,6 +218,7 @@ export const sessionStoreContract = (name: string, storeLayer: Layer.Layer<Sessi
           modelCalls: 7,
           toolCalls: 12,
           usage: new Usage({ inputTokens: 1_200, outputTokens: 300, cacheReadTokens: 50, cacheWriteTokens: 0 }),
+          costMicros: 4_567,
           providerIndex: 1,
           exhausted: false,
           activeMs: 4_321,

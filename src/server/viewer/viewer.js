@@ -55,7 +55,7 @@
     const node = document.createElement(tag)
     for (const [name, value] of Object.entries(props || {})) {
       if (name === "class") node.className = value
-      else if (name.startsWith("data-")) node.setAttribute(name, value)
+      else if (name.startsWith("data-") || name.startsWith("aria-") || name === "role") node.setAttribute(name, value)
       else node[name] = value
     }
     for (const child of children) if (child !== undefined && child !== null) node.append(child)
@@ -191,6 +191,8 @@
       const input = `${u.inputTokens} in${cache.length > 0 ? ` (${cache.join(", ")})` : ""}`
       const output = `${u.outputTokens} out${u.reasoningTokens ? ` (${u.reasoningTokens} reasoning)` : ""}`
       parts.push(`${input} / ${output} tokens`)
+      // Money is integer micro-dollars on the wire; shown as dollars, exactly.
+      if (view.costMicros) parts.push(`$${(view.costMicros / 1e6).toFixed(6)}`)
       return parts.join(" · ")
     }
 
