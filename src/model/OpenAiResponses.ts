@@ -28,7 +28,7 @@
  * - Finalize asks for JSON with `text.format` `json_schema` (`strict: false`: strict mode refuses schemas that do not
  *   list every property as required). The API has no stop sequences (`stop` is an unknown parameter): none are
  *   sent and the caller cuts. `max_output_tokens` (reasoning included) is the lower of `maxOutputTokens` and the
- *   request's own cap. `prompt_cache_key` is the session (`request.cacheKey`) unless `promptCacheKey: false`.
+ *   request's own cap, and at least 16, the API's minimum. `prompt_cache_key` is the session (`request.cacheKey`) unless `promptCacheKey: false`.
  *
  * Replies: `reasoning` items → reasoning parts (provider = `options.name`); `output_text` → text; a `refusal` →
  * finish `refused`; `function_call`s → tool calls (`call_id` as the id); `status: "incomplete"` → `length`
@@ -155,6 +155,9 @@ const output = (result: ToolResult, attachments: "send" | "describe"): string | 
   ]
 }
 
+// The API refuses a `max_output_tokens` below 16 ("integer below minimum value"); a smaller cap asks for 16.
+const minOutputTokens = 16
+
 const body = (options: Options, request: ModelRequest, stream: boolean): WireOut => {
   const payload: WireOut = {
     ...options.extraBody,
@@ -180,7 +183,7 @@ const body = (options: Options, request: ModelRequest, stream: boolean): WireOut
     payload.include = ["reasoning.encrypted_content"]
   }
   const caps = [options.maxOutputTokens, request.maxTokens].filter((n): n is number => n !== undefined)
-  if (caps.length > 0) payload.max_output_tokens = Math.min(...caps)
+  if (caps.length > 0) payload.max_output_tokens = Math.max(minOutputTokens, Math.min(...caps))
   if ((options.promptCacheKey ?? true) && request.cacheKey !== undefined) payload.prompt_cache_key = request.cacheKey
   if (request.responseSchema !== undefined) {
     payload.text = { format: { type: "json_schema", name: "report", schema: request.responseSchema, strict: false } }
