@@ -1,6 +1,7 @@
 import { NodeHttpClient } from "@effect/platform-node"
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect, Either, Redacted } from "effect"
+import * as fc from "effect/FastCheck"
 import { readFileSync } from "node:fs"
 import type { ErrorKind } from "../../src/domain/ErrorKind.js"
 import type { ExitReason } from "../../src/domain/ExitReason.js"
@@ -174,6 +175,17 @@ layer(NodeHttpClient.layerUndici, { excludeTestServices: true })("OpenAiResponse
         const plain = yield* makeFor(fake)
         yield* plain.complete({ ...ask, messages: [], system: "" })
         expect(fake.requests[1]?.body).toEqual({ model: "gpt-5", input: [], store: false })
+        expect(fake.refusals).toEqual([])
+      }))
+
+    it.scoped("a sample's cap goes out as max_output_tokens (at least the API's 16); stop sequences are not sent", () =>
+      Effect.gen(function*() {
+        const { fake, provider } = yield* serve([Fake.text("ok"), Fake.text("ok")], { maxOutputTokens: 1_000 })
+        yield* provider.complete(Cases.sampleRequest)
+        expect(fake.requests[0]?.body.max_output_tokens).toBe(64)
+        expect(fake.requests[0]?.body.stop).toBeUndefined()
+        yield* provider.complete({ ...Cases.sampleRequest, maxTokens: 8 })
+        expect(fake.requests[1]?.body.max_output_tokens).toBe(16)
         expect(fake.refusals).toEqual([])
       }))
 
@@ -423,6 +435,8 @@ layer(NodeHttpClient.layerUndici, { excludeTestServices: true })("OpenAiResponse
           param: "stop",
           code: "unknown_parameter"
         })
+        const cap = yield* refusal({ model: "gpt-5", input: "hi", max_output_tokens: 10 })
+        expect(errorOf(cap)).toMatchObject({ param: "max_output_tokens", code: "integer_below_min_value" })
         const effort = yield* refusal({ model: "gpt-5", input: "hi", reasoning: { effort: "extreme" } })
         expect(effort.status).toBe(400)
         expect(errorOf(effort)).toMatchObject({ param: "reasoning.effort", code: "invalid_value" })
@@ -504,7 +518,10 @@ layer(NodeHttpClient.layerUndici, { excludeTestServices: true })("OpenAiResponse
         expect(errorOf(unfollowed).message).toBe(
           `Item '${String(rs?.id)}' of type 'reasoning' was provided without its required following item.`
         )
-        expect(fake.refusals).toHaveLength(5)
+        const twice = yield* post([user, rs, call, out, rs, call])
+        expect(twice.status).toBe(400)
+        expect(errorOf(twice).message).toContain("Duplicate item found with id")
+        expect(fake.refusals).toHaveLength(6)
 
         // What the API accepts: the reasoning item right before its calls, with or without item ids.
         expect((yield* post([user, rs, call, out])).status).toBe(200)
@@ -512,6 +529,110 @@ layer(NodeHttpClient.layerUndici, { excludeTestServices: true })("OpenAiResponse
         const { id: _fcId, ...bare } = call
         expect((yield* post([user, anonymous, bare, out])).status).toBe(200)
         expect((yield* post([user, bare, out])).status).toBe(200)
+      }))
+  })
+
+  describe("any transcript the loop can build is accepted", () => {
+    type Origin = "own" | "own-unencrypted" | "foreign" | "thinking"
+    const turn = fc.record({
+      text: fc.constantFrom("", "Let me look.", "Done."),
+      calls: fc.integer({ min: 0, max: 3 }),
+      reasoning: fc.array(fc.constantFrom<Origin>("own", "own-unencrypted", "foreign", "thinking"), { maxLength: 3 }),
+      image: fc.boolean(),
+      pruned: fc.boolean(),
+      after: fc.constantFrom("none", "notice", "user")
+    })
+    const plans = fc.sample(
+      fc.record({
+        turns: fc.array(turn, { minLength: 1, maxLength: 6 }),
+        stream: fc.boolean(),
+        reasoning: fc.boolean()
+      }),
+      { numRuns: 60, seed: 40 }
+    )
+
+    it.scoped("reasoning own and foreign, empty turns, images, prunes, notices: the strict fake refuses none", () =>
+      Effect.gen(function*() {
+        const fake = yield* Fake.make({ fallback: () => Fake.text("ok") })
+        // Reasoning items this fake really issued (each with its encrypted content), to stand for this provider's.
+        const pool: Array<ReasoningPart> = []
+        for (let i = 0; i < 18; i++) {
+          fake.enqueue(Fake.reply({ toolCalls: [{ name: "echo", arguments: { q: String(i) } }] }))
+          const answer = yield* Effect.promise(() =>
+            fake.post({
+              model: "gpt-5",
+              input: "go",
+              store: false,
+              reasoning: { effort: "low" },
+              include: ["reasoning.encrypted_content"]
+            })
+          )
+          const item = (answer.body as { readonly output: ReadonlyArray<Record<string, unknown>> }).output[0]!
+          pool.push(own(String(item.id), String(item.encrypted_content)))
+        }
+        const before = fake.requests.length
+        const provider = yield* makeFor(fake, { reasoning: reasoningOn })
+        const providerOff = yield* makeFor(fake)
+        for (const plan of plans) {
+          let next = 0
+          const messages: Array<TurnEntry> = [{ kind: "user", text: "Why is checkout failing?" }]
+          plan.turns.forEach((t, k) => {
+            const reasoning = t.reasoning.map((origin): ReasoningPart => {
+              switch (origin) {
+                case "own":
+                  return pool[next++]!
+                case "own-unencrypted":
+                  return own(`rs_unencrypted_${k}`)
+                case "foreign":
+                  return { ...own(`rs_foreign_${k}`, "not-for-this-provider"), provider: "other-openai" }
+                case "thinking":
+                  return { type: "thinking", provider: "claude", thinking: "hmm", signature: "sig" }
+              }
+            })
+            const calls = Array.from({ length: t.calls }, (_, j) => ({
+              id: `call_${k}_${j}`,
+              name: "echo",
+              arguments: `{"q":"${k}.${j}"}`
+            }))
+            messages.push({
+              kind: "assistant",
+              text: t.text,
+              toolCalls: calls,
+              finishReason: calls.length > 0 ? "tool_calls" : t.text === "" ? "length" : "stop",
+              ...(reasoning.length > 0 ? { reasoning } : {})
+            })
+            if (calls.length > 0) {
+              messages.push({
+                kind: "tool_results",
+                results: calls.map((call) => ({
+                  callId: call.id,
+                  name: call.name,
+                  content: t.pruned ? "[pruned to fit the context window: 900 bytes]" : `echo:${call.id}`,
+                  isError: false,
+                  status: "ok" as const,
+                  ...(t.image
+                    ? { attachments: [{ type: "image" as const, mimeType: "image/png", data: "iVBORw0KGgo=" }] }
+                    : {})
+                }))
+              })
+            }
+            if (t.after === "notice") messages.push({ kind: "notice", rail: "RepeatGuard", text: "repeated" })
+            if (t.after === "user") messages.push({ kind: "user", text: "And now?" })
+          })
+          const request: ModelRequest = {
+            system: "You investigate.",
+            messages,
+            tools: [{ name: "echo", description: "Echoes.", parameters: { type: "object" } }],
+            cacheKey: "ses_prop"
+          }
+          const chosen = plan.reasoning ? provider : providerOff
+          const outcome = yield* Effect.either(chosen.complete(plan.stream ? streamed(request) : request))
+          if (Either.isLeft(outcome)) {
+            return expect.fail(`refused: ${outcome.left.message}\n${JSON.stringify(fake.requests.at(-1)?.body.input)}`)
+          }
+        }
+        expect(fake.requests.length - before).toBe(plans.length)
+        expect(fake.refusals).toEqual([])
       }))
   })
 

@@ -7,7 +7,8 @@
  * param, code } }`) — and recorded in `refusals` (the queue is not consumed):
  * - top-level parameters the API does not have: `messages`, `max_tokens`, `response_format` … → 400 unsupported
  *   (moved), anything else unknown → 400 unknown parameter; `reasoning.effort` / `reasoning.summary` outside their
- *   values → 400 invalid value; a tool without its top-level `name` (a Chat Completions tool) → 400 missing;
+ *   values → 400 invalid value; `max_output_tokens` below 16 → 400; a tool without its top-level `name` (a Chat
+ *   Completions tool) → 400 missing;
  * - a `reasoning` input item without `encrypted_content` → 404 not found (nothing is stored); with an encrypted
  *   content this server did not issue, or issued for another item, or altered → 400 `invalid_encrypted_content`;
  *   one not followed by an item it could have led to (an assistant message, a function call, another reasoning
@@ -16,7 +17,7 @@
  *   is missing, or separated from it by anything but that output's other items → 400 "… provided without its
  *   required 'reasoning' item: 'rs_…'";
  * - a `function_call_output` whose `call_id` answers no earlier `function_call` of the input → 400 "No tool call
- *   found for function call output with call_id …".
+ *   found for function call output with call_id …"; two input items with the same `id` → 400 duplicate item.
  *
  * Replies: when the request configures `reasoning`, a reasoning item comes first (its `encrypted_content` only when
  * `include` asks for `reasoning.encrypted_content`, as the API did before it sent it by default), then the text
@@ -293,6 +294,18 @@ const check = (
   if (reasoning.summary !== undefined && !summaries.includes(String(reasoning.summary))) {
     return invalidValue(reasoning.summary, "reasoning.summary", summaries)
   }
+  if (typeof body.max_output_tokens === "number" && body.max_output_tokens < 16) {
+    return refuse(
+      400,
+      apiError(
+        "Invalid 'max_output_tokens': integer below minimum value. Expected a value >= 16, but got " +
+          `${body.max_output_tokens} instead.`,
+        "invalid_request_error",
+        "max_output_tokens",
+        "integer_below_min_value"
+      )
+    )
+  }
   for (const [i, entry] of asArray(body.tools).entries()) {
     if (typeof asRecord(entry).name !== "string") {
       return refuse(
@@ -308,7 +321,22 @@ const check = (
   }
   const input = asArray(body.input).map(asRecord)
   const calls = new Set<string>()
+  const ids = new Set<string>()
   for (const [i, item] of input.entries()) {
+    if (typeof item.id === "string") {
+      if (ids.has(item.id)) {
+        return refuse(
+          400,
+          apiError(
+            `Duplicate item found with id ${item.id}. Remove duplicate items from your input and try again.`,
+            "invalid_request_error",
+            "input",
+            null
+          )
+        )
+      }
+      ids.add(item.id)
+    }
     if (item.type === "reasoning") {
       const id = typeof item.id === "string" ? item.id : undefined
       const encrypted = item.encrypted_content
