@@ -91,8 +91,9 @@ export const defaultBaseUrl = "https://api.openai.com/v1"
 type WireOut = Record<string, unknown>
 
 /**
- * The `input` items for `request`, as `provider` (this adapter's configured name) may send them: see the module
- * comment for the rules. Exported for the fake server's tests and the fixtures.
+ * The `input` items for `request`, as `provider` (this adapter's configured name) may send them, by the rules of
+ * the module comment: only its own reasoning items with their encrypted content, first in their turn; function
+ * calls without item ids; an assistant turn with neither text nor calls left out whole. Never fails.
  */
 export const toInput = (
   request: Pick<ModelRequest, "messages">,
