@@ -700,5 +700,33 @@ layer(NodeHttpClient.layerUndici, { excludeTestServices: true })("OpenAiResponse
         expect(run.report.source).toBe("model")
         expect(run.report.data).toEqual(FakeProvider.demoReport)
       }))
+
+    it.scoped("after a failover to another Responses provider, the first one's reasoning is not sent to it", () =>
+      Effect.gen(function*() {
+        // Two fakes: what one issued, the other cannot verify — as another organisation or key could not.
+        const primary = yield* Fake.make({
+          script: [Fake.reply({ text: "Let me look.", toolCalls: [{ name: "echo", arguments: { q: "turn 1" } }] })],
+          fallback: () => Fake.status(500, Fake.apiError("The server had an error.", "server_error"))
+        })
+        const secondary = yield* Fake.make({ fallback: Fake.demo(3) })
+        const first = yield* makeFor(primary, { name: "openai-a", reasoning: reasoningOn, maxAttempts: 1 })
+        const second = yield* makeFor(secondary, { name: "openai-b", reasoning: reasoningOn })
+        const run = yield* Harness.runBurst({ spec: Harness.agent({ tools: ["echo"] }) }).pipe(
+          Effect.provide(Harness.layer({ providers: [first, second], tools: Tools.all }))
+        )
+        expect(run.reason).toBe<ExitReason>("completed")
+        expect(primary.refusals).toEqual([])
+        expect(secondary.refusals).toEqual([])
+        const makers = run.turns.flatMap((t) =>
+          t.entry.kind === "assistant" ? [(t.entry.reasoning ?? []).map((part) => part.provider)] : []
+        )
+        expect(makers).toEqual([["openai-a"], ["openai-b"], ["openai-b"], ["openai-b"]])
+        // The second provider got the first turn's text and call, never its reasoning item.
+        const input = secondary.requests[0]?.body.input as ReadonlyArray<Record<string, unknown>>
+        expect(input.map((i) => i.type ?? i.role)).toEqual(["user", "message", "function_call", "function_call_output"])
+        expect(run.trajectory.decisions).toContainEqual(
+          expect.objectContaining({ _tag: "reasoning_dropped", provider: "openai-b", parts: 1 })
+        )
+      }))
   })
 })
