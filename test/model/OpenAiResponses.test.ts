@@ -378,6 +378,20 @@ layer(NodeHttpClient.layerUndici, { excludeTestServices: true })("OpenAiResponse
           status: 429,
           retryAfterMs: [3_000, 3_000]
         }))
+      it.scoped(`${mode}: 400 context_length_exceeded in this API's wording → context_overflow`, () =>
+        check(
+          Fake.status(
+            400,
+            Fake.apiError(
+              "Your input exceeds the context window of this model. Please adjust your input and try again.",
+              "invalid_request_error",
+              "input",
+              "context_length_exceeded"
+            )
+          ),
+          stream,
+          { kind: "context_overflow", status: 400 }
+        ))
       it.scoped(`${mode}: a failed response with server_error → server`, () =>
         check(Fake.failed("server_error", "The server had an error processing your request."), stream, {
           kind: "server",
