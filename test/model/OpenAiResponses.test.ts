@@ -422,6 +422,15 @@ layer(NodeHttpClient.layerUndici, { excludeTestServices: true })("OpenAiResponse
       check(Fake.breakStream({ text: "Hello there, this is cut" }, 6, true), true, { kind: "server", status: 200 }))
     it.scoped("streamed: a stream whose connection drops → timeout", () =>
       check(Fake.breakStream({ text: "Hello there, this is cut" }, 6), true, { kind: "timeout", status: 200 }))
+    for (const stream of [false, true]) {
+      const mode = stream ? "streamed" : "unstreamed"
+      it.scoped(`${mode}: a slow first byte → timeout`, () => check(Fake.slow(60_000), stream, { kind: "timeout" }))
+      it.scoped(`${mode}: a reply larger than maxResponseBytes → server`, () =>
+        check(Fake.raw(`{"id":"resp_huge","padding":"${"x".repeat(2 * 1024 * 1024)}"}`), stream, {
+          kind: "server",
+          status: 200
+        }))
+    }
     it.scoped("unstreamed: malformed JSON → server", () =>
       check(Fake.raw("{\"id\": \"resp_broken\", \"output\": ["), false, { kind: "server", status: 200 }))
   })

@@ -89,6 +89,8 @@ export type Behaviour =
     readonly afterEvents: number
     readonly error: { readonly code: string; readonly message: string }
   }
+  /** Sends nothing for `delayMs` (the client gives up first; the timer is cleared on close), then plays `then`. */
+  | { readonly _tag: "Slow"; readonly delayMs: number; readonly then: Behaviour }
   /** Exact bytes (a recorded fixture), with a status and headers. */
   | {
     readonly _tag: "Raw"
@@ -126,6 +128,9 @@ export const errorEvent = (spec: ReplySpec, afterEvents: number, code: string, m
   afterEvents,
   error: { code, message }
 })
+
+/** Waits `delayMs` before answering with `then`. */
+export const slow = (delayMs: number, then: Behaviour = text("late")): Behaviour => ({ _tag: "Slow", delayMs, then })
 
 /** Exact bytes: a JSON body by default, or an event stream (`content-type: text/event-stream`). */
 export const raw = (
@@ -444,6 +449,7 @@ export const start = (options: StartOptions = {}): Promise<FakeResponses> => {
   const issued: Issued = { encrypted: new Map(), callReasoning: new Map() }
   const cacheKeys = new Map<string, number>()
   let arrived = 0
+  const timers = new Set<NodeJS.Timeout>()
 
   const render = (request: RecordedRequest, spec: ReplySpec, failure?: Behaviour & { _tag: "Failed" }): Rendered => {
     const n = request.n
@@ -633,6 +639,18 @@ export const start = (options: StartOptions = {}): Promise<FakeResponses> => {
         res.end()
         return
       }
+      case "Slow": {
+        const timer = setTimeout(() => {
+          timers.delete(timer)
+          if (!res.destroyed && !res.writableEnded) play(behaviour.then, request, res)
+        }, behaviour.delayMs)
+        timers.add(timer)
+        res.on("close", () => {
+          clearTimeout(timer)
+          timers.delete(timer)
+        })
+        return
+      }
       case "Raw": {
         res.writeHead(behaviour.status ?? 200, { "content-type": "application/json", ...behaviour.headers })
         res.end(behaviour.body)
@@ -711,6 +729,8 @@ export const start = (options: StartOptions = {}): Promise<FakeResponses> => {
         },
         close: () =>
           new Promise<void>((done) => {
+            timers.forEach((timer) => clearTimeout(timer))
+            timers.clear()
             server.close(() => done())
             server.closeAllConnections()
           })
