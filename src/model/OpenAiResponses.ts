@@ -19,7 +19,7 @@
  * - `function_call` items go back WITHOUT their `fc_…` item `id`. The API pairs a call with its output by `call_id`;
  *   a function_call carrying an item id is refused unless the reasoning item issued with it immediately precedes it
  *   ("Item 'fc_…' of type 'function_call' was provided without its required 'reasoning' item: 'rs_…'"), which a
- *   failover, a prune or a reasoning part left out would break. OpenAI's own stateless client (Codex) sends
+ *   failover or a reasoning part left out (no encrypted content) would break. OpenAI's own stateless client (Codex) sends
  *   reasoning, messages and function calls without item ids in the same way, so the API accepts it.
  * - All of a turn's `function_call`s come before all of its `function_call_output`s (the transcript's order), the
  *   grouping the API expects after a reasoning item; every output answers a call sent in the same request.
@@ -28,7 +28,8 @@
  * - Finalize asks for JSON with `text.format` `json_schema` (`strict: false`: strict mode refuses schemas that do not
  *   list every property as required). The API has no stop sequences (`stop` is an unknown parameter): none are
  *   sent and the caller cuts. `max_output_tokens` (reasoning included) is the lower of `maxOutputTokens` and the
- *   request's own cap, and at least 16, the API's minimum. `prompt_cache_key` is the session (`request.cacheKey`) unless `promptCacheKey: false`.
+ *   request's own cap, and at least 16, the API's minimum. `prompt_cache_key` is the session (`request.cacheKey`)
+ *   unless `promptCacheKey: false`.
  *
  * Replies: `reasoning` items → reasoning parts (provider = `options.name`); `output_text` → text; a `refusal` →
  * finish `refused`; `function_call`s → tool calls (`call_id` as the id); `status: "incomplete"` → `length`
