@@ -19,8 +19,8 @@
  * - `function_call` items go back WITHOUT their `fc_…` item `id`. The API pairs a call with its output by `call_id`;
  *   a function_call carrying an item id is refused unless the reasoning item issued with it immediately precedes it
  *   ("Item 'fc_…' of type 'function_call' was provided without its required 'reasoning' item: 'rs_…'"), which a
- *   failover or a reasoning part left out (no encrypted content) would break. OpenAI's own stateless client (Codex) sends
- *   reasoning, messages and function calls without item ids in the same way, so the API accepts it.
+ *   failover or a reasoning part left out (no encrypted content) would break. OpenAI's own stateless client
+ *   (Codex) sends reasoning, messages and function calls without item ids in the same way, so the API accepts it.
  * - All of a turn's `function_call`s come before all of its `function_call_output`s (the transcript's order), the
  *   grouping the API expects after a reasoning item; every output answers a call sent in the same request.
  * - Tool outputs are `function_call_output` items; the images tools returned go in the output as `input_image`
