@@ -26,6 +26,22 @@ export const AnthropicUsage = Schema.Struct({
 })
 export type AnthropicUsage = typeof AnthropicUsage.Type
 
+/**
+ * OpenAI Responses `usage`: `input_tokens` includes the cached ones (`input_tokens_details.cached_tokens`, and
+ * `cache_write_tokens` where the model reports writes); `output_tokens` includes the reasoning ones
+ * (`output_tokens_details.reasoning_tokens`).
+ */
+export const ResponsesUsage = Schema.Struct({
+  input_tokens: Schema.optional(Count),
+  output_tokens: Schema.optional(Count),
+  input_tokens_details: Schema.optional(Schema.NullOr(Schema.Struct({
+    cached_tokens: Schema.optional(Count),
+    cache_write_tokens: Schema.optional(Count)
+  }))),
+  output_tokens_details: Schema.optional(Schema.NullOr(Schema.Struct({ reasoning_tokens: Schema.optional(Count) })))
+})
+export type ResponsesUsage = typeof ResponsesUsage.Type
+
 const count = (value: number | null | undefined): number =>
   value === null || value === undefined || !Number.isFinite(value) ? 0 : Math.max(0, Math.round(value))
 
@@ -36,6 +52,16 @@ export const fromOpenAi = (usage: OpenAiUsage | null | undefined): Usage =>
     outputTokens: count(usage.completion_tokens),
     cacheReadTokens: count(usage.prompt_tokens_details?.cached_tokens),
     cacheWriteTokens: 0
+  })
+
+/** Normalises an OpenAI Responses usage (absent → zero); reasoning tokens stay counted in the output. Never fails. */
+export const fromResponses = (usage: ResponsesUsage | null | undefined): Usage =>
+  usage === null || usage === undefined ? Usage.zero : new Usage({
+    inputTokens: count(usage.input_tokens),
+    outputTokens: count(usage.output_tokens),
+    cacheReadTokens: count(usage.input_tokens_details?.cached_tokens),
+    cacheWriteTokens: count(usage.input_tokens_details?.cache_write_tokens),
+    reasoningTokens: count(usage.output_tokens_details?.reasoning_tokens)
   })
 
 /** Normalises an Anthropic usage (absent → zero); cache reads and writes count as input too. Never fails. */
