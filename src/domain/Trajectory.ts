@@ -99,7 +99,9 @@ export const BudgetSnapshot = Schema.Struct({
   modelCallsSession: Schema.Int,
   toolCalls: Schema.Int,
   tokens: Schema.Int,
-  activeMs: Schema.Number
+  activeMs: Schema.Number,
+  /** Micro-dollars the session had spent when the call passed the gate (absent in older records). */
+  costMicros: Schema.optional(Schema.Int)
 })
 export type BudgetSnapshot = typeof BudgetSnapshot.Type
 
@@ -174,7 +176,15 @@ export const RouteEntry = Schema.Struct({
   name: Schema.String,
   model: Schema.String,
   maxAttempts: Schema.Int,
-  timeoutMs: Schema.Number
+  timeoutMs: Schema.Number,
+  /** Its prices, picodollars per token (`rails/Cost`), when it had some: a replay prices the attempts the same. */
+  pricing: Schema.optional(Schema.Struct({
+    input: Schema.Int,
+    output: Schema.Int,
+    cacheRead: Schema.Int,
+    cacheWrite: Schema.Int,
+    reasoning: Schema.Int
+  }))
 })
 export type RouteEntry = typeof RouteEntry.Type
 
@@ -200,6 +210,8 @@ export const ReplayRecord = Schema.Struct({
     /** Micro-dollars the session had spent (absent in records older than the cost ledger: none). */
     costMicros: Schema.optionalWith(Schema.NonNegativeInt, { default: () => 0 })
   }),
+  /** The characters of the burst's system prompt and tool list (`Burst.Context.promptChars`). */
+  promptChars: Schema.optional(Schema.NonNegativeInt),
   /** When the burst saw its cancel signal (Clock millis). */
   cancelledAt: Schema.optional(Schema.Number)
 })

@@ -44,6 +44,11 @@ export interface Context {
   readonly tools: ReadonlyMap<string, ToolDef>
   /** The same tools as the model sees them, sorted by name. */
   readonly toolSpecs: ReadonlyArray<ToolSpec>
+  /**
+   * The characters every call of the burst sends besides its messages (the system prompt and the tool list): the
+   * fixed part of a call's input estimate for a cost budget (`Cost.estimateTokens`). Recorded for replay.
+   */
+  readonly promptChars: number
 }
 
 /** The mutable state of one burst. */
@@ -183,7 +188,8 @@ export const snapshot = (burst: Burst, now: number): void => {
     modelCallsSession: burst.counters.session,
     toolCalls: burst.budget.toolCalls,
     tokens: burst.budget.tokens,
-    activeMs: burst.activeBefore + (now - burst.startedAt)
+    activeMs: burst.activeBefore + (now - burst.startedAt),
+    costMicros: burst.cost
   })
 }
 
@@ -292,12 +298,14 @@ const replayRecord = (ctx: Context, burst: Burst): ReplayRecord => ({
     name: p.name,
     model: p.model,
     maxAttempts: p.maxAttempts,
-    timeoutMs: p.timeoutMs
+    timeoutMs: p.timeoutMs,
+    ...(p.pricing === undefined ? {} : { pricing: p.pricing })
   }))),
   tools: intern(ctx.toolSpecs.map((spec) => {
     const def = ctx.tools.get(spec.name)
     return { name: spec.name, effect: def?.effect ?? "read", source: def?.source ?? "none" }
   })),
   before: burst.before,
+  promptChars: ctx.promptChars,
   cancelledAt: burst.cancelledAt
 })

@@ -59,7 +59,8 @@ const gate = (ctx: Burst.Context, burst: Burst.Burst, request: ModelRequest): Ef
         if (Cost.bounded(ctx.limits)) {
           const left = Cost.remaining(ctx.limits, facts.costBurst, facts.costSession)
           const prices = ctx.providers.slice(chain.index).flatMap((p) => p.pricing === undefined ? [] : [p.pricing])
-          const fit = Cost.fit(prices, left, Cost.estimateTokens(requestCharacters(request)), request.maxTokens)
+          const characters = ctx.promptChars + JSON.stringify(request.messages).length
+          const fit = Cost.fit(prices, left, Cost.estimateTokens(characters), request.maxTokens)
           if (fit._tag === "None") {
             return {
               _tag: "Blocked",
@@ -80,10 +81,6 @@ const gate = (ctx: Burst.Context, burst: Burst.Burst, request: ModelRequest): Ef
         return { _tag: "Pass", request: sent }
       })
     ))
-
-/** The size of what a request sends, in characters: the input side of a call's worst case (`Cost.estimateTokens`). */
-const requestCharacters = (request: ModelRequest): number =>
-  request.system.length + JSON.stringify(request.messages).length + JSON.stringify(request.tools).length
 
 /**
  * The tool call a sampler serves: its id, whether it has ended, and how many of its samples passed the gate. Every

@@ -41,6 +41,7 @@ import { Ids } from "./Ids.js"
 import * as TrajectoryLog from "./internal/trajectoryLog.js"
 import * as Landing from "./Landing.js"
 import * as Loop from "./Loop.js"
+import * as Prompt from "./Prompt.js"
 
 /** What a burst is asked to do. */
 export interface Request {
@@ -61,6 +62,8 @@ export interface Request {
   readonly later?: (settle: Effect.Effect<void, PersistenceFailed>) => void
   /** The seed of the burst's jitter; default: drawn from `Random` (a replay passes the recorded one). */
   readonly seed?: number
+  /** The fixed part of a call's input estimate (`Burst.Context.promptChars`); a replay passes the recorded one. */
+  readonly promptChars?: number | undefined
   /** Receives the burst record as soon as it exists (the actor's handle on a running burst). */
   readonly onStart?: (burst: Burst.Burst) => void
 }
@@ -254,7 +257,8 @@ const run = (
       ports: { store: Metrics.timeAppends(store), events },
       executor,
       tools,
-      toolSpecs: specs
+      toolSpecs: specs,
+      promptChars: request.promptChars ?? Prompt.system(instructed.spec).length + JSON.stringify(specs).length
     }
     const startedAt = yield* Clock.currentTimeMillis
     const before = session.state
