@@ -27,9 +27,13 @@ export const ContentValue = Schema.NullOr(
 )
 const Content = Schema.optional(ContentValue)
 
+// `reasoning_content` (DeepSeek, vLLM) or `reasoning` (OpenRouter, Ollama): the reasoning text some compatible
+// servers return beside the content.
 const WireMessage = Schema.Struct({
   content: Content,
   refusal: Str,
+  reasoning_content: Str,
+  reasoning: Str,
   tool_calls: Schema.optional(Schema.NullOr(Schema.Array(WireToolCall)))
 })
 
@@ -54,6 +58,8 @@ export const Chunk = Schema.Struct({
     delta: Schema.optional(Schema.NullOr(Schema.Struct({
       content: Str,
       refusal: Str,
+      reasoning_content: Str,
+      reasoning: Str,
       tool_calls: Schema.optional(Schema.NullOr(Schema.Array(WireToolCall)))
     }))),
     finish_reason: Str
