@@ -241,6 +241,27 @@ layer(NodeHttpClient.layerUndici, { excludeTestServices: true })("Anthropic thin
       expect(reply.usage).toMatchObject({ inputTokens: 421, outputTokens: 156, reasoningTokens: 0 })
     }))
 
+  it.scoped("the documented cycle: the reply's thinking, text and tool_use go back as its assistant message, verbatim", () =>
+    Effect.gen(function*() {
+      const wire = fixture("anthropic-thinking-tool-use.json") as { content: ReadonlyArray<Json> }
+      const fake = yield* Fake.make({ script: [Fake.raw(JSON.stringify(wire))] })
+      const reply = yield* (yield* makeFor(fake, { thinking: manual })).complete(Cases.request)
+      const turn: TurnEntry = {
+        kind: "assistant",
+        text: reply.text,
+        toolCalls: reply.toolCalls,
+        finishReason: reply.finishReason,
+        ...(reply.reasoning !== undefined ? { reasoning: reply.reasoning } : {})
+      }
+      const next = Anthropic.body(
+        options({ thinking: manual }),
+        request([turn, results(reply.toolCalls[0]!.id)]),
+        false
+      )
+      expect(messagesOf(next)[1]).toEqual({ role: "assistant", content: wire.content })
+      expect(next.thinking).toEqual({ type: "enabled", budget_tokens: 2048 })
+    }))
+
   it.scoped("decodes thinking and redacted_thinking in order", () =>
     Effect.gen(function*() {
       const fake = yield* Fake.make({ script: [Fake.raw(JSON.stringify(fixture("anthropic-redacted-thinking.json")))] })

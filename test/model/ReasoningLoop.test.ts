@@ -97,6 +97,8 @@ layer(NodeHttpClient.layerUndici, { excludeTestServices: true })("Reasoning in t
         expect(fake.refusals).toEqual([])
         expect(run.reason).toBe<ExitReason>("completed")
         expect(run.report.data).toEqual(Fake.demoReport)
+        // The loop's calls streamed (thinking_delta, signature_delta); the finalize call did not.
+        expect(fake.requests.map((r) => r.stream)).toEqual([...Array(fake.requests.length - 1).fill(true), false])
         // user, 3 × (assistant + results), the answer.
         expect(run.turns.map((t) => t.entry.kind)).toEqual([
           "user",
