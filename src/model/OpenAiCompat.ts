@@ -258,12 +258,12 @@ const argumentsText = (value: unknown): string =>
 /** The reasoning text a message or delta carries, as parts (`reasoning_content` first, then `reasoning`). */
 const reasoningTexts = (
   provider: string,
-  wire: { readonly reasoning_content?: string | null | undefined; readonly reasoning?: string | null | undefined }
+  wire: { readonly reasoning_content?: unknown; readonly reasoning?: unknown }
 ): Array<ReasoningPart> => {
   const parts: Array<ReasoningPart> = []
   for (const field of ["reasoning_content", "reasoning"] as const) {
     const text = wire[field]
-    if (text !== null && text !== undefined && text !== "") {
+    if (typeof text === "string" && text !== "") {
       parts.push({ type: "reasoning_text", provider, text, field })
     }
   }
@@ -427,8 +427,8 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
         const refusal = delta?.refusal ?? ""
         if (refusal !== "") state.refusal.push(refusal)
         for (const field of ["reasoning_content", "reasoning"] as const) {
-          const piece = delta?.[field] ?? ""
-          if (piece !== "") state.reasoning[field].push(piece)
+          const piece = delta?.[field]
+          if (typeof piece === "string" && piece !== "") state.reasoning[field].push(piece)
         }
         for (const call of delta?.tool_calls ?? []) fragment(call)
         if (choice.finish_reason !== null && choice.finish_reason !== undefined) state.finish = choice.finish_reason

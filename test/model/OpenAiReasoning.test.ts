@@ -143,6 +143,31 @@ layer(NodeHttpClient.layerUndici, { excludeTestServices: true })("OpenAI reasoni
       expect(reply.usage).toMatchObject({ outputTokens: 281, reasoningTokens: 244 })
     }))
 
+  it.scoped("a reasoning field that is not text (an object) is ignored, not a decoding failure", () =>
+    Effect.gen(function*() {
+      const completion = {
+        choices: [{ message: { content: "ok", reasoning: { effort: "low", summary: null } }, finish_reason: "stop" }]
+      }
+      const chunk = { choices: [{ delta: { content: "ok", reasoning: { text: "x" } }, finish_reason: "stop" }] }
+      const fake = yield* Fake.make({
+        script: [
+          Fake.raw(JSON.stringify(completion)),
+          Fake.raw([`data: ${JSON.stringify(chunk)}\n\n`, "data: [DONE]\n\n"], {
+            headers: { "content-type": "text/event-stream" }
+          })
+        ]
+      })
+      const provider = yield* makeFor(fake)
+      const whole = yield* provider.complete(Cases.request)
+      const streamed = yield* provider.complete({ ...Cases.request, onDelta: () => undefined })
+      expect([whole.text, whole.reasoning, streamed.text, streamed.reasoning]).toEqual([
+        "ok",
+        undefined,
+        "ok",
+        undefined
+      ])
+    }))
+
   it.scoped("streamed reasoning deltas (either field) are joined; only content reaches onDelta", () =>
     Effect.gen(function*() {
       const fake = yield* Fake.make({
