@@ -1,11 +1,12 @@
 /**
  * Tool loops with reasoning on, over real HTTP to the strict fake (`ProviderRules`): the loop stores each reply's
  * reasoning with its turn and the adapters send it back as the providers' rules require, through retries and a
- * failover, so no request is refused.
+ * failover, so no request is refused. Last, the property: random routes and faults (rate limits, server errors
+ * that fail over, cut replies, context overflows that prune) never make a request the strict fakes refuse.
  */
 import { NodeHttpClient } from "@effect/platform-node"
-import { describe, expect, layer } from "@effect/vitest"
-import { Effect, Redacted } from "effect"
+import { describe, expect, it as vitest, layer } from "@effect/vitest"
+import { Effect, FastCheck as fc, Redacted } from "effect"
 import type { ExitReason } from "../../src/domain/ExitReason.js"
 import type { TurnEntry } from "../../src/domain/Message.js"
 import * as Anthropic from "../../src/model/Anthropic.js"
@@ -237,4 +238,125 @@ layer(NodeHttpClient.layerUndici, { excludeTestServices: true })("Reasoning in t
         expect(JSON.stringify(refusing.requests.map((r) => r.body))).not.toContain("reasoning_content")
       }))
   })
+})
+
+// ---------------------------------------------------------------------------------------------------------------
+// The property over random tool loops
+
+type Fault = "ok" | "rate_limit" | "server" | "cut" | "overflow"
+const fault: fc.Arbitrary<Fault> = fc.constantFrom<Fault>("ok", "ok", "ok", "rate_limit", "server", "cut", "overflow")
+
+const overflow = (wire: Fake.Wire): Behaviour =>
+  wire === "anthropic"
+    ? Fake.status(400, {
+      type: "error",
+      error: { type: "invalid_request_error", message: "prompt is too long: 210000 tokens > 200000 maximum" }
+    })
+    : Fake.status(400, {
+      error: {
+        message:
+          "This model's maximum context length is 128000 tokens. However, your messages resulted in 130512 tokens.",
+        type: "invalid_request_error",
+        param: "messages",
+        code: "context_length_exceeded"
+      }
+    })
+
+/** `base`, except that request n meets `faults[n - 1]`. */
+const faulty = (
+  faults: ReadonlyArray<Fault>,
+  reasoning: (step: string) => Partial<Fake.ReplySpec>,
+  base: (r: RecordedRequest) => Behaviour
+) =>
+(r: RecordedRequest): Behaviour => {
+  switch (faults[r.n - 1] ?? "ok") {
+    case "rate_limit":
+      return Fake.rateLimited({ ms: 5 })
+    case "server":
+      return Fake.status(500, { error: { message: "upstream exploded", type: "server_error" } }, {
+        "retry-after-ms": "5"
+      })
+    case "cut":
+      return Fake.reply({
+        ...reasoning("cut"),
+        text: "The cause is proba",
+        finish: r.wire === "anthropic" ? "max_tokens" : "length"
+      })
+    case "overflow":
+      return overflow(r.wire === "anthropic" ? "anthropic" : "openai")
+    case "ok":
+      return base(r)
+  }
+}
+
+type Primary = "claude-manual" | "claude-adaptive" | "gpt-5" | "compat-replaying" | "compat-refusing"
+
+const scenario = fc.record({
+  primary: fc.constantFrom<Primary>("claude-manual", "claude-adaptive", "gpt-5", "compat-replaying", "compat-refusing"),
+  backup: fc.boolean(),
+  turns: fc.integer({ min: 1, max: 4 }),
+  faults: fc.array(fault, { maxLength: 12 }),
+  backupFaults: fc.array(fault, { maxLength: 12 })
+})
+
+const reasonsAbout = (step: string) => ({ reasoningText: `Reasoning about ${step}.` })
+
+const play = (s: typeof scenario extends fc.Arbitrary<infer A> ? A : never) =>
+  Effect.gen(function*() {
+    const claudeLike = s.primary === "claude-manual" || s.primary === "claude-adaptive"
+    const reasoning = claudeLike ? thinks : reasonsAbout
+    const primaryFake = yield* Fake.make({
+      fallback: faulty(s.faults, reasoning, toolLoop(s.turns, reasoning)),
+      refuseReasoningContent: s.primary === "compat-refusing"
+    })
+    const backupFake = yield* Fake.make({ fallback: faulty(s.backupFaults, thinks, toolLoop(s.turns, thinks)) })
+    const common = { apiKey: Redacted.make("sk-test"), maxAttempts: 2 }
+    const primary = claudeLike
+      ? yield* Anthropic.make({
+        ...common,
+        name: "primary",
+        model: "claude-test",
+        baseUrl: primaryFake.anthropicBaseUrl,
+        thinking: s.primary === "claude-manual" ? { type: "enabled", budgetTokens: 2048 } : { type: "adaptive" }
+      })
+      : yield* OpenAiCompat.make({
+        ...common,
+        name: "primary",
+        model: s.primary === "gpt-5" ? "gpt-5" : "deepseek-reasoner",
+        baseUrl: primaryFake.openAiBaseUrl,
+        maxOutputTokens: 4000,
+        ...(s.primary === "gpt-5" ? { reasoning: { effort: "low" } } : {}),
+        replayReasoning: s.primary === "compat-replaying"
+      })
+    const backup = yield* Anthropic.make({
+      ...common,
+      name: "backup",
+      model: "claude-test",
+      baseUrl: backupFake.anthropicBaseUrl,
+      thinking: { type: "enabled", budgetTokens: 2048 }
+    })
+    const providers = s.backup ? [primary, backup] : [primary]
+    const run = yield* Harness.runBurst({ spec: Harness.agent({ tools: ["echo"] }) }).pipe(
+      Effect.provide(Harness.layer({ providers: providers.map((p) => StormGuard.wrap(p)), tools: Tools.all }))
+    )
+    return { run, refusals: [...primaryFake.refusals, ...backupFake.refusals] }
+  })
+
+describe("Reasoning in random tool loops", () => {
+  vitest(
+    "routes, retries, failovers, cut replies and prunes never make a request the strict fakes refuse",
+    async () => {
+      await fc.assert(
+        fc.asyncProperty(scenario, async (s) => {
+          const { refusals, run } = await Effect.runPromise(
+            play(s).pipe(Effect.scoped, Effect.provide(NodeHttpClient.layerUndici))
+          )
+          expect(refusals).toEqual([])
+          expect(run.trajectory.errors.filter((e) => e.code === "provider.bad_request")).toEqual([])
+        }),
+        { numRuns: 25 }
+      )
+    },
+    120_000
+  )
 })
