@@ -152,7 +152,7 @@ export const structured = (request: ModelRequest): boolean => {
 
 /** The request body for `request` (see the module comment for the rules it obeys). Never fails. */
 export const body = (options: Options, request: ModelRequest, stream: boolean): Block => {
-  // A sample's cap (MCP sampling) when it asks for less than the configured one.
+  // The request's own cap (a sample's, say) when it asks for less than the configured one.
   const maxTokens = Math.min(options.maxOutputTokens ?? defaultMaxOutputTokens, request.maxTokens ?? Infinity)
   const thinking = thinkingFor(options, request, maxTokens)
   const cache = options.promptCache ?? true
