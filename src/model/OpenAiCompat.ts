@@ -310,6 +310,8 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
       maxResponseBytes: options.maxResponseBytes ?? Http.defaults(timeoutMs).maxResponseBytes
     }
     const url = `${options.baseUrl.replace(/\/+$/, "")}/chat/completions`
+    // The host decides the prompt_cache_key default; it is settled once, here.
+    const settled: Options = { ...options, promptCacheKey: options.promptCacheKey ?? isOpenAi(options.baseUrl) }
     let minted = 0
     // Some servers send no ids (or empty ones); the pairing of calls and results needs one per call.
     const callId = (wire: string | null | undefined): string =>
@@ -328,7 +330,7 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
     })
 
     const once = (request: ModelRequest): Effect.Effect<ModelReply, ProviderError> =>
-      Effect.flatMap(Http.post(transport, url, headers(false), body(options, request, false)), whole)
+      Effect.flatMap(Http.post(transport, url, headers(false), body(settled, request, false)), whole)
 
     // Generator functions made once per provider (`fnUntraced`), not per request: see session/Loop's `iteration`.
     const whole: (response: HttpClientResponse.HttpClientResponse) => Effect.Effect<ModelReply, ProviderError> = Effect
@@ -362,7 +364,7 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
       })
 
     const streamed = Effect.fnUntraced(function*(request: ModelRequest, onDelta: (text: string) => void) {
-      const response = yield* Http.post(transport, url, headers(true), body(options, request, true))
+      const response = yield* Http.post(transport, url, headers(true), body(settled, request, true))
       // Some gateways ignore `stream: true` and answer with one JSON body: take it whole, one delta.
       if (Http.isJson(response)) {
         const reply = yield* whole(response)

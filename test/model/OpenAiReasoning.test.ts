@@ -214,6 +214,15 @@ layer(NodeHttpClient.layerUndici, { excludeTestServices: true })("OpenAI reasoni
       expect(fake.refusals).toEqual([])
     }))
 
+  it.scoped("prompt_cache_key: not sent to another host by default, sent when asked", () =>
+    Effect.gen(function*() {
+      const fake = yield* Fake.make({ script: [Fake.text("a"), Fake.text("b")] })
+      const keyed = { ...Cases.request, cacheKey: "ses_42" }
+      yield* (yield* makeFor(fake)).complete(keyed)
+      yield* (yield* makeFor(fake, { promptCacheKey: true })).complete(keyed)
+      expect(fake.requests.map((r) => r.body.prompt_cache_key)).toEqual([undefined, "ses_42"])
+    }))
+
   it.scoped("a gpt-5 provider with a cap and an effort is accepted by the strict fake", () =>
     Effect.gen(function*() {
       const fake = yield* Fake.make({ script: [Fake.text("ok")] })

@@ -22,7 +22,7 @@
  * - a server configured like DeepSeek's reasoner (`refuseReasoningContent`) refuses `reasoning_content` in input
  *   messages (DeepSeek documents a 400 for it; the text here is the fake's).
  */
-import { createHmac } from "node:crypto"
+import { createHash, createHmac } from "node:crypto"
 
 const asRecord = (u: unknown): Record<string, unknown> =>
   typeof u === "object" && u !== null && !Array.isArray(u) ? u as Record<string, unknown> : {}
@@ -60,7 +60,7 @@ const openAiRefusal = (message: string, param: string | null, code: string): Ref
 
 const docs = "Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
 
-/** The first `cache_control` count over tools, system blocks and message blocks. */
+/** How many `cache_control` breakpoints a request sets (tools, system blocks, message blocks). */
 export const cacheBreakpoints = (body: Record<string, unknown>): number => {
   let count = 0
   for (const tool of asArray(body.tools)) if (asRecord(tool).cache_control !== undefined) count++
@@ -203,12 +203,10 @@ const linear = (body: Record<string, unknown>): { blocks: Array<string>; breakpo
   return { blocks, breakpoints }
 }
 
-const tokensOf = (blocks: ReadonlyArray<string>, end: number): number =>
-  Math.ceil(blocks.slice(0, end).reduce((n, b) => n + b.length, 0) / 4)
-
 /**
  * The cache reads and writes of an Anthropic request against `cache` (prefix → tokens), which it updates; and the
- * uncached input tokens. `undefined` when the request has no breakpoint (nothing is cached).
+ * uncached input tokens (a token counted as four characters). `undefined` when the request has no breakpoint.
+ * A prefix is keyed by a hash chained block by block.
  */
 export const cacheUsage = (
   body: Record<string, unknown>,
@@ -216,19 +214,26 @@ export const cacheUsage = (
 ): { readonly read: number; readonly write: number; readonly input: number } | undefined => {
   const { blocks, breakpoints } = linear(body)
   if (breakpoints.length === 0) return undefined
-  const key = (end: number) => blocks.slice(0, end).join("\n")
+  // keys[end] and tokens[end] describe the prefix of the first `end` blocks.
+  const keys: Array<string> = [""]
+  const tokens: Array<number> = [0]
+  let chars = 0
+  for (const block of blocks) {
+    keys.push(createHash("sha256").update(keys.at(-1)!).update(block).digest("base64"))
+    chars += block.length
+    tokens.push(Math.ceil(chars / 4))
+  }
   let read = 0
   for (const point of breakpoints) {
     for (let end = point; end >= Math.max(1, point - 20); end--) {
-      const hit = cache.get(key(end))
+      const hit = cache.get(keys[end]!)
       if (hit !== undefined) {
         read = Math.max(read, hit)
         break
       }
     }
   }
-  const cached = tokensOf(blocks, breakpoints.at(-1)!)
-  for (const point of breakpoints) cache.set(key(point), tokensOf(blocks, point))
-  const write = Math.max(0, cached - read)
-  return { read, write, input: Math.max(1, tokensOf(blocks, blocks.length) - cached) }
+  const cached = tokens[breakpoints.at(-1)!]!
+  for (const point of breakpoints) cache.set(keys[point]!, tokens[point]!)
+  return { read, write: Math.max(0, cached - read), input: Math.max(1, tokens[blocks.length]! - cached) }
 }
