@@ -76,7 +76,7 @@ describe("the fake provider refuses what Anthropic refuses", () => {
       expect(yield* anthropic(fake, { ...thinkingOn, messages: cycle(made) })).toEqual(invalid(/redacted_thinking/))
     }))
 
-  it.scopedLive("a budget under 1024 or not under max_tokens; a forced tool with manual thinking", () =>
+  it.scopedLive("a budget under 1024 or not under max_tokens; a forced tool with manual thinking; an unknown effort", () =>
     Effect.gen(function*() {
       const fake = yield* Fake.make()
       const messages = [user]
@@ -94,6 +94,11 @@ describe("the fake provider refuses what Anthropic refuses", () => {
         invalid(/Thinking may not be enabled when `tool_choice` forces tool use/)
       )
       expect((yield* anthropic(fake, { thinking: { type: "adaptive" }, ...forced, messages })).status).toBe(200)
+      const adaptive = { thinking: { type: "adaptive" }, messages }
+      expect(yield* anthropic(fake, { ...adaptive, output_config: { effort: "extreme" } })).toEqual(
+        invalid(/^output_config.effort: Input should be/)
+      )
+      expect((yield* anthropic(fake, { ...adaptive, output_config: { effort: "max" } })).status).toBe(200)
     }))
 
   it.scopedLive("more than 4 cache_control breakpoints", () =>

@@ -12,6 +12,7 @@
  *   `redacted_thinking` data must be data it issued;
  * - `thinking.budget_tokens` must be at least 1024 and below `max_tokens`;
  * - manual thinking (`enabled`) refuses a `tool_choice` that forces tool use (`tool` or `any`);
+ * - `output_config.effort` is one of `low`, `medium`, `high`, `max`;
  * - at most 4 `cache_control` breakpoints.
  * The texts follow the API's error messages as users report them; the invalid-data text of a redacted block is
  * modelled on the signature one.
@@ -94,6 +95,10 @@ export const checkAnthropic = (body: Record<string, unknown>, issued: Issued): R
     if (choice === "tool" || choice === "any") {
       return anthropicRefusal("Thinking may not be enabled when `tool_choice` forces tool use.")
     }
+  }
+  const effort = asRecord(body.output_config).effort
+  if (effort !== undefined && !["low", "medium", "high", "max"].includes(String(effort))) {
+    return anthropicRefusal("output_config.effort: Input should be 'low', 'medium', 'high' or 'max'")
   }
   const breakpoints = cacheBreakpoints(body)
   if (breakpoints > 4) {
