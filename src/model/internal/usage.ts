@@ -2,7 +2,9 @@
  * Token usage as the two wire formats report it, normalised once. `inputTokens` counts EVERY input token the
  * provider processed, cached or not, so budgets mean the same thing whichever provider answered: OpenAI's
  * `prompt_tokens` already includes `cached_tokens`; Anthropic's `input_tokens` excludes the cache reads and writes,
- * so they are added back. The cache counters are kept separately for cost reporting.
+ * so they are added back. The cache counters are kept separately for cost reporting. Reasoning: OpenAI's
+ * `completion_tokens` already include `completion_tokens_details.reasoning_tokens` (kept apart, never added);
+ * Anthropic's `output_tokens` include the thinking, which the Messages API does not count apart.
  */
 import { Option, Schema } from "effect"
 import { Usage } from "../../domain/Usage.js"
@@ -13,7 +15,10 @@ const Count = Schema.NullOr(Schema.Number)
 export const OpenAiUsage = Schema.Struct({
   prompt_tokens: Schema.optional(Count),
   completion_tokens: Schema.optional(Count),
-  prompt_tokens_details: Schema.optional(Schema.NullOr(Schema.Struct({ cached_tokens: Schema.optional(Count) })))
+  prompt_tokens_details: Schema.optional(Schema.NullOr(Schema.Struct({ cached_tokens: Schema.optional(Count) }))),
+  completion_tokens_details: Schema.optional(
+    Schema.NullOr(Schema.Struct({ reasoning_tokens: Schema.optional(Count) }))
+  )
 })
 export type OpenAiUsage = typeof OpenAiUsage.Type
 
@@ -51,7 +56,8 @@ export const fromOpenAi = (usage: OpenAiUsage | null | undefined): Usage =>
     inputTokens: count(usage.prompt_tokens),
     outputTokens: count(usage.completion_tokens),
     cacheReadTokens: count(usage.prompt_tokens_details?.cached_tokens),
-    cacheWriteTokens: 0
+    cacheWriteTokens: 0,
+    reasoningTokens: Math.min(count(usage.completion_tokens_details?.reasoning_tokens), count(usage.completion_tokens))
   })
 
 /** Normalises an OpenAI Responses usage (absent → zero); reasoning tokens stay counted in the output. Never fails. */
