@@ -206,9 +206,6 @@ const crossCheck = (config: {
   return issues
 }
 
-// The Anthropic adapter's `max_tokens` when `maxOutputTokens` is not set (`Anthropic.Options`).
-const anthropicMaxTokens = 8192
-
 // Which settings each API takes: a setting for another API is a mistake the operator must hear about, not a no-op.
 const onlyFor: ReadonlyArray<readonly [keyof ProviderSettings, ReadonlyArray<Api>]> = [
   ["thinking", ["anthropic"]],
@@ -253,7 +250,7 @@ function settingsIssues(settings: ProviderSettings): Array<PathIssue> {
     })
   }
   if (thinking !== undefined && thinking.type !== "adaptive" && thinking.budgetTokens !== undefined) {
-    const max = settings.maxOutputTokens ?? anthropicMaxTokens
+    const max = settings.maxOutputTokens ?? Anthropic.defaultMaxOutputTokens
     if (thinking.budgetTokens >= max) {
       issues.push({
         path: ["thinking", "budgetTokens"],
