@@ -27,6 +27,7 @@ import type { ToolCallRecord, Trajectory } from "../domain/Trajectory.js"
 import { SessionEvents } from "../events/SessionEvents.js"
 import { Providers } from "../model/ModelProvider.js"
 import type { ToolSpec } from "../model/ModelProvider.js"
+import * as Cost from "../rails/Cost.js"
 import * as ExitPolicy from "../rails/ExitPolicy.js"
 import * as Limits from "../rails/Limits.js"
 import { SessionStore } from "../store/SessionStore.js"
@@ -258,7 +259,9 @@ const run = (
       executor,
       tools,
       toolSpecs: specs,
-      promptChars: request.promptChars ?? Prompt.system(instructed.spec).length + JSON.stringify(specs).length
+      // Only a cost budget reads it (`ModelCall`'s gate): without one, nothing is measured.
+      promptChars: request.promptChars ??
+        (Cost.bounded(limits) ? Prompt.system(instructed.spec).length + JSON.stringify(specs).length : 0)
     }
     const startedAt = yield* Clock.currentTimeMillis
     const before = session.state
