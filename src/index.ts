@@ -89,8 +89,8 @@ export {
   ToolFailure,
   Trajectory
 } from "./domain/Trajectory.js"
-/** Token usage, summed per attempt. */
-export { Usage } from "./domain/Usage.js"
+/** Token usage, summed per attempt; a row of the usage ledger (`GET /v1/usage`) and its UTC day. */
+export { Usage, UsageRow, utcDay } from "./domain/Usage.js"
 /** The `SessionEvents` port over a listener set per watched session, with replay from the store: `make`, `layer`. */
 export * as LiveEvents from "./events/LiveEvents.js"
 export { SessionEvents } from "./events/SessionEvents.js"

@@ -42,3 +42,27 @@ export class Usage extends Schema.Class<Usage>("Usage")({
     return this.inputTokens + this.outputTokens
   }
 }
+
+/** The UTC day of an epoch-millisecond time, `YYYY-MM-DD`: the day of the usage ledger. */
+export const utcDay = (millis: number): string => new Date(millis).toISOString().slice(0, 10)
+
+/**
+ * One line of an org's usage ledger (`GET /v1/usage`): what the model attempts of one agent at one provider cost on
+ * one UTC day — every attempt, failed ones included. Token counts as in `Usage`; `costMicros` in integer
+ * micro-dollars (0 for a provider without prices).
+ */
+export const UsageRow = Schema.Struct({
+  /** The UTC day the attempts started, `YYYY-MM-DD`. */
+  day: Schema.String,
+  agentId: Schema.String,
+  provider: Schema.String,
+  model: Schema.String,
+  attempts: Schema.NonNegativeInt,
+  inputTokens: Schema.NonNegativeInt,
+  outputTokens: Schema.NonNegativeInt,
+  cacheReadTokens: Schema.NonNegativeInt,
+  cacheWriteTokens: Schema.NonNegativeInt,
+  reasoningTokens: Schema.NonNegativeInt,
+  costMicros: Schema.NonNegativeInt
+}).annotations({ identifier: "UsageRow" })
+export type UsageRow = typeof UsageRow.Type
