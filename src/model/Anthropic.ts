@@ -198,13 +198,7 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
   Effect.gen(function*() {
     const client = yield* HttpClient.HttpClient
     const timeoutMs = options.timeoutMs ?? defaultAttempt.timeoutMs
-    const transport: Http.Transport = {
-      provider: options.name,
-      client,
-      firstByteTimeoutMs: options.firstByteTimeoutMs ?? timeoutMs,
-      idleTimeoutMs: options.idleTimeoutMs ?? timeoutMs,
-      maxResponseBytes: options.maxResponseBytes ?? Http.defaults(timeoutMs).maxResponseBytes
-    }
+    const transport = Http.transport(options, client, timeoutMs)
     const root = (options.baseUrl ?? "https://api.anthropic.com").replace(/\/+$/, "").replace(/\/v1$/, "")
     const url = `${root}/v1/messages`
     let minted = 0
@@ -382,17 +376,7 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
       })
     })
 
-    return {
-      name: options.name,
-      model: options.model,
-      vendor: "anthropic",
-      timeoutMs,
-      maxAttempts: options.maxAttempts ?? defaultAttempt.maxAttempts,
-      complete: (request) => {
-        const onDelta = request.onDelta
-        return onDelta === undefined ? once(request) : streamed(request, onDelta)
-      }
-    }
+    return Http.provider(options, "anthropic", timeoutMs, once, streamed)
   })
 
 /**

@@ -302,13 +302,7 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
   Effect.gen(function*() {
     const client = yield* HttpClient.HttpClient
     const timeoutMs = options.timeoutMs ?? defaultAttempt.timeoutMs
-    const transport: Http.Transport = {
-      provider: options.name,
-      client,
-      firstByteTimeoutMs: options.firstByteTimeoutMs ?? timeoutMs,
-      idleTimeoutMs: options.idleTimeoutMs ?? timeoutMs,
-      maxResponseBytes: options.maxResponseBytes ?? Http.defaults(timeoutMs).maxResponseBytes
-    }
+    const transport = Http.transport(options, client, timeoutMs)
     const url = `${options.baseUrl.replace(/\/+$/, "")}/chat/completions`
     // The host decides the prompt_cache_key default; it is settled once, here.
     const settled: Options = { ...options, promptCacheKey: options.promptCacheKey ?? isOpenAi(options.baseUrl) }
@@ -468,17 +462,7 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
       return reply
     })
 
-    return {
-      name: options.name,
-      model: options.model,
-      vendor: "openai",
-      timeoutMs,
-      maxAttempts: options.maxAttempts ?? defaultAttempt.maxAttempts,
-      complete: (request) => {
-        const onDelta = request.onDelta
-        return onDelta === undefined ? once(request) : streamed(request, onDelta)
-      }
-    }
+    return Http.provider(options, "openai", timeoutMs, once, streamed)
   })
 
 /**

@@ -294,13 +294,7 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
   Effect.gen(function*() {
     const client = yield* HttpClient.HttpClient
     const timeoutMs = options.timeoutMs ?? defaultAttempt.timeoutMs
-    const transport: Http.Transport = {
-      provider: options.name,
-      client,
-      firstByteTimeoutMs: options.firstByteTimeoutMs ?? timeoutMs,
-      idleTimeoutMs: options.idleTimeoutMs ?? timeoutMs,
-      maxResponseBytes: options.maxResponseBytes ?? Http.defaults(timeoutMs).maxResponseBytes
-    }
+    const transport = Http.transport(options, client, timeoutMs)
     const url = `${(options.baseUrl ?? defaultBaseUrl).replace(/\/+$/, "")}/responses`
 
     const headers = (stream: boolean): Record<string, string> => ({
@@ -431,17 +425,7 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
       return reply
     })
 
-    return {
-      name: options.name,
-      model: options.model,
-      vendor: "openai",
-      timeoutMs,
-      maxAttempts: options.maxAttempts ?? defaultAttempt.maxAttempts,
-      complete: (request) => {
-        const onDelta = request.onDelta
-        return onDelta === undefined ? once(request) : streamed(request, onDelta)
-      }
-    }
+    return Http.provider(options, "openai", timeoutMs, once, streamed)
   })
 
 /**
