@@ -7,7 +7,9 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import { existsSync } from "node:fs"
+import { existsSync, mkdirSync } from "node:fs"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
 import { chromium } from "playwright-core"
 import * as Server from "../../src/server/Server.js"
 import * as FakeResponses from "../support/FakeResponses.js"
@@ -15,6 +17,7 @@ import { baseUrl, settings } from "../support/ServerHarness.js"
 
 const executablePath = "/usr/bin/chromium"
 const available = existsSync(executablePath)
+const artifacts = fileURLToPath(new URL("../../test-artifacts/viewer/", import.meta.url))
 
 const agent = { id: "triage", version: 1, name: "Triage", instructions: "Find out.", tools: ["demo_status"] }
 
@@ -119,5 +122,10 @@ describe("the viewer shows reasoning and money", () => {
       })
       expect(meters.find((m) => m.label === "Tool calls")?.now).toBe(2)
       expect(errors).toEqual([])
+      // Opened, a turn's reasoning shows its summary.
+      yield* run(() => reasoning.first().locator("summary").click())
+      expect(yield* run(() => reasoning.first().locator(".text").first().textContent())).not.toBe("")
+      mkdirSync(artifacts, { recursive: true })
+      yield* run(() => page.screenshot({ path: join(artifacts, "session-reasoning.png"), fullPage: true }))
     }).pipe(Effect.scoped), { timeout: 180_000 })
 })
