@@ -43,6 +43,7 @@ import * as Knowledge from "./knowledge/Context.js"
 import { Retriever } from "./knowledge/Retriever.js"
 import type { ModelProvider } from "./model/ModelProvider.js"
 import { Providers } from "./model/ModelProvider.js"
+import * as Cost from "./rails/Cost.js"
 import * as ExitPolicy from "./rails/ExitPolicy.js"
 import * as Limits from "./rails/Limits.js"
 import { Ids } from "./session/Ids.js"
@@ -327,6 +328,19 @@ export const make: Effect.Effect<
       }
       const tightened = Limits.tighten(ceiling, spec.limits)
       if (tightened._tag === "Left") issues.push(...tightened.left.issues)
+      // A cost budget needs prices: a call to an unpriced provider would cost it nothing, and the budget would lie.
+      else if (Cost.bounded(tightened.right)) {
+        for (const provider of Option.getOrElse(providers.route(spec.tier), () => [])) {
+          if (provider.pricing !== undefined) continue
+          issues.push(
+            new FieldIssue({
+              path: spec.limits?.costPerSession !== undefined ? "limits.costPerSession" : "limits.costPerBurst",
+              message: `a cost budget applies, but provider "${provider.name}" of tier "${spec.tier}" has no ` +
+                `prices: give it "pricing" in the configuration`
+            })
+          )
+        }
+      }
       const policy = ExitPolicy.forSpec(hostPolicy, spec.exitPolicy)
       if (policy._tag === "Left") issues.push(...policy.left.issues)
       if (spec.reportSchema !== undefined) {

@@ -48,6 +48,7 @@ export {
   FinishReason,
   ModelReply,
   NoticeEntry,
+  ReasoningPart,
   ToolCall,
   ToolResult,
   ToolResultsEntry,
@@ -88,18 +89,22 @@ export {
   ToolFailure,
   Trajectory
 } from "./domain/Trajectory.js"
-/** Token usage, summed per attempt. */
-export { Usage } from "./domain/Usage.js"
+/** Token usage, summed per attempt; a row of the usage ledger (`GET /v1/usage`) and its UTC day. */
+export { Usage, UsageRow, utcDay } from "./domain/Usage.js"
 /** The `SessionEvents` port over a listener set per watched session, with replay from the store: `make`, `layer`. */
 export * as LiveEvents from "./events/LiveEvents.js"
 export { SessionEvents } from "./events/SessionEvents.js"
 export type { SubscribeOptions, Subscription } from "./events/SessionEvents.js"
 export { Providers } from "./model/ModelProvider.js"
 export type { ModelProvider, ModelRequest, ToolSpec } from "./model/ModelProvider.js"
+/** Which reasoning parts a provider may be sent back: `ownParts`, `foreignParts`, `openToolCycle`. */
+export * as Reasoning from "./model/Reasoning.js"
 /** One model call across a route of providers with sticky failover: `callModel`, its state and options. */
 export * as ProviderChain from "./model/ProviderChain.js"
 /** The one ordered list of checks that can end a burst: the built-in checks, `threshold`, `add`, `reorder`, `decide`. */
 export * as ExitPolicy from "./rails/ExitPolicy.js"
+/** Money: prices (`fromUsd`), an attempt's cost in integer micro-dollars (`micros`), the cost budgets' `fit`. */
+export * as Cost from "./rails/Cost.js"
 /** The ceilings rails: `defaults`, `layer(override)` (tighten only), `tighten`, `effective`, the `Limits` reference. */
 export * as LimitsRails from "./rails/Limits.js"
 /** What one model reply means for the loop (cut tool calls dropped, empty replies nudged): `classify`. */

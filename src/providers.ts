@@ -23,6 +23,8 @@ import type { Layer } from "effect"
 export * as OpenAiCompat from "./model/OpenAiCompat.js"
 /** The Anthropic Messages adapter: `make`, `layer`. */
 export * as Anthropic from "./model/Anthropic.js"
+/** The OpenAI Responses API adapter (reasoning items carried across tool turns, `store: false`): `make`, `layer`. */
+export * as OpenAiResponses from "./model/OpenAiResponses.js"
 /** The configuration-file form of the routes (`providers` + `tiers` sections): `decode`, `layer`, `layerNode`. */
 export * as ProviderConfig from "./model/ProviderConfig.js"
 /** The per-provider circuit breaker the server wraps every adapter in: `wrap(provider, options)`. */

@@ -64,6 +64,20 @@ describe("Corral.publishAgent", () => {
       expect(paths).toEqual(expect.arrayContaining(["id", "version", "name", "instructions", "extra"]))
     }).pipe(Effect.provide(corral([]))))
 
+  it.effect("refuses a cost budget over a tier whose provider has no prices, naming it", () =>
+    Effect.gen(function*() {
+      const c = yield* Corral
+      const error = yield* Effect.flip(c.publishAgent(alice, { ...agent, limits: { costPerSession: 50_000 } }))
+      if (error._tag !== "InvalidRequest") throw new Error("expected InvalidRequest")
+      expect(error.issues.map((i) => `${i.path}: ${i.message}`)).toEqual([
+        "limits.costPerSession: a cost budget applies, but provider \"free\" of tier \"default\" has no prices: give " +
+        "it \"pricing\" in the configuration"
+      ])
+    }).pipe(Effect.provide(corral([
+      Scripted.make({ name: "priced", script: [], pricing: { inputPerMTok: 3, outputPerMTok: 15 } }),
+      Scripted.make({ name: "free", script: [] })
+    ]))))
+
   it.effect("tightening limits is accepted and versions are kept apart", () =>
     Effect.gen(function*() {
       const c = yield* Corral

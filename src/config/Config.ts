@@ -19,6 +19,7 @@ import { readFile } from "node:fs/promises"
 import { FieldIssue } from "../domain/Errors.js"
 import { LimitsOverride } from "../domain/Limits.js"
 import * as ProviderConfig from "../model/ProviderConfig.js"
+import * as Cost from "../rails/Cost.js"
 import * as Limits from "../rails/Limits.js"
 import type * as Approvals from "../tools/Approvals.js"
 import * as McpConfig from "../tools/McpConfig.js"
@@ -400,6 +401,19 @@ export const load: Effect.Effect<Settings, ConfigInvalid> = Effect.gen(function*
   if (shape.limits !== undefined) {
     const tightened = Limits.tighten(Limits.defaults, shape.limits)
     if (Either.isLeft(tightened)) issues.push(...tightened.left.issues.map(label))
+    // A cost budget of the host bounds every agent: every provider must say what it charges.
+    else if (Either.isRight(models) && Cost.bounded(tightened.right)) {
+      const budget = shape.limits.costPerSession !== undefined ? "limits.costPerSession" : "limits.costPerBurst"
+      for (const [name, settings] of Object.entries(models.right.providers ?? {})) {
+        if (settings.pricing !== undefined) continue
+        issues.push(label(
+          new FieldIssue({
+            path: `providers.${name}.pricing`,
+            message: `required: ${budget} bounds what sessions spend, and this provider has no prices`
+          })
+        ))
+      }
+    }
   }
 
   const telemetrySection = Telemetry.decodeSection(merged.telemetry)

@@ -10,7 +10,7 @@ export const ExitPoint = Schema.Literal("before_model", "after_tools")
 export type ExitPoint = typeof ExitPoint.Type
 
 /**
- * The numbers a check may read (`rails/ExitPolicy` Facts). `turnCalls` and `repeats` exist only after a tool turn:
+ * The numbers a check may read (`rails/ExitPolicy` Facts; `cost*` in micro-dollars). `turnCalls` and `repeats` exist only after a tool turn:
  * the calls of that turn, and the highest repeat count one of its calls reached.
  */
 export const Metric = Schema.Literal(
@@ -20,6 +20,8 @@ export const Metric = Schema.Literal(
   "toolCallsSession",
   "tokensBurst",
   "tokensSession",
+  "costBurst",
+  "costSession",
   "activeMs",
   "burstMs",
   "strikes",
@@ -38,6 +40,7 @@ export const HaltReason = Schema.Literal(
   "session_limit",
   "tool_budget",
   "token_budget",
+  "cost_budget",
   "deadline",
   "repeat_call_halt",
   "bad_tool_use"

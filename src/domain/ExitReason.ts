@@ -3,7 +3,7 @@
  */
 import { Schema } from "effect"
 
-/** The 16 exit reasons of DESIGN §4. */
+/** The 17 exit reasons of DESIGN §4 (`cost_budget` joined with the money rail, §11). */
 export const ExitReason = Schema.Literal(
   "completed",
   "confirmation_pending",
@@ -11,6 +11,7 @@ export const ExitReason = Schema.Literal(
   "session_limit",
   "tool_budget",
   "token_budget",
+  "cost_budget",
   "deadline",
   "provider_failed",
   "context_overflow",

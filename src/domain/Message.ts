@@ -46,6 +46,42 @@ export const ToolResult = Schema.Struct({
 })
 export type ToolResult = typeof ToolResult.Type
 
+/**
+ * Reasoning a model produced with its reply (DESIGN §11): opaque, and tagged with the provider (its configured name)
+ * that made it, because only that provider may be sent it back, and only as its own wire rules require. The loop
+ * stores it with the assistant turn and never reads it; the adapter that made it replays it verbatim:
+ * - `thinking` — an Anthropic thinking block with its `signature` (the API checks the signature: never edit either);
+ * - `redacted_thinking` — an Anthropic block whose reasoning was encrypted by the provider (`data`);
+ * - `reasoning` — an OpenAI Responses reasoning item: its `id`, its `encryptedContent` (asked for with
+ *   `include: ["reasoning.encrypted_content"]`, since requests are `store: false`) and its summary texts;
+ * - `reasoning_text` — the plain reasoning text an OpenAI-compatible server returns (`reasoning_content`, or
+ *   `reasoning`), with the field it came in, so it goes back in the same one.
+ * Never shown to tools, never put into the system prompt.
+ */
+export const ReasoningPart = Schema.Union(
+  Schema.Struct({
+    type: Schema.Literal("thinking"),
+    provider: Schema.String,
+    thinking: Schema.String,
+    signature: Schema.String
+  }),
+  Schema.Struct({ type: Schema.Literal("redacted_thinking"), provider: Schema.String, data: Schema.String }),
+  Schema.Struct({
+    type: Schema.Literal("reasoning"),
+    provider: Schema.String,
+    id: Schema.String,
+    encryptedContent: Schema.optional(Schema.String),
+    summary: Schema.Array(Schema.String)
+  }),
+  Schema.Struct({
+    type: Schema.Literal("reasoning_text"),
+    provider: Schema.String,
+    text: Schema.String,
+    field: Schema.Literal("reasoning_content", "reasoning")
+  })
+)
+export type ReasoningPart = typeof ReasoningPart.Type
+
 /** Why the model stopped: the adapter's normalised finish reason. */
 export const FinishReason = Schema.Literal("stop", "tool_calls", "length", "filtered", "refused", "unknown")
 export type FinishReason = typeof FinishReason.Type
@@ -58,12 +94,16 @@ export const UserEntry = Schema.Struct({
   /** The accepted message (`InboxMessage.id`) this turn took up, if it came through the durable mailbox. */
   messageId: Schema.optional(Schema.String)
 })
-/** The model's reply: text and the tool calls it asked for, persisted before any tool runs. */
+/**
+ * The model's reply: text and the tool calls it asked for, persisted before any tool runs — with the reasoning the
+ * provider returned (`ReasoningPart`, in the order it came), when it returned any.
+ */
 export const AssistantEntry = Schema.Struct({
   kind: Schema.Literal("assistant"),
   text: Schema.String,
   toolCalls: Schema.Array(ToolCall),
-  finishReason: FinishReason
+  finishReason: FinishReason,
+  reasoning: Schema.optional(Schema.Array(ReasoningPart))
 })
 /** All results of one assistant turn, together: one result per call (the pairing invariant). */
 export const ToolResultsEntry = Schema.Struct({
@@ -92,11 +132,15 @@ export const Turn = Schema.Struct({
 })
 export type Turn = typeof Turn.Type
 
-/** A model's normalised reply. `raw` keeps the provider's reply verbatim (wire JSON, or the scripted step). */
+/**
+ * A model's normalised reply. `raw` keeps the provider's reply verbatim (wire JSON, or the scripted step);
+ * `reasoning`, the reasoning parts the adapter took from it (absent: none).
+ */
 export const ModelReply = Schema.Struct({
   text: Schema.String,
   toolCalls: Schema.Array(ToolCall),
   finishReason: FinishReason,
+  reasoning: Schema.optional(Schema.Array(ReasoningPart)),
   usage: Usage,
   model: Schema.String,
   raw: Schema.optional(Schema.Unknown)

@@ -81,6 +81,8 @@ export const SessionState = Schema.Struct({
   modelCalls: Schema.NonNegativeInt,
   toolCalls: Schema.NonNegativeInt,
   usage: Usage,
+  /** What the session's model attempts cost, in micro-dollars (`rails/Cost`); 0 without prices. */
+  costMicros: Schema.optionalWith(Schema.NonNegativeInt, { default: () => 0 }),
   /** Index into the tier's provider list; only ever moves forward. */
   providerIndex: Schema.NonNegativeInt,
   /** Every provider of the route was spent; sticky. */
@@ -105,6 +107,7 @@ export const initialState: SessionState = {
   modelCalls: 0,
   toolCalls: 0,
   usage: Usage.zero,
+  costMicros: 0,
   providerIndex: 0,
   exhausted: false,
   activeMs: 0,
@@ -135,6 +138,8 @@ export const SessionView = Schema.Struct({
   exitReason: Schema.optional(ExitReason),
   report: Schema.optional(Report),
   usage: Usage,
+  /** What the session's model attempts cost so far, in micro-dollars (0 when its providers have no prices). */
+  costMicros: Schema.Int,
   modelCalls: Schema.Int,
   toolCalls: Schema.Int,
   activeMs: Schema.Number,
@@ -168,6 +173,7 @@ export const view = (session: Session, tokens: ReadonlyArray<IssuedToken> = []):
   ...(session.state.lastExitReason === undefined ? {} : { exitReason: session.state.lastExitReason }),
   ...(session.state.report === undefined ? {} : { report: session.state.report }),
   usage: session.state.usage,
+  costMicros: session.state.costMicros,
   modelCalls: session.state.modelCalls,
   toolCalls: session.state.toolCalls,
   activeMs: session.state.activeMs,

@@ -7,7 +7,7 @@
 import { Schema } from "effect"
 import { ErrorKind } from "./ErrorKind.js"
 import { ExitReason } from "./ExitReason.js"
-import { Limits } from "./Limits.js"
+import { RecordedLimits } from "./Limits.js"
 import { Attachment, ModelReply, ToolResultStatus } from "./Message.js"
 import { Principal } from "./Principal.js"
 import { Report } from "./Report.js"
@@ -28,6 +28,8 @@ export const ModelAttempt = Schema.Struct({
     retryAfterMs: Schema.optional(Schema.Number)
   })),
   usage: Usage,
+  /** What the attempt cost at its provider's prices, in micro-dollars; absent when the provider has none. */
+  costMicros: Schema.optional(Schema.NonNegativeInt),
   /**
    * Set on an attempt made for a tool server's sample (MCP sampling) during tool call `callId`: its `n`-th sample
    * that reached the model in the burst (from 1; every attempt of one sample, retries and failovers, carries the
@@ -97,7 +99,9 @@ export const BudgetSnapshot = Schema.Struct({
   modelCallsSession: Schema.Int,
   toolCalls: Schema.Int,
   tokens: Schema.Int,
-  activeMs: Schema.Number
+  activeMs: Schema.Number,
+  /** Micro-dollars the session had spent when the call passed the gate (absent in older records). */
+  costMicros: Schema.optional(Schema.Int)
 })
 export type BudgetSnapshot = typeof BudgetSnapshot.Type
 
@@ -131,6 +135,17 @@ export const RailDecision = Schema.Union(
    * how long it waited there. Other sessions' throttles put it there, so a replay does not reproduce it.
    */
   Schema.TaggedStruct("storm_wait", { at, provider: Schema.String, waitMs: Schema.Number }),
+  /**
+   * A cost budget left too little for the call's usual output cap: it was sent with `maxTokens`, so that its worst
+   * case (input estimate + that many output tokens at the highest prices it may meet) fits the `leftMicros` left.
+   */
+  Schema.TaggedStruct("cost_cap", { at, maxTokens: Schema.Int, leftMicros: Schema.Int }),
+  /**
+   * A request to `provider` left out `parts` reasoning parts of the transcript because another provider made them
+   * (a failover moved the session): only their maker can read them (`Reasoning`). Recorded once per provider and
+   * burst.
+   */
+  Schema.TaggedStruct("reasoning_dropped", { at, provider: Schema.String, parts: Schema.Int }),
   Schema.TaggedStruct("prune", { at, pruned: Schema.Boolean }),
   Schema.TaggedStruct("nudge", { at, cause: Schema.Literal("empty", "length") }),
   Schema.TaggedStruct("truncate", {
@@ -161,7 +176,15 @@ export const RouteEntry = Schema.Struct({
   name: Schema.String,
   model: Schema.String,
   maxAttempts: Schema.Int,
-  timeoutMs: Schema.Number
+  timeoutMs: Schema.Number,
+  /** Its prices, picodollars per token (`rails/Cost`), when it had some: a replay prices the attempts the same. */
+  pricing: Schema.optional(Schema.Struct({
+    input: Schema.Int,
+    output: Schema.Int,
+    cacheRead: Schema.Int,
+    cacheWrite: Schema.Int,
+    reasoning: Schema.Int
+  }))
 })
 export type RouteEntry = typeof RouteEntry.Type
 
@@ -170,7 +193,7 @@ export const ReplayRecord = Schema.Struct({
   /** The seed of the burst's own jitter (`Random`): the same seed gives the same backoff delays. */
   seed: Schema.Int,
   /** The effective limits of the burst (host ∩ agent). */
-  limits: Limits,
+  limits: RecordedLimits,
   /** The exit policy's checks, in order. */
   policy: Schema.Array(Schema.String),
   route: Schema.Array(RouteEntry),
@@ -183,8 +206,12 @@ export const ReplayRecord = Schema.Struct({
     tokens: Schema.Int,
     activeMs: Schema.Number,
     providerIndex: Schema.Int,
-    exhausted: Schema.Boolean
+    exhausted: Schema.Boolean,
+    /** Micro-dollars the session had spent (absent in records older than the cost ledger: none). */
+    costMicros: Schema.optionalWith(Schema.NonNegativeInt, { default: () => 0 })
   }),
+  /** The characters of the burst's system prompt and tool list (`Burst.Context.promptChars`). */
+  promptChars: Schema.optional(Schema.NonNegativeInt),
   /** When the burst saw its cancel signal (Clock millis). */
   cancelledAt: Schema.optional(Schema.Number)
 })
@@ -207,6 +234,8 @@ export const Trajectory = Schema.Struct({
   errors: Schema.Array(Schema.Struct({ code: Schema.String, message: Schema.String })),
   budgets: Schema.Array(BudgetSnapshot),
   usage: Usage,
+  /** What the burst's attempts cost, in micro-dollars (the sum of their `costMicros`); absent without prices. */
+  costMicros: Schema.optional(Schema.NonNegativeInt),
   exitReason: ExitReason,
   /** Every rail decision of the burst, in order, with exactly one `exit`. Absent in records older than replay. */
   decisions: Schema.optional(Schema.Array(RailDecision)),

@@ -14,13 +14,34 @@
  * Structured output (the landing's finalize call): a forced tool — `tool_choice: { type: "tool", name:
  * "submit_report" }` with the report schema as its `input_schema` — whose input comes back as the reply text
  * (JSON). Forced tool use is the long-standing, model-independent way to get schema-shaped JSON from the API.
+ *
+ * Extended thinking (`thinking`, DESIGN §11). A reply's `thinking` blocks (with their `signature`) and
+ * `redacted_thinking` blocks become its reasoning parts, in order; a thinking block without a signature (cut by
+ * `max_tokens`) cannot be sent back and is not kept. The API's rules, obeyed here:
+ * - a turn's own blocks go back verbatim (signature included: the API checks it) at the START of its assistant
+ *   message; another provider's never go (its signature cannot verify here);
+ * - with thinking on, the assistant message of the open tool-use cycle must start with a thinking block. A cycle
+ *   opened without one (another provider made the turn before a failover, or thinking was off then) cannot be given
+ *   one, so that request goes without `thinking`: one thinking configuration per assistant turn. Thinking blocks
+ *   are only sent when the request thinks (earlier turns' blocks are context the API ignores);
+ * - `max_tokens` must exceed `budget_tokens`: a call capped at or below the budget (a sample's `maxTokens`) goes
+ *   without thinking;
+ * - manual thinking (`type: "enabled"`) refuses a forced tool: its finalize call offers the report tool with
+ *   `tool_choice: { type: "auto" }` (adaptive thinking may force).
+ *
+ * Prompt caching (`promptCache`, default on): the API caches only at `cache_control` breakpoints (at most 4), over
+ * the prefix tools → system → messages. Three are set: on the last of the request's tools, on the system prompt
+ * (sent as one text block), and on the last block of the newest message (rolling: the next call reads what this one
+ * wrote). The tools and system prompt are rendered from the request alone, in its order, so one session's calls
+ * send them byte-identical and the prefix stays cached.
  */
 import type { HttpClientResponse } from "@effect/platform"
 import { HttpClient } from "@effect/platform"
 import { Effect, Either, Redacted as R } from "effect"
 import type { Layer } from "effect"
-import type { FinishReason, ModelReply, ToolCall } from "../domain/Message.js"
+import type { FinishReason, ModelReply, ReasoningPart, ToolCall } from "../domain/Message.js"
 import type { Usage } from "../domain/Usage.js"
+import { body, defaultMaxOutputTokens, reportTool, structured } from "./internal/anthropicRequest.js"
 import { Event, Message, type WireBlock } from "./internal/anthropicWire.js"
 import * as Http from "./internal/http.js"
 import type * as Sse from "./internal/sse.js"
@@ -29,7 +50,14 @@ import type { ModelProvider, ModelRequest } from "./ModelProvider.js"
 import { defaultAttempt, defaultTier, Providers } from "./ModelProvider.js"
 import type { ProviderError } from "./ProviderError.js"
 import { classifyErrorType } from "./ProviderError.js"
-import * as Render from "./Render.js"
+
+/**
+ * Extended thinking: manual (`enabled`, with a token budget, at least 1024 and below `max_tokens`) or `adaptive`
+ * (the model decides how much to think; `effort` guides it, where the model offers it).
+ */
+export type Thinking =
+  | { readonly type: "enabled"; readonly budgetTokens: number }
+  | { readonly type: "adaptive"; readonly effort?: "low" | "medium" | "high" | "max" | undefined }
 
 /** How to reach one Claude model. */
 export interface Options extends Http.CommonOptions {
@@ -42,131 +70,40 @@ export interface Options extends Http.CommonOptions {
    * to their text description (`describe`). Audio is always described: the Messages API takes no audio input.
    */
   readonly attachments?: "send" | "describe" | undefined
+  /** Extended thinking (default: off). Validate a manual budget with `thinkingIssue`. */
+  readonly thinking?: Thinking | undefined
+  /** Whether to set prompt-cache breakpoints (default true; see the module comment). */
+  readonly promptCache?: boolean | undefined
 }
+
+/** The smallest manual thinking budget the API accepts. */
+export const minThinkingBudget = 1024
+
+/**
+ * What is wrong with `thinking` for a provider whose `max_tokens` is `maxOutputTokens` (default
+ * `defaultMaxOutputTokens`): a manual budget must be an integer of at least 1024 and below `max_tokens`, as the API
+ * requires. `undefined` when it is fine (or absent). Never fails.
+ */
+export const thinkingIssue = (
+  thinking: Thinking | undefined,
+  maxOutputTokens: number = defaultMaxOutputTokens
+): string | undefined => {
+  if (thinking === undefined || thinking.type !== "enabled") return undefined
+  const budget = thinking.budgetTokens
+  if (!Number.isInteger(budget) || budget < minThinkingBudget) {
+    return `thinking.budgetTokens must be an integer of at least ${minThinkingBudget} (got ${budget})`
+  }
+  if (budget >= maxOutputTokens) {
+    return `thinking.budgetTokens (${budget}) must be less than maxOutputTokens (${maxOutputTokens})`
+  }
+  return undefined
+}
+
+// The request mapping (`body`, `toMessages`, `thinkingFor`) lives in internal/anthropicRequest; these are public.
+export { body, defaultMaxOutputTokens, reportTool, thinkingFor, toMessages } from "./internal/anthropicRequest.js"
 
 /** The API version this adapter speaks. */
 export const apiVersion = "2023-06-01"
-
-/** The forced tool that carries a structured (finalize) reply. */
-export const reportTool = "submit_report"
-
-// ---------------------------------------------------------------------------------------------------------------
-// Request mapping
-
-type Block = Record<string, unknown>
-interface WireMessage {
-  readonly role: "user" | "assistant"
-  readonly content: Array<Block>
-}
-
-// Anthropic wants an object as `input`. Arguments that are not a JSON object (a failover after another model
-// emitted broken JSON) are passed through as text, never repaired: the tool result already says what went wrong.
-const inputOf = (args: string): unknown => {
-  const parsed = Http.parseJson(args)
-  return Either.isRight(parsed) && typeof parsed.right === "object" && parsed.right !== null &&
-      !Array.isArray(parsed.right)
-    ? parsed.right
-    : { invalid_json: args }
-}
-
-const text = (value: string): Array<Block> => value.trim() === "" ? [] : [{ type: "text", text: value }]
-
-/**
- * The `messages` array for `request`: user and notice entries → user text blocks (`Render.userText`,
- * `Render.noticeText`), assistant → text + `tool_use` blocks, tool results → `tool_result` blocks, consecutive
- * same-role messages merged, `tool_result` blocks first in their message, empty messages dropped. Never fails.
- */
-export const toMessages = (
-  request: Pick<ModelRequest, "messages">,
-  attachments: "send" | "describe" = "send"
-): Array<WireMessage> => {
-  const out: Array<WireMessage> = []
-  const push = (role: WireMessage["role"], blocks: Array<Block>) => {
-    if (blocks.length === 0) return
-    const last = out.at(-1)
-    if (last !== undefined && last.role === role) last.content.push(...blocks)
-    else out.push({ role, content: blocks })
-  }
-  for (const entry of request.messages) {
-    switch (entry.kind) {
-      case "user":
-        push("user", text(Render.userText(entry)))
-        break
-      case "notice":
-        push("user", text(Render.noticeText(entry)))
-        break
-      case "assistant":
-        push("assistant", [
-          ...text(entry.text),
-          ...entry.toolCalls.map((call) => ({
-            type: "tool_use",
-            id: call.id,
-            name: call.name,
-            input: inputOf(call.arguments)
-          }))
-        ])
-        break
-      case "tool_results":
-        push(
-          "user",
-          entry.results.map((result) => {
-            const images = attachments === "send" ? (result.attachments ?? []).filter((a) => a.type === "image") : []
-            const content = images.length === 0 ? result.content : [
-              ...text(result.content),
-              ...images.map((image) => ({
-                type: "image",
-                source: { type: "base64", media_type: image.mimeType, data: image.data }
-              }))
-            ]
-            return {
-              type: "tool_result",
-              tool_use_id: result.callId,
-              ...(content === "" ? {} : { content }),
-              ...(result.isError ? { is_error: true } : {})
-            }
-          })
-        )
-        break
-    }
-  }
-  // The API requires tool results before any text in a user message; the sort is stable.
-  for (const message of out) {
-    if (message.role !== "user") continue
-    message.content.sort((a, b) => Number(b.type === "tool_result") - Number(a.type === "tool_result"))
-  }
-  return out
-}
-
-const structured = (request: ModelRequest): boolean => {
-  const schema = request.responseSchema
-  return schema !== undefined && (schema.type === "object" || (schema.type === undefined && "properties" in schema))
-}
-
-const body = (options: Options, request: ModelRequest, stream: boolean): Block => {
-  const payload: Block = {
-    ...options.extraBody,
-    model: options.model,
-    // A sample's cap (MCP sampling) when it asks for less than the configured one.
-    max_tokens: Math.min(options.maxOutputTokens ?? 8192, request.maxTokens ?? Infinity),
-    messages: toMessages(request, options.attachments ?? "send")
-  }
-  if (request.system !== "") payload.system = request.system
-  if (request.stopSequences !== undefined && request.stopSequences.length > 0) {
-    payload.stop_sequences = request.stopSequences
-  }
-  const tools: Array<Block> = request.tools.map((tool) => ({
-    name: tool.name,
-    description: tool.description,
-    input_schema: tool.parameters
-  }))
-  if (structured(request)) {
-    tools.push({ name: reportTool, description: "Submit the final report.", input_schema: request.responseSchema })
-    payload.tool_choice = { type: "tool", name: reportTool }
-  }
-  if (tools.length > 0) payload.tools = tools
-  if (stream) payload.stream = true
-  return payload
-}
 
 // ---------------------------------------------------------------------------------------------------------------
 // Reply mapping
@@ -195,7 +132,19 @@ export const finishReason = (wire: string | null | undefined, toolCalls: number)
 interface Assembled {
   readonly texts: ReadonlyArray<string>
   readonly calls: ReadonlyArray<{ readonly id: string; readonly name: string; readonly arguments: string }>
+  readonly reasoning: ReadonlyArray<ReasoningPart>
 }
+
+/** A reply block as reasoning, if it is one that can be sent back (a thinking block with its signature). */
+const reasoningPart = (
+  provider: string,
+  block: { readonly type: string; readonly thinking: string; readonly signature: string; readonly data: string }
+): Array<ReasoningPart> =>
+  block.type === "thinking" && block.signature !== ""
+    ? [{ type: "thinking", provider, thinking: block.thinking, signature: block.signature }]
+    : block.type === "redacted_thinking" && block.data !== ""
+    ? [{ type: "redacted_thinking", provider, data: block.data }]
+    : []
 
 // A structured reply's JSON travels as the forced tool's input: it becomes the text, and no tool call is made.
 const toReply = (
@@ -206,15 +155,17 @@ const toReply = (
   model: string,
   raw: unknown
 ): ModelReply => {
+  const reasoning = parts.reasoning.length > 0 ? { reasoning: parts.reasoning } : {}
   const report = structured(request) ? parts.calls.find((call) => call.name === reportTool) : undefined
   if (report !== undefined) {
-    return { text: report.arguments, toolCalls: [], finishReason: "stop", usage, model, raw }
+    return { text: report.arguments, toolCalls: [], finishReason: "stop", ...reasoning, usage, model, raw }
   }
   const toolCalls: Array<ToolCall> = parts.calls.map((call) => ({ ...call }))
   return {
     text: parts.texts.join(""),
     toolCalls,
     finishReason: finishReason(stopReason, toolCalls.length),
+    ...reasoning,
     usage,
     model,
     raw
@@ -247,13 +198,7 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
   Effect.gen(function*() {
     const client = yield* HttpClient.HttpClient
     const timeoutMs = options.timeoutMs ?? defaultAttempt.timeoutMs
-    const transport: Http.Transport = {
-      provider: options.name,
-      client,
-      firstByteTimeoutMs: options.firstByteTimeoutMs ?? timeoutMs,
-      idleTimeoutMs: options.idleTimeoutMs ?? timeoutMs,
-      maxResponseBytes: options.maxResponseBytes ?? Http.defaults(timeoutMs).maxResponseBytes
-    }
+    const transport = Http.transport(options, client, timeoutMs)
     const root = (options.baseUrl ?? "https://api.anthropic.com").replace(/\/+$/, "").replace(/\/v1$/, "")
     const url = `${root}/v1/messages`
     let minted = 0
@@ -293,6 +238,14 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
           block.type === "tool_use"
             ? [{ id: callId(block.id ?? ""), name: block.name ?? "", arguments: JSON.stringify(block.input ?? {}) }]
             : []
+        ),
+        reasoning: blocks.flatMap((block) =>
+          reasoningPart(options.name, {
+            type: block.type,
+            thinking: block.thinking ?? "",
+            signature: block.signature ?? "",
+            data: block.data ?? ""
+          })
         )
       }
       return toReply(
@@ -314,7 +267,11 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
         return reply
       }
       // `input` is a tool_use block's whole input when the start event carried a non-empty one; fragments win.
-      const blocks = new Map<number, { type: string; id: string; name: string; text: Array<string>; input: string }>()
+      // `text` collects a text block's text, a tool_use block's input fragments and a thinking block's thinking.
+      const blocks = new Map<
+        number,
+        { type: string; id: string; name: string; text: Array<string>; input: string; signature: string; data: string }
+      >()
       const state = {
         usage: {} as WireUsage.AnthropicUsage,
         stop: undefined as string | undefined,
@@ -339,12 +296,16 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
             const block = data.content_block
             if (block === null || block === undefined) return true
             const initial = block.type === "text" ? block.text ?? "" : ""
+            const thought = block.type === "thinking" ? block.thinking ?? "" : ""
             blocks.set(data.index ?? blocks.size, {
               type: block.type,
               id: block.id ?? "",
               name: block.name ?? "",
-              text: initial === "" ? [] : [initial],
-              input: block.type === "tool_use" && block.input !== undefined ? JSON.stringify(block.input) : "{}"
+              text: initial !== "" ? [initial] : thought !== "" ? [thought] : [],
+              input: block.type === "tool_use" && block.input !== undefined ? JSON.stringify(block.input) : "{}",
+              signature: block.signature ?? "",
+              // A redacted block arrives whole here.
+              data: block.data ?? ""
             })
             if (initial !== "") onDelta(initial)
             return true
@@ -361,6 +322,10 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
               }
             } else if (delta.type === "input_json_delta" && block.type === "tool_use") {
               block.text.push(delta.partial_json ?? "")
+            } else if (delta.type === "thinking_delta" && block.type === "thinking") {
+              block.text.push(delta.thinking ?? "")
+            } else if (delta.type === "signature_delta" && block.type === "thinking") {
+              block.signature += delta.signature ?? ""
             }
             return true
           }
@@ -394,7 +359,15 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
           if (block.type !== "tool_use") return []
           const joined = block.text.join("")
           return [{ id: callId(block.id), name: block.name, arguments: joined === "" ? block.input : joined }]
-        })
+        }),
+        reasoning: ordered.flatMap((block) =>
+          reasoningPart(options.name, {
+            type: block.type,
+            thinking: block.text.join(""),
+            signature: block.signature,
+            data: block.data
+          })
+        )
       }
       return toReply(request, parts, state.stop, usage(), state.model ?? options.model, {
         streamed: true,
@@ -403,17 +376,7 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
       })
     })
 
-    return {
-      name: options.name,
-      model: options.model,
-      vendor: "anthropic",
-      timeoutMs,
-      maxAttempts: options.maxAttempts ?? defaultAttempt.maxAttempts,
-      complete: (request) => {
-        const onDelta = request.onDelta
-        return onDelta === undefined ? once(request) : streamed(request, onDelta)
-      }
-    }
+    return Http.provider(options, "anthropic", timeoutMs, once, streamed)
   })
 
 /**

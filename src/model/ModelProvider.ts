@@ -6,6 +6,7 @@ import { Context, Effect, Layer, Option } from "effect"
 import type { JsonSchema } from "../domain/AgentSpec.js"
 import type { ProviderError } from "../domain/Errors.js"
 import type { ModelReply, TurnEntry } from "../domain/Message.js"
+import type * as Cost from "../rails/Cost.js"
 
 /** A tool as the model sees it. */
 export interface ToolSpec {
@@ -17,6 +18,8 @@ export interface ToolSpec {
 /**
  * One request. `messages` are transcript entries (user, assistant, tool_results, notice) in order; adapters map
  * them to their wire format (a notice travels as a user message). The system prompt is built from the spec only.
+ * An assistant entry's reasoning parts are sent back only by the adapter whose provider made them
+ * (`Reasoning.ownParts`), and only as that provider's rules require; every other adapter leaves them out.
  */
 export interface ModelRequest {
   readonly system: string
@@ -33,6 +36,11 @@ export interface ModelRequest {
   readonly stopSequences?: ReadonlyArray<string>
   /** Streaming adapters call this with each text fragment as it arrives. */
   readonly onDelta?: (text: string) => void
+  /**
+   * A stable key for the provider's prompt cache: the session id, so one session's calls land on the same cache
+   * (OpenAI's `prompt_cache_key`). Absent: the adapter sends none.
+   */
+  readonly cacheKey?: string
 }
 
 /** A model behind an API: a name for logs and trajectories, and the per-attempt rules of the chain. */
@@ -48,6 +56,11 @@ export interface ModelProvider {
   readonly timeoutMs: number
   /** Attempts on this provider before failing over (transient kinds only). */
   readonly maxAttempts: number
+  /**
+   * What this provider charges (`rails/Cost`, picodollars per token): every attempt's usage is priced with it, and
+   * cost budgets bound calls with it. Absent: its calls are not priced (they cost 0 to a cost budget).
+   */
+  readonly pricing?: Cost.Prices
   /** One attempt. Fails only with a classified `ProviderError`. */
   readonly complete: (request: ModelRequest) => Effect.Effect<ModelReply, ProviderError>
 }

@@ -16,13 +16,24 @@
  * fragment handed to `onDelta` as it arrives, tool-call argument fragments concatenated per `index`. The reply is
  * returned only once the stream finished (`[DONE]` or a finish reason): a stream broken mid-way fails classified,
  * never with half a reply.
+ *
+ * Reasoning models (DESIGN §11). OpenAI's reasoning families (`gpt-5*`, `o<digit>*`) refuse `max_tokens` and want
+ * `max_completion_tokens` (which counts their reasoning too); every other server knows `max_tokens` only, so the
+ * parameter is chosen per model (`tokenParameterFor`) and is overridable. `reasoning` sets `reasoning_effort`.
+ * Compatible servers that return their reasoning as text (`reasoning_content`: DeepSeek, vLLM; `reasoning`:
+ * OpenRouter, Ollama) have it kept as `reasoning_text` parts, with the field it came in; it goes back, in that
+ * field, on the assistant message that carried it only when `replayReasoning` is set, because some servers need it
+ * back within a tool cycle and others refuse it with a 400. Other providers' parts are never sent.
+ *
+ * Prompt caching: OpenAI caches prefixes on its own; `prompt_cache_key` (the session id) routes one session's calls
+ * to the same cache. Sent by default to api.openai.com only: compatible servers may refuse an unknown field.
  */
 import type { HttpClientResponse } from "@effect/platform"
 import { HttpClient } from "@effect/platform"
 import { Effect, Either, Redacted as R } from "effect"
 import type { Layer } from "effect"
 import type { ErrorKind } from "../domain/ErrorKind.js"
-import type { FinishReason, ModelReply, ToolCall, ToolResult, TurnEntry } from "../domain/Message.js"
+import type { FinishReason, ModelReply, ReasoningPart, ToolCall, ToolResult, TurnEntry } from "../domain/Message.js"
 import type { Usage } from "../domain/Usage.js"
 import * as Http from "./internal/http.js"
 import { Chunk, Completion, type ContentValue, type WireToolCall } from "./internal/openAiWire.js"
@@ -32,6 +43,7 @@ import type { ModelProvider, ModelRequest } from "./ModelProvider.js"
 import { defaultAttempt, defaultTier, Providers } from "./ModelProvider.js"
 import type { ProviderError } from "./ProviderError.js"
 import { classifyErrorType } from "./ProviderError.js"
+import * as Reasoning from "./Reasoning.js"
 import * as Render from "./Render.js"
 
 /** How to reach one model on one OpenAI-compatible server. */
@@ -46,6 +58,39 @@ export interface Options extends Http.CommonOptions {
    * left to their text description (`describe`, for models without vision or audio input).
    */
   readonly attachments?: "send" | "describe" | undefined
+  /** `reasoning_effort` for a reasoning model (default: none sent, the model's own). */
+  readonly reasoning?: { readonly effort: "minimal" | "low" | "medium" | "high" } | undefined
+  /** A cap on every reply's length in tokens (default: none); a sample's own cap applies when smaller. */
+  readonly maxOutputTokens?: number | undefined
+  /** The name the cap is sent under (default: `tokenParameterFor` the model). */
+  readonly tokenParameter?: "max_tokens" | "max_completion_tokens" | undefined
+  /** Whether an assistant message carries its own reasoning text back (default false; see the module comment). */
+  readonly replayReasoning?: boolean | undefined
+  /** Whether to send `prompt_cache_key` (default: only when the base URL's host is api.openai.com). */
+  readonly promptCacheKey?: boolean | undefined
+}
+
+/**
+ * The parameter an output cap is sent under for `model`: `override` when given, else `max_completion_tokens` for
+ * OpenAI's reasoning families (`gpt-5*`, `o<digit>*`, also behind a vendor prefix such as `openai/`), which refuse
+ * `max_tokens`, and `max_tokens` for every other model. Never fails.
+ */
+export const tokenParameterFor = (
+  model: string,
+  override?: "max_tokens" | "max_completion_tokens"
+): "max_tokens" | "max_completion_tokens" => {
+  if (override !== undefined) return override
+  const bare = model.slice(model.lastIndexOf("/") + 1)
+  return /^(gpt-5|o\d)/i.test(bare) ? "max_completion_tokens" : "max_tokens"
+}
+
+/** Whether `baseUrl` is OpenAI's own API (where `prompt_cache_key` is known). Never fails. */
+export const isOpenAi = (baseUrl: string): boolean => {
+  try {
+    return new URL(baseUrl).hostname === "api.openai.com"
+  } catch {
+    return false
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -55,18 +100,20 @@ type WireOut = Record<string, unknown>
 
 /**
  * The `messages` array for `request`: system first, then user → `user` (context block first, `Render.userText`),
- * assistant → `assistant` with `tool_calls`, one `role: "tool"` message per tool result, notice → `user`
- * (`Render.noticeText`). An assistant entry with neither text nor calls is left out: several servers reject an
- * empty assistant message, and the model gains nothing from seeing it.
+ * assistant → `assistant` with `tool_calls` (and, when `replayOf` names the provider, its own reasoning text in the
+ * field it came in), one `role: "tool"` message per tool result, notice → `user` (`Render.noticeText`). An
+ * assistant entry with neither text nor calls is left out: several servers reject an empty assistant message, and
+ * the model gains nothing from seeing it.
  */
 export const toMessages = (
   request: Pick<ModelRequest, "system" | "messages">,
-  attachments: "send" | "describe" = "send"
+  attachments: "send" | "describe" = "send",
+  replayOf?: string
 ): Array<WireOut> => {
   const out: Array<WireOut> = []
   if (request.system !== "") out.push({ role: "system", content: request.system })
   for (const entry of request.messages) {
-    out.push(...entryMessages(entry))
+    out.push(...entryMessages(entry, replayOf))
     if (entry.kind === "tool_results" && attachments === "send") out.push(...attachmentMessage(entry.results))
   }
   return out
@@ -98,7 +145,16 @@ const attachmentMessage = (results: ReadonlyArray<ToolResult>): Array<WireOut> =
   return parts.length === 0 ? [] : [{ role: "user", content: parts }]
 }
 
-const entryMessages = (entry: TurnEntry): Array<WireOut> => {
+/** An assistant turn's own reasoning text, per field it came in (joined in order). */
+const reasoningFields = (parts: ReadonlyArray<ReasoningPart>): WireOut => {
+  const fields: Record<string, string> = {}
+  for (const part of parts) {
+    if (part.type === "reasoning_text") fields[part.field] = (fields[part.field] ?? "") + part.text
+  }
+  return fields
+}
+
+const entryMessages = (entry: TurnEntry, replayOf: string | undefined): Array<WireOut> => {
   switch (entry.kind) {
     case "user":
       return [{ role: "user", content: Render.userText(entry) }]
@@ -106,10 +162,12 @@ const entryMessages = (entry: TurnEntry): Array<WireOut> => {
       return [{ role: "user", content: Render.noticeText(entry) }]
     case "assistant": {
       if (entry.text === "" && entry.toolCalls.length === 0) return []
-      if (entry.toolCalls.length === 0) return [{ role: "assistant", content: entry.text }]
+      const reasoning = replayOf === undefined ? {} : reasoningFields(Reasoning.ownParts(entry, replayOf))
+      if (entry.toolCalls.length === 0) return [{ role: "assistant", content: entry.text, ...reasoning }]
       return [{
         role: "assistant",
         content: entry.text === "" ? null : entry.text,
+        ...reasoning,
         tool_calls: entry.toolCalls.map((call) => ({
           id: call.id,
           type: "function",
@@ -122,11 +180,16 @@ const entryMessages = (entry: TurnEntry): Array<WireOut> => {
   }
 }
 
-const body = (options: Options, request: ModelRequest, stream: boolean): WireOut => {
+/** The request body for `request` (see the module comment for the rules it obeys). Never fails. */
+export const body = (options: Options, request: ModelRequest, stream: boolean): WireOut => {
   const payload: WireOut = {
     ...options.extraBody,
     model: options.model,
-    messages: toMessages(request, options.attachments ?? "send")
+    messages: toMessages(
+      request,
+      options.attachments ?? "send",
+      options.replayReasoning === true ? options.name : undefined
+    )
   }
   if (request.tools.length > 0) {
     payload.tools = request.tools.map((tool) => ({
@@ -140,8 +203,13 @@ const body = (options: Options, request: ModelRequest, stream: boolean): WireOut
       ? { type: "json_object" }
       : { type: "json_schema", json_schema: { name: "report", schema: request.responseSchema, strict: false } }
   }
-  // A sample's own bounds (MCP sampling): the server's cap on the reply and its stop texts.
-  if (request.maxTokens !== undefined) payload.max_tokens = request.maxTokens
+  // The provider's cap, or a sample's own (MCP sampling) when smaller; and a sample's stop texts.
+  const cap = Math.min(options.maxOutputTokens ?? Infinity, request.maxTokens ?? Infinity)
+  if (Number.isFinite(cap)) payload[tokenParameterFor(options.model, options.tokenParameter)] = cap
+  if (options.reasoning !== undefined) payload.reasoning_effort = options.reasoning.effort
+  if (request.cacheKey !== undefined && (options.promptCacheKey ?? isOpenAi(options.baseUrl))) {
+    payload.prompt_cache_key = request.cacheKey
+  }
   if (request.stopSequences !== undefined && request.stopSequences.length > 0) payload.stop = request.stopSequences
   if (stream) {
     payload.stream = true
@@ -187,6 +255,21 @@ export const finishReason = (
 const argumentsText = (value: unknown): string =>
   value === null || value === undefined ? "" : typeof value === "string" ? value : JSON.stringify(value)
 
+/** The reasoning text a message or delta carries, as parts (`reasoning_content` first, then `reasoning`). */
+const reasoningTexts = (
+  provider: string,
+  wire: { readonly reasoning_content?: unknown; readonly reasoning?: unknown }
+): Array<ReasoningPart> => {
+  const parts: Array<ReasoningPart> = []
+  for (const field of ["reasoning_content", "reasoning"] as const) {
+    const text = wire[field]
+    if (typeof text === "string" && text !== "") {
+      parts.push({ type: "reasoning_text", provider, text, field })
+    }
+  }
+  return parts
+}
+
 const contentText = (content: typeof ContentValue.Type | undefined): string =>
   content === null || content === undefined
     ? ""
@@ -219,14 +302,10 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
   Effect.gen(function*() {
     const client = yield* HttpClient.HttpClient
     const timeoutMs = options.timeoutMs ?? defaultAttempt.timeoutMs
-    const transport: Http.Transport = {
-      provider: options.name,
-      client,
-      firstByteTimeoutMs: options.firstByteTimeoutMs ?? timeoutMs,
-      idleTimeoutMs: options.idleTimeoutMs ?? timeoutMs,
-      maxResponseBytes: options.maxResponseBytes ?? Http.defaults(timeoutMs).maxResponseBytes
-    }
+    const transport = Http.transport(options, client, timeoutMs)
     const url = `${options.baseUrl.replace(/\/+$/, "")}/chat/completions`
+    // The host decides the prompt_cache_key default; it is settled once, here.
+    const settled: Options = { ...options, promptCacheKey: options.promptCacheKey ?? isOpenAi(options.baseUrl) }
     let minted = 0
     // Some servers send no ids (or empty ones); the pairing of calls and results needs one per call.
     const callId = (wire: string | null | undefined): string =>
@@ -245,7 +324,7 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
     })
 
     const once = (request: ModelRequest): Effect.Effect<ModelReply, ProviderError> =>
-      Effect.flatMap(Http.post(transport, url, headers(false), body(options, request, false)), whole)
+      Effect.flatMap(Http.post(transport, url, headers(false), body(settled, request, false)), whole)
 
     // Generator functions made once per provider (`fnUntraced`), not per request: see session/Loop's `iteration`.
     const whole: (response: HttpClientResponse.HttpClientResponse) => Effect.Effect<ModelReply, ProviderError> = Effect
@@ -266,10 +345,12 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
         const refusal = message?.refusal ?? ""
         const toolCalls = (message?.tool_calls ?? []).map(toolCall)
         const text = contentText(message?.content)
+        const reasoning = message === null || message === undefined ? [] : reasoningTexts(options.name, message)
         return {
           text: refusal !== "" && text === "" ? refusal : text,
           toolCalls,
           finishReason: finishReason(choice.finish_reason, { toolCalls: toolCalls.length, refusal: refusal !== "" }),
+          ...(reasoning.length > 0 ? { reasoning } : {}),
           usage,
           model: wire.model ?? options.model,
           raw: Either.getOrUndefined(Http.parseJson(raw))
@@ -277,7 +358,7 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
       })
 
     const streamed = Effect.fnUntraced(function*(request: ModelRequest, onDelta: (text: string) => void) {
-      const response = yield* Http.post(transport, url, headers(true), body(options, request, true))
+      const response = yield* Http.post(transport, url, headers(true), body(settled, request, true))
       // Some gateways ignore `stream: true` and answer with one JSON body: take it whole, one delta.
       if (Http.isJson(response)) {
         const reply = yield* whole(response)
@@ -287,6 +368,7 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
       const state = {
         text: [] as Array<string>,
         refusal: [] as Array<string>,
+        reasoning: { reasoning_content: [] as Array<string>, reasoning: [] as Array<string> },
         calls: [] as Array<{ index: number; id: string; name: string; args: Array<string> }>,
         finish: undefined as string | undefined,
         usage: undefined as Usage | undefined,
@@ -340,6 +422,10 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
         }
         const refusal = delta?.refusal ?? ""
         if (refusal !== "") state.refusal.push(refusal)
+        for (const field of ["reasoning_content", "reasoning"] as const) {
+          const piece = delta?.[field]
+          if (typeof piece === "string" && piece !== "") state.reasoning[field].push(piece)
+        }
         for (const call of delta?.tool_calls ?? []) fragment(call)
         if (choice.finish_reason !== null && choice.finish_reason !== undefined) state.finish = choice.finish_reason
         return true
@@ -360,10 +446,15 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
         name: call.name,
         arguments: call.args.join("")
       }))
+      const reasoning = reasoningTexts(options.name, {
+        reasoning_content: state.reasoning.reasoning_content.join(""),
+        reasoning: state.reasoning.reasoning.join("")
+      })
       const reply: ModelReply = {
         text: refusal !== "" && text === "" ? refusal : text,
         toolCalls,
         finishReason: finishReason(state.finish, { toolCalls: toolCalls.length, refusal: refusal !== "" }),
+        ...(reasoning.length > 0 ? { reasoning } : {}),
         usage: state.usage ?? WireUsage.fromOpenAi(undefined),
         model: state.model ?? options.model,
         raw: { streamed: true, id: state.id, finish_reason: state.finish ?? null }
@@ -371,17 +462,7 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
       return reply
     })
 
-    return {
-      name: options.name,
-      model: options.model,
-      vendor: "openai",
-      timeoutMs,
-      maxAttempts: options.maxAttempts ?? defaultAttempt.maxAttempts,
-      complete: (request) => {
-        const onDelta = request.onDelta
-        return onDelta === undefined ? once(request) : streamed(request, onDelta)
-      }
-    }
+    return Http.provider(options, "openai", timeoutMs, once, streamed)
   })
 
 /**

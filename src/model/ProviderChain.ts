@@ -11,8 +11,9 @@
  * the state becomes `exhausted` and stays so: every later call fails `ProviderExhausted` without a request.
  *
  * Every attempt, failed or not, is reported through `onAttempt` with its usage: usage is charged whatever happened.
- * Retries, failovers and an attempt's wait at its provider's storm gate (`StormGuard.waitListener`) are reported
- * through `onDecision`.
+ * Retries, failovers, an attempt's wait at its provider's storm gate (`StormGuard.waitListener`) and a provider
+ * that is not sent another provider's reasoning parts (`Reasoning`: `reasoning_dropped`, before its first attempt
+ * of the call) are reported through `onDecision`.
  */
 import type { Random } from "effect"
 import { Clock, Context, Duration, Effect, Either, Option, Ref, Runtime } from "effect"
@@ -27,6 +28,7 @@ import * as Retry from "../rails/Retry.js"
 import * as GenAi from "../telemetry/GenAi.js"
 import type { ModelProvider, ModelRequest } from "./ModelProvider.js"
 import { describe, withProvider } from "./ProviderError.js"
+import * as Reasoning from "./Reasoning.js"
 import * as StormGuard from "./StormGuard.js"
 
 /** A session's failover position: the provider to start from, and whether the whole route is spent (sticky). */
@@ -175,6 +177,15 @@ const walk: (options: CallOptions) => Effect.Effect<CallResult, ProviderError | 
       if (provider === undefined) continue
       if (index !== start.index) yield* advanceTo(options.state, index)
       const attempts = Math.max(1, Math.floor(provider.maxAttempts))
+      const foreign = Reasoning.foreignParts(options.request.messages, provider.name)
+      if (foreign > 0) {
+        yield* decide({
+          _tag: "reasoning_dropped",
+          at: yield* Clock.currentTimeMillis,
+          provider: provider.name,
+          parts: foreign
+        })
+      }
 
       for (let attempt = 1; attempt <= attempts; attempt++) {
         const outcome = yield* attemptOnce(provider, attempt, options)

@@ -20,10 +20,12 @@ import { NodeHttpClient } from "@effect/platform-node"
 import { Array as Arr, Config, ConfigError, Effect, Either, Layer, Option, ParseResult, Redacted, Schema } from "effect"
 import { FieldIssue } from "../domain/Errors.js"
 import { HttpUrl } from "../domain/HttpUrl.js"
+import * as Cost from "../rails/Cost.js"
 import * as Anthropic from "./Anthropic.js"
 import type { ModelProvider } from "./ModelProvider.js"
 import { Providers } from "./ModelProvider.js"
 import * as OpenAiCompat from "./OpenAiCompat.js"
+import * as OpenAiResponses from "./OpenAiResponses.js"
 import * as StormGuard from "./StormGuard.js"
 
 const Name = Schema.String.pipe(
@@ -40,17 +42,61 @@ const EnvName = Schema.String.pipe(
 
 const Positive = Schema.Int.pipe(Schema.positive({ message: () => "a positive integer" }))
 
-/** Which wire format a provider speaks: `openai` (any OpenAI-compatible server) or `anthropic`. */
-export type Api = "openai" | "anthropic"
+/**
+ * Which wire format a provider speaks: `openai` (Chat Completions: OpenAI and any compatible server),
+ * `openai-responses` (OpenAI's Responses API) or `anthropic` (the Messages API).
+ */
+export type Api = "openai" | "openai-responses" | "anthropic"
 /** The schema of `Api`, with one readable message instead of one per literal. */
 export const Api = Schema.String.pipe(
-  Schema.filter((s): s is Api => s === "openai" || s === "anthropic", {
-    message: () => "\"openai\" (any OpenAI-compatible server) or \"anthropic\""
+  Schema.filter((s): s is Api => s === "openai" || s === "openai-responses" || s === "anthropic", {
+    message: () =>
+      "\"openai\" (Chat Completions, any OpenAI-compatible server), \"openai-responses\" (OpenAI's Responses API) " +
+      "or \"anthropic\""
   })
 )
 
 // `exact`: an absent key is absent, never `undefined` — and errors do not list "expected undefined" alternatives.
 const optional = <S extends Schema.Schema.Any>(schema: S) => Schema.optionalWith(schema, { exact: true })
+
+/** One of `values`, with one readable message instead of one per literal. */
+const oneOf = <const L extends ReadonlyArray<string>>(...values: L) =>
+  Schema.Literal(...values).annotations({
+    message: () => ({ message: `one of ${values.map((v) => `"${v}"`).join(", ")}`, override: true })
+  })
+
+// Checked as a whole in `settingsIssues`: `budgetTokens` for the manual form, `effort` for the adaptive one.
+const Thinking = Schema.Struct({
+  type: optional(oneOf("enabled", "adaptive")),
+  budgetTokens: optional(Schema.Int.pipe(
+    Schema.greaterThanOrEqualTo(1024, { message: () => "at least 1024 (the API's minimum thinking budget)" })
+  )),
+  effort: optional(oneOf("low", "medium", "high", "max"))
+})
+
+const Price = Schema.Number.pipe(
+  Schema.filter((n) => Cost.exactPrice(n), {
+    message: () => "a price in USD per million tokens: a number ≥ 0 with at most 6 decimals"
+  })
+)
+
+/**
+ * What a provider charges, in USD per million tokens (no built-in price list: prices change, and a stale one would
+ * lie). Cache reads and writes default to the input price, reasoning to the output price.
+ */
+export const Pricing = Schema.Struct({
+  inputPerMTok: Price,
+  outputPerMTok: Price,
+  cacheReadPerMTok: optional(Price),
+  cacheWritePerMTok: optional(Price),
+  reasoningPerMTok: optional(Price)
+})
+
+const Reasoning = Schema.Struct({
+  effort: oneOf("minimal", "low", "medium", "high"),
+  /** Responses API only: ask for reasoning summaries (`reasoning.summary`). */
+  summary: optional(oneOf("auto", "concise", "detailed"))
+})
 
 /** One provider: a model behind one API. `baseUrl` defaults to the vendor's public endpoint. */
 export const ProviderSettings = Schema.Struct({
@@ -70,12 +116,46 @@ export const ProviderSettings = Schema.Struct({
    * Images and audio returned by tools: `send` them to the model (default; see each adapter for what it accepts) or
    * `describe` them only (a model without vision or audio input rejects them).
    */
-  attachments: optional(Schema.Literal("send", "describe"))
+  attachments: optional(Schema.Literal("send", "describe")),
+  /** A cap on every reply's length in tokens (Anthropic: `max_tokens`, default 8192; others: none unless set). */
+  maxOutputTokens: optional(Positive),
+  /**
+   * Anthropic only: extended thinking. `{ "budgetTokens": N }` (N ≥ 1024 and below the call's max tokens) or
+   * `{ "type": "adaptive", "effort"?: "low" | "medium" | "high" | "max" }` for the models that offer it.
+   */
+  thinking: optional(Thinking),
+  /** OpenAI (both APIs) only: the reasoning effort of a reasoning model (`reasoning_effort` / `reasoning.effort`). */
+  reasoning: optional(Reasoning),
+  /**
+   * OpenAI Chat Completions only: the name of the output cap on the wire. Default: `max_completion_tokens` for the
+   * reasoning model families (`gpt-5*`, `o1`, `o3`, `o4-mini`…), which refuse `max_tokens`; `max_tokens` otherwise.
+   */
+  tokenParameter: optional(oneOf("max_tokens", "max_completion_tokens")),
+  /**
+   * OpenAI Chat Completions only: whether the reasoning text a compatible server returns (`reasoning_content` /
+   * `reasoning`: DeepSeek, vLLM, OpenRouter…) is sent back with its assistant turn. Default `false`: some servers
+   * refuse it in input.
+   */
+  replayReasoning: optional(Schema.Boolean),
+  /**
+   * Prompt caching: Anthropic `cache_control` breakpoints (tools, system prompt, newest turn); OpenAI
+   * `prompt_cache_key` = the session id (default on for api.openai.com and the Responses API, off for other
+   * Chat Completions servers, which may refuse the field). `false` turns it off.
+   */
+  promptCache: optional(Schema.Boolean),
+  /** What the provider charges (`Pricing`): every attempt is priced with it, and cost budgets need it. */
+  pricing: optional(Pricing)
 })
 export type ProviderSettings = typeof ProviderSettings.Type
 
+// Each provider's settings are checked together once their fields decode (a setting for another API, a thinking
+// budget that does not fit): these problems are reported even when another provider's fields are wrong.
+const CheckedSettings = ProviderSettings.pipe(
+  Schema.filter((settings) => settingsIssues(settings).map((issue) => ({ path: issue.path, message: issue.message })))
+)
+
 /** The `providers` section: provider name → settings. */
-export const ProvidersSection = Schema.Record({ key: Name, value: ProviderSettings })
+export const ProvidersSection = Schema.Record({ key: Name, value: CheckedSettings })
 export type ProvidersSection = typeof ProvidersSection.Type
 
 /** The `tiers` section: tier name → provider names, in failover order (at least one). */
@@ -122,6 +202,63 @@ const crossCheck = (config: {
       path: ["tiers", "default"],
       message: "a \"default\" tier is required when providers are configured (agents without a tier use it)"
     })
+  }
+  return issues
+}
+
+// Which settings each API takes: a setting for another API is a mistake the operator must hear about, not a no-op.
+const onlyFor: ReadonlyArray<readonly [keyof ProviderSettings, ReadonlyArray<Api>]> = [
+  ["thinking", ["anthropic"]],
+  ["reasoning", ["openai", "openai-responses"]],
+  ["tokenParameter", ["openai"]],
+  ["replayReasoning", ["openai"]]
+]
+
+function settingsIssues(settings: ProviderSettings): Array<PathIssue> {
+  const issues: Array<PathIssue> = []
+  for (const [key, apis] of onlyFor) {
+    if (settings[key] === undefined || apis.includes(settings.api)) continue
+    issues.push({
+      path: [key],
+      message: `only for "api": ${
+        apis.map((api) => `"${api}"`).join(" or ")
+      } (this provider's api is "${settings.api}")`
+    })
+  }
+  if (settings.reasoning?.summary !== undefined && settings.api !== "openai-responses") {
+    issues.push({
+      path: ["reasoning", "summary"],
+      message: `only for "api": "openai-responses" (Chat Completions returns no reasoning summary)`
+    })
+  }
+  const thinking = settings.thinking
+  if (thinking !== undefined && (thinking.type ?? "enabled") === "enabled") {
+    if (thinking.budgetTokens === undefined) {
+      issues.push({
+        path: ["thinking", "budgetTokens"],
+        message: "required for manual thinking (or { \"type\": \"adaptive\" } on the models that offer it)"
+      })
+    }
+    if (thinking.effort !== undefined) {
+      issues.push({ path: ["thinking", "effort"], message: "only with { \"type\": \"adaptive\" }" })
+    }
+  }
+  if (thinking?.type === "adaptive" && thinking.budgetTokens !== undefined) {
+    issues.push({
+      path: ["thinking", "budgetTokens"],
+      message: "not with { \"type\": \"adaptive\" }: the model decides how much to think (steer it with effort)"
+    })
+  }
+  if (thinking !== undefined && thinking.type !== "adaptive" && thinking.budgetTokens !== undefined) {
+    const max = settings.maxOutputTokens ?? Anthropic.defaultMaxOutputTokens
+    if (thinking.budgetTokens >= max) {
+      issues.push({
+        path: ["thinking", "budgetTokens"],
+        message: `${thinking.budgetTokens} must be below the call's max tokens (${max}${
+          settings.maxOutputTokens === undefined ? ", the default; raise maxOutputTokens" : ", maxOutputTokens"
+        }): thinking is part of the reply's output`
+      })
+    }
   }
   return issues
 }
@@ -184,7 +321,7 @@ export interface MissingKey {
 }
 
 const defaultBaseUrl = (settings: ProviderSettings) =>
-  settings.baseUrl ?? (settings.api === "openai" ? "https://api.openai.com/v1" : "https://api.anthropic.com")
+  settings.baseUrl ?? (settings.api === "anthropic" ? "https://api.anthropic.com" : "https://api.openai.com/v1")
 
 /** Whether `url`'s host is a loopback address: `localhost` (or a subdomain of it), 127.0.0.0/8 or ::1. */
 export const isLoopback = (url: string): boolean => {
@@ -242,9 +379,43 @@ export const makeProvider = (
       maxAttempts: settings.maxAttempts,
       attachments: settings.attachments
     }
-    return settings.api === "openai"
-      ? yield* OpenAiCompat.make({ ...common, baseUrl: defaultBaseUrl(settings) })
-      : yield* Anthropic.make({ ...common, baseUrl: defaultBaseUrl(settings) })
+    const baseUrl = defaultBaseUrl(settings)
+    const output = settings.maxOutputTokens === undefined ? {} : { maxOutputTokens: settings.maxOutputTokens }
+    switch (settings.api) {
+      case "openai":
+        return yield* OpenAiCompat.make({
+          ...common,
+          ...output,
+          baseUrl,
+          ...(settings.reasoning === undefined ? {} : { reasoning: { effort: settings.reasoning.effort } }),
+          ...(settings.tokenParameter === undefined ? {} : { tokenParameter: settings.tokenParameter }),
+          ...(settings.replayReasoning === undefined ? {} : { replayReasoning: settings.replayReasoning }),
+          ...(settings.promptCache === undefined ? {} : { promptCacheKey: settings.promptCache })
+        })
+      case "openai-responses":
+        return yield* OpenAiResponses.make({
+          ...common,
+          ...output,
+          baseUrl,
+          ...(settings.reasoning === undefined ? {} : { reasoning: settings.reasoning }),
+          ...(settings.promptCache === undefined ? {} : { promptCacheKey: settings.promptCache })
+        })
+      case "anthropic":
+        return yield* Anthropic.make({
+          ...common,
+          ...output,
+          baseUrl,
+          ...(settings.thinking === undefined ? {} : {
+            thinking: settings.thinking.type === "adaptive"
+              ? {
+                type: "adaptive",
+                ...(settings.thinking.effort === undefined ? {} : { effort: settings.thinking.effort })
+              }
+              : { type: "enabled", budgetTokens: settings.thinking.budgetTokens ?? 1024 }
+          }),
+          ...(settings.promptCache === undefined ? {} : { promptCache: settings.promptCache })
+        })
+    }
   })
 
 /**
@@ -262,7 +433,11 @@ export const layer = (
     Effect.gen(function*() {
       const built = new Map<string, ModelProvider>()
       for (const [name, settings] of Object.entries(config.providers ?? {})) {
-        built.set(name, StormGuard.wrap(yield* makeProvider(name, settings), options.guard))
+        const provider = yield* makeProvider(name, settings)
+        const priced = settings.pricing === undefined
+          ? provider
+          : { ...provider, pricing: Cost.fromUsd(settings.pricing) }
+        built.set(name, StormGuard.wrap(priced, options.guard))
       }
       const routes: Record<string, ReadonlyArray<ModelProvider>> = {}
       for (const [tier, names] of Object.entries(config.tiers ?? {})) {

@@ -7,8 +7,9 @@
 import { Effect } from "effect"
 import type { ErrorKind } from "../domain/ErrorKind.js"
 import { ProviderError } from "../domain/Errors.js"
-import type { FinishReason, ModelReply, ToolCall } from "../domain/Message.js"
+import type { FinishReason, ModelReply, ReasoningPart, ToolCall } from "../domain/Message.js"
 import { Usage } from "../domain/Usage.js"
+import * as Cost from "../rails/Cost.js"
 import type { ModelProvider, ModelRequest } from "./ModelProvider.js"
 import { defaultAttempt } from "./ModelProvider.js"
 import { withProvider } from "./ProviderError.js"
@@ -53,6 +54,33 @@ const reply = (
   _tag: "Reply",
   reply: { text, toolCalls: calls.map(toToolCall), finishReason, usage: usageOf(usage), model: "" }
 })
+
+/** A reasoning part as a script writes it: the provider that plays it stamps its own name, as an adapter does. */
+export type ScriptedReasoning = ReasoningPart extends infer P ? P extends ReasoningPart ? Omit<P, "provider"> : never
+  : never
+
+/**
+ * `step` (a reply) with the reasoning a thinking model returns with it — Anthropic `thinking` / `redacted_thinking`
+ * blocks, Responses `reasoning` items, compatible servers' `reasoning_text` — and `reasoningTokens` more output
+ * tokens, counted as reasoning (providers bill reasoning as output). Other steps are returned unchanged.
+ */
+export const withReasoning = (
+  step: Step,
+  parts: ReadonlyArray<ScriptedReasoning>,
+  reasoningTokens = 0
+): Step =>
+  step._tag !== "Reply" ? step : {
+    _tag: "Reply",
+    reply: {
+      ...step.reply,
+      reasoning: parts as ReadonlyArray<ReasoningPart>,
+      usage: new Usage({
+        ...step.reply.usage,
+        outputTokens: step.reply.usage.outputTokens + reasoningTokens,
+        reasoningTokens: step.reply.usage.reasoningTokens + reasoningTokens
+      })
+    }
+  }
 
 /** A plain text reply, finish reason `stop` (usage defaults to 10 input / 5 output tokens). */
 export const text = (text: string, usage?: Partial<{ input: number; output: number }>): Step =>
@@ -136,11 +164,14 @@ export const defaultReport = (_request: ModelRequest): Step =>
  * A provider that plays `script` one step per request, then `whenDone` (default: a text reply saying the script has
  * ended) for every request after that. Requests carrying `responseSchema` are answered by `report` without
  * consuming a step. Every reply's `model` is this provider's model and its `raw` is the script step, verbatim.
- * Faults fail with their `ProviderError` (stamped with this provider's name); `Defect` steps die.
+ * Faults fail with their `ProviderError` (stamped with this provider's name); `Defect` steps die. A reply whose
+ * output tokens exceed the request's `maxTokens` is cut there like a provider cuts it (finish `length`, no calls).
+ * `pricing` (USD per million tokens) prices its attempts (`rails/Cost`), for tests of cost budgets.
  */
 export const make = (options: {
   readonly name?: string
   readonly model?: string
+  readonly pricing?: Cost.UsdPerMTok
   readonly script: ReadonlyArray<Step>
   readonly timeoutMs?: number
   readonly maxAttempts?: number
@@ -157,21 +188,37 @@ export const make = (options: {
   let cursor = 0
   let callCounter = 0
 
+  // A reply longer than the request's output cap is cut there, as a provider cuts it: finish `length`, no calls.
+  const capped = (scripted: ModelReply, maxTokens: number | undefined): ModelReply =>
+    maxTokens === undefined || scripted.usage.outputTokens <= maxTokens ? scripted : {
+      ...scripted,
+      toolCalls: [],
+      finishReason: "length",
+      usage: new Usage({
+        ...scripted.usage,
+        outputTokens: maxTokens,
+        reasoningTokens: Math.min(scripted.usage.reasoningTokens, maxTokens)
+      })
+    }
+
   const finish = (scripted: ModelReply, verbatim: Step): ModelReply => ({
     ...scripted,
     toolCalls: scripted.toolCalls.map((call) => call.id === "" ? { ...call, id: `call_${++callCounter}` } : call),
+    ...(scripted.reasoning === undefined ? {} : {
+      reasoning: scripted.reasoning.map((part) => ({ ...part, provider: name }))
+    }),
     model,
     raw: verbatim
   })
 
-  const play = (step: Step, verbatim: Step): Effect.Effect<ModelReply, ProviderError> => {
+  const play = (step: Step, verbatim: Step, maxTokens?: number): Effect.Effect<ModelReply, ProviderError> => {
     switch (step._tag) {
       case "Reply":
-        return Effect.sync(() => finish(step.reply, verbatim))
+        return Effect.sync(() => finish(capped(step.reply, maxTokens), verbatim))
       case "Fault":
         return Effect.fail(withProvider(step.error, name))
       case "Delay":
-        return Effect.zipRight(Effect.sleep(step.millis), Effect.suspend(() => play(step.then, verbatim)))
+        return Effect.zipRight(Effect.sleep(step.millis), Effect.suspend(() => play(step.then, verbatim, maxTokens)))
       case "Defect":
         return Effect.dieMessage(step.message)
     }
@@ -186,9 +233,9 @@ export const make = (options: {
         return play(answer, answer)
       }
       const step = options.script[cursor]
-      if (step === undefined) return play(whenDone, whenDone)
+      if (step === undefined) return play(whenDone, whenDone, request.maxTokens)
       cursor++
-      return play(step, step)
+      return play(step, step, request.maxTokens)
     })
 
   return {
@@ -196,6 +243,7 @@ export const make = (options: {
     model,
     timeoutMs: options.timeoutMs ?? defaultAttempt.timeoutMs,
     maxAttempts: options.maxAttempts ?? defaultAttempt.maxAttempts,
+    ...(options.pricing === undefined ? {} : { pricing: Cost.fromUsd(options.pricing) }),
     complete,
     get requests() {
       return log

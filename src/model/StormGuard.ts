@@ -370,6 +370,7 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
     name: provider.name,
     model: provider.model,
     ...(provider.vendor === undefined ? {} : { vendor: provider.vendor }),
+    ...(provider.pricing === undefined ? {} : { pricing: provider.pricing }),
     timeoutMs: provider.timeoutMs,
     maxAttempts: provider.maxAttempts,
     complete: Effect.fnUntraced(function*(request: ModelRequest) {

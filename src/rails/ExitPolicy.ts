@@ -44,6 +44,9 @@ export interface Facts {
   readonly toolCallsSession: number
   readonly tokensBurst: number
   readonly tokensSession: number
+  /** Micro-dollars spent on model calls in this burst, and in the session (`Cost`). */
+  readonly costBurst: number
+  readonly costSession: number
   /** Active time of the session, this burst so far included. */
   readonly activeMs: number
   /** Time since this burst opened. */
@@ -148,6 +151,22 @@ export const tokenBudget = builtin(
   (f) => `${f.tokensSession} tokens reached the token budget ${f.limits.tokens}`
 )
 
+/**
+ * A cost budget is spent: the burst's (`costPerBurst`) or the session's (`costPerSession`), in micro-dollars. The
+ * model-call gate also stops a call whose worst case would cross what is left (`Cost.fit`): this check is the
+ * ceiling once it is reached.
+ */
+export const costBudget = builtin(
+  "cost_budget",
+  "before_model",
+  "cost_budget",
+  (f) => f.costBurst >= f.limits.costPerBurst || f.costSession >= f.limits.costPerSession,
+  (f) =>
+    f.costBurst >= f.limits.costPerBurst
+      ? `${f.costBurst} micro-dollars spent in this burst reached costPerBurst ${f.limits.costPerBurst}`
+      : `${f.costSession} micro-dollars spent in this session reached costPerSession ${f.limits.costPerSession}`
+)
+
 /** A call repeated with the same result `repeatHaltAt` times (`RepeatGuard`). */
 export const repeatHalt = builtin(
   "repeat_call_halt",
@@ -193,6 +212,7 @@ export const builtins: ReadonlyArray<Check> = [
   burstLimit,
   sessionLimit,
   tokenBudget,
+  costBudget,
   repeatHalt,
   badToolUse,
   confirmationPending,
@@ -423,6 +443,7 @@ export const noFinalize: ReadonlySet<ExitReason> = new Set<ExitReason>([
   "context_overflow",
   "deadline",
   "token_budget",
+  "cost_budget",
   "burst_limit",
   "session_limit"
 ])

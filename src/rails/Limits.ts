@@ -10,6 +10,7 @@
 import { Context, Effect, Either, Layer } from "effect"
 import { FieldIssue, InvalidRequest } from "../domain/Errors.js"
 import type { Limits as LimitsShape, LimitsOverride } from "../domain/Limits.js"
+import * as Cost from "./Cost.js"
 
 /** The seed defaults of DESIGN §6. */
 export const defaults: LimitsShape = {
@@ -26,7 +27,9 @@ export const defaults: LimitsShape = {
   activeTimeMs: 5 * 60_000,
   toolResultMaxBytes: 16 * 1024,
   toolTimeoutMs: 60_000,
-  persistTimeoutMs: 10_000
+  persistTimeoutMs: 10_000,
+  costPerBurst: Cost.unlimited,
+  costPerSession: Cost.unlimited
 }
 
 /** The ceilings in force. A `Context.Reference`: absent from the context means the seed defaults. */

@@ -29,6 +29,7 @@ import { Report } from "../domain/Report.js"
 import { Scope } from "../domain/Scope.js"
 import { SessionStatus, SessionView } from "../domain/Session.js"
 import { Trajectory } from "../domain/Trajectory.js"
+import { UsageRow } from "../domain/Usage.js"
 import { Authentication } from "./Authentication.js"
 import { ElicitationsGroup } from "./ElicitationsApi.js"
 import { NotReady, PayloadTooLarge, Unavailable, UnsupportedMediaType } from "./HttpErrors.js"
@@ -120,6 +121,34 @@ export const ListSessionsParams = Schema.Struct({
   cursor: Schema.optional(Schema.String.pipe(Schema.maxLength(2048)))
 })
 
+const Day = Schema.String.pipe(
+  Schema.pattern(/^\d{4}-\d{2}-\d{2}$/, { message: () => "a UTC day, YYYY-MM-DD" }),
+  Schema.filter((day) => !Number.isNaN(Date.parse(`${day}T00:00:00Z`)) || "not a calendar day")
+)
+
+/** The days of the usage ledger: from and to, both included (UTC); default the last 30 days, at most 366. */
+export const UsageParams = Schema.Struct({
+  from: Schema.optional(Day),
+  to: Schema.optional(Day)
+})
+
+/** The org's usage ledger over a range of days: a row per day, agent, provider and model, and the total. */
+export const UsageReport = Schema.Struct({
+  from: Schema.String,
+  to: Schema.String,
+  rows: Schema.Array(UsageRow),
+  total: Schema.Struct({
+    attempts: Schema.Int,
+    inputTokens: Schema.Int,
+    outputTokens: Schema.Int,
+    cacheReadTokens: Schema.Int,
+    cacheWriteTokens: Schema.Int,
+    reasoningTokens: Schema.Int,
+    costMicros: Schema.Int
+  })
+}).annotations({ identifier: "UsageReport" })
+export type UsageReport = typeof UsageReport.Type
+
 /** What the POSTs that create sessions or messages say about retries (the header is read by the handlers). */
 const idempotencyNote = "The message is stored before the answer: a 202 survives a crash of the server. Send an " +
   "`Idempotency-Key` header (1–255 printable ASCII characters, e.g. a UUID) to make the request safe to retry: a " +
@@ -198,6 +227,18 @@ export class SessionsGroup extends HttpApiGroup.make("sessions")
       .setUrlParams(ListSessionsParams)
       .addSuccess(SessionPage)
       .annotate(OpenApi.Summary, "Your org's sessions, newest first, by scope and status (paginated)")
+  )
+  .add(
+    HttpApiEndpoint.get("usage", "/v1/usage")
+      .setUrlParams(UsageParams)
+      .addSuccess(UsageReport)
+      .annotate(OpenApi.Summary, "Your org's usage and cost by UTC day, agent, provider and model (?from=&to=)")
+      .annotate(
+        OpenApi.Description,
+        "Every model attempt counts, failed and retried ones included (they were billed). Money in integer " +
+          "micro-dollars (0 for a provider without prices). Summed from the stored run records: it survives restarts " +
+          "and is the same on every node."
+      )
   )
   .add(
     HttpApiEndpoint.get("getSession", "/v1/sessions/:id")

@@ -15,6 +15,7 @@ import type { ModelReply, ToolCall, TurnEntry } from "../domain/Message.js"
 import { Usage } from "../domain/Usage.js"
 import type { ModelProvider, ModelRequest } from "../model/ModelProvider.js"
 import * as Scripted from "../model/Scripted.js"
+import * as Cost from "../rails/Cost.js"
 import * as DemoTools from "../testing/DemoTools.js"
 import type { ToolHandler } from "../tools/ToolRegistry.js"
 
@@ -153,6 +154,8 @@ export const provider = (delayMs: number): ModelProvider => {
   const base = Scripted.fromFunction({ name: "demo", model, reply })
   return {
     ...base,
+    // It costs nothing, and says so: a host cost budget covers the demo agent too.
+    pricing: Cost.fromUsd({ inputPerMTok: 0, outputPerMTok: 0 }),
     complete: (request) =>
       Effect.gen(function*() {
         yield* Effect.sleep(delayMs)

@@ -21,6 +21,7 @@ import type { PersistenceFailed } from "../domain/Errors.js"
 import type { Principal } from "../domain/Principal.js"
 import type { SessionView } from "../domain/Session.js"
 import { view } from "../domain/Session.js"
+import { utcDay } from "../domain/Usage.js"
 import { decodeCursor, SessionStore } from "../store/SessionStore.js"
 import * as Approvals from "../tools/Approvals.js"
 import type { Accepted } from "./Api.js"
@@ -114,6 +115,8 @@ const noDecision = <A, E, R>(
     (error) => Effect.fail(new InvalidSessionState({ sessionId: error.sessionId, message: error.message }))
   ) as Effect.Effect<A, E | InvalidSessionState, R>
 
+const dayMs = 86_400_000
+
 const decodeError = (path: string, message: string) =>
   new HttpApiError.HttpApiDecodeError({
     message: `${path}: ${message}`,
@@ -181,6 +184,31 @@ const sessions = (options: Options) =>
               sessions: page.sessions.map((session) => view(session)),
               ...(page.nextCursor === undefined ? {} : { nextCursor: page.nextCursor })
             }
+          }))
+        .handle("usage", ({ urlParams }) =>
+          Effect.gen(function*() {
+            const by = yield* CurrentPrincipal
+            const today = utcDay(yield* Clock.currentTimeMillis)
+            const to = urlParams.to ?? today
+            const from = urlParams.from ?? utcDay(Date.parse(`${to}T00:00:00Z`) - 29 * dayMs)
+            const start = Date.parse(`${from}T00:00:00Z`)
+            const end = Date.parse(`${to}T00:00:00Z`) + dayMs
+            if (start >= end) return yield* decodeError("from", `a day on or before to (${to})`)
+            if (end - start > 366 * dayMs) return yield* decodeError("from", "at most 366 days before to")
+            const rows = yield* orUnavailable(store.usage(by.orgId, start, end))
+            const total = {
+              attempts: 0,
+              inputTokens: 0,
+              outputTokens: 0,
+              cacheReadTokens: 0,
+              cacheWriteTokens: 0,
+              reasoningTokens: 0,
+              costMicros: 0
+            }
+            for (const row of rows) {
+              for (const key of Object.keys(total) as Array<keyof typeof total>) total[key] += row[key]
+            }
+            return { from, to, rows, total }
           }))
         .handle(
           "getSession",

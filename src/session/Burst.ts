@@ -44,6 +44,11 @@ export interface Context {
   readonly tools: ReadonlyMap<string, ToolDef>
   /** The same tools as the model sees them, sorted by name. */
   readonly toolSpecs: ReadonlyArray<ToolSpec>
+  /**
+   * The characters every call of the burst sends besides its messages (the system prompt and the tool list): the
+   * fixed part of a call's input estimate for a cost budget (`Cost.estimateTokens`). Recorded for replay.
+   */
+  readonly promptChars: number
 }
 
 /** The mutable state of one burst. */
@@ -61,6 +66,10 @@ export interface Burst {
   counters: Counters.Counters
   budget: Budget.Budget
   usage: Usage
+  /** Micro-dollars the session has spent, this burst's attempts included (`before.costMicros` + the burst's). */
+  cost: number
+  /** Whether any attempt of the burst was priced (its provider has prices): the trajectory then says what it cost. */
+  priced: boolean
   readonly chain: Ref.Ref<ProviderChain.ChainState>
   repeat: RepeatGuard.RepeatGuard
   strikes: number
@@ -86,6 +95,8 @@ export interface Burst {
   pending: Array<PendingConfirmation>
   /** Samples that reached the model, by the tool call they served (`ModelAttempt.sampled.n` is the count). */
   readonly samples: Map<string, number>
+  /** The providers whose `reasoning_dropped` decision this burst has recorded (once each). */
+  readonly dropsReported: Set<string>
   /** Saves the open trajectory as it stands, without waiting (internal/trajectoryLog); a no-op until the log is set. */
   touch: () => void
 }
@@ -105,7 +116,8 @@ export const start = (
     tokens: state.usage.total,
     activeMs: state.activeMs,
     providerIndex: state.providerIndex,
-    exhausted: state.exhausted
+    exhausted: state.exhausted,
+    costMicros: state.costMicros
   },
   seed,
   random: Random.make(seed),
@@ -113,6 +125,8 @@ export const start = (
   counters: Counters.start(state.modelCalls),
   budget: { toolCalls: state.toolCalls, tokens: state.usage.total },
   usage: Usage.zero,
+  cost: state.costMicros,
+  priced: false,
   chain: Ref.unsafeMake<ProviderChain.ChainState>({ index: state.providerIndex, exhausted: state.exhausted }),
   repeat: RepeatGuard.empty,
   strikes: 0,
@@ -130,6 +144,7 @@ export const start = (
   decisions: [],
   pending: [],
   samples: new Map(),
+  dropsReported: new Set(),
   touch: () => {}
 })
 
@@ -156,6 +171,8 @@ export const facts = (
   toolCallsSession: burst.budget.toolCalls,
   tokensBurst: burst.budget.tokens - burst.before.tokens,
   tokensSession: burst.budget.tokens,
+  costBurst: burst.cost - burst.before.costMicros,
+  costSession: burst.cost,
   activeMs: burst.activeBefore + Math.max(0, now - burst.startedAt),
   burstMs: Math.max(0, now - burst.startedAt),
   strikes: burst.strikes,
@@ -177,7 +194,8 @@ export const snapshot = (burst: Burst, now: number): void => {
     modelCallsSession: burst.counters.session,
     toolCalls: burst.budget.toolCalls,
     tokens: burst.budget.tokens,
-    activeMs: burst.activeBefore + (now - burst.startedAt)
+    activeMs: burst.activeBefore + (now - burst.startedAt),
+    costMicros: burst.cost
   })
 }
 
@@ -208,6 +226,7 @@ export const toState = (
       modelCalls: burst.counters.session,
       toolCalls: burst.budget.toolCalls,
       usage: Usage.add(before.usage, burst.usage),
+      costMicros: burst.cost,
       providerIndex: index,
       exhausted,
       activeMs: burst.activeBefore + Math.max(0, now - burst.startedAt),
@@ -254,6 +273,7 @@ export const trajectory = (
   errors: exact(burst.errors),
   budgets: exact(burst.budgets),
   usage: burst.usage,
+  costMicros: burst.priced ? burst.cost - burst.before.costMicros : undefined,
   exitReason: reason,
   decisions: exact(burst.decisions),
   replay: replayRecord(ctx, burst),
@@ -284,12 +304,14 @@ const replayRecord = (ctx: Context, burst: Burst): ReplayRecord => ({
     name: p.name,
     model: p.model,
     maxAttempts: p.maxAttempts,
-    timeoutMs: p.timeoutMs
+    timeoutMs: p.timeoutMs,
+    ...(p.pricing === undefined ? {} : { pricing: p.pricing })
   }))),
   tools: intern(ctx.toolSpecs.map((spec) => {
     const def = ctx.tools.get(spec.name)
     return { name: spec.name, effect: def?.effect ?? "read", source: def?.source ?? "none" }
   })),
   before: burst.before,
+  promptChars: ctx.promptChars,
   cancelledAt: burst.cancelledAt
 })

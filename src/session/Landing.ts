@@ -99,7 +99,8 @@ export const land = (ctx: Burst.Context, burst: Burst.Burst, reason: ExitReason)
       system: Prompt.system(ctx.spec),
       messages: [...burst.messages, { kind: "user", text: finalizeInstruction(schema) }],
       tools: [],
-      responseSchema: schema
+      responseSchema: schema,
+      cacheKey: ctx.session.id
     })
     if (Option.isNone(reply)) {
       return withArtifact(fallback(schema, reason, burst.messages, "the finalize call was not allowed or failed"))

@@ -11,7 +11,7 @@
 import { Clock, Duration, Effect, Option, Schema } from "effect"
 import type { PersistenceFailed } from "../domain/Errors.js"
 import { ExitReason } from "../domain/ExitReason.js"
-import type { Turn, TurnEntry } from "../domain/Message.js"
+import type { ModelReply, ToolCall as ToolCallEntry, Turn, TurnEntry } from "../domain/Message.js"
 import * as ActiveTime from "../rails/ActiveTime.js"
 import type * as ExitPolicy from "../rails/ExitPolicy.js"
 import * as ReplyPolicy from "../rails/ReplyPolicy.js"
@@ -80,6 +80,19 @@ const nudged = (burst: Burst.Burst, cause: "empty" | "length") =>
 const noCalls: ReadonlyArray<never> = Object.freeze([])
 
 /**
+ * The assistant turn for `reply`: its text, the calls that will run, and the reasoning the provider returned
+ * (stored with the turn before any tool runs, so the provider can be sent it back with the results).
+ */
+const assistant = (
+  reply: ModelReply,
+  toolCalls: ReadonlyArray<ToolCallEntry>,
+  finishReason: ModelReply["finishReason"]
+): TurnEntry =>
+  reply.reasoning === undefined || reply.reasoning.length === 0
+    ? { kind: "assistant", text: reply.text, toolCalls, finishReason }
+    : { kind: "assistant", text: reply.text, toolCalls, finishReason, reasoning: reply.reasoning }
+
+/**
  * One iteration of DESIGN §3 steps 2-9. `fnUntraced`: the generator function is made once, here, not on every call
  * (a generator function made per call costs V8 a function, a prototype object and its registration: ~1.6 µs
  * against ~0.06 µs, measured), and this runs for every model turn.
@@ -93,19 +106,14 @@ const iteration: (ctx: Burst.Context, burst: Burst.Burst) => Effect.Effect<Step,
     switch (verdict._tag) {
       case "Filtered":
       case "Refused": {
-        yield* record(ctx, burst, {
-          kind: "assistant",
-          text: reply.text,
-          toolCalls: noCalls,
-          finishReason: reply.finishReason
-        })
+        yield* record(ctx, burst, assistant(reply, noCalls, reply.finishReason))
         return verdict._tag === "Filtered"
           ? replied("filtered", "the provider filtered the reply")
           : replied("refused", "the model refused")
       }
       case "Truncated": {
         // The calls of a cut reply may carry cut arguments: drop them rather than run something half-specified.
-        yield* record(ctx, burst, { kind: "assistant", text: reply.text, toolCalls: noCalls, finishReason: "length" })
+        yield* record(ctx, burst, assistant(reply, noCalls, "length"))
         yield* nudged(burst, "length")
         yield* record(ctx, burst, notice("ReplyPolicy", ReplyPolicy.lengthNudge))
         return next
@@ -120,21 +128,11 @@ const iteration: (ctx: Burst.Context, burst: Burst.Burst) => Effect.Effect<Step,
         return next
       }
       case "Final": {
-        yield* record(ctx, burst, {
-          kind: "assistant",
-          text: reply.text,
-          toolCalls: noCalls,
-          finishReason: reply.finishReason
-        })
+        yield* record(ctx, burst, assistant(reply, noCalls, reply.finishReason))
         return replied("completed", "the model answered without tool calls")
       }
       case "ToolCalls": {
-        yield* record(ctx, burst, {
-          kind: "assistant",
-          text: reply.text,
-          toolCalls: verdict.calls,
-          finishReason: reply.finishReason
-        })
+        yield* record(ctx, burst, assistant(reply, verdict.calls, reply.finishReason))
         const forced = yield* ToolCall.runTurn(ctx, burst, verdict.calls)
         return Option.isSome(forced) ? exit(forced.value) : next
       }

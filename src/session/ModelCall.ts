@@ -14,12 +14,19 @@ import { Usage } from "../domain/Usage.js"
 import type { ModelRequest } from "../model/ModelProvider.js"
 import * as ProviderChain from "../model/ProviderChain.js"
 import * as Budget from "../rails/Budget.js"
+import * as Cost from "../rails/Cost.js"
 import * as Counters from "../rails/Counters.js"
 import * as ExitPolicy from "../rails/ExitPolicy.js"
 import * as Prune from "../rails/Prune.js"
 import type { Sampler, SampleReply, SampleRequest } from "../tools/ToolExecutor.js"
 import * as Burst from "./Burst.js"
 import * as Prompt from "./Prompt.js"
+
+/** The prices of the route's provider named `name` (the attempt records name it). */
+const priceOf = (ctx: Burst.Context, name: string): Cost.Prices | undefined => {
+  for (const provider of ctx.providers) if (provider.name === name) return provider.pricing
+  return undefined
+}
 
 /** A reply to act on, or what ends the burst. */
 export type Outcome =
@@ -28,22 +35,50 @@ export type Outcome =
 
 const exit = (decision: ExitPolicy.Decision): Outcome => ({ _tag: "Exit", decision })
 
+/** What the gate decided: the call may go (with its output cap lowered to fit a cost budget), or the burst ends. */
+type Gate =
+  | { readonly _tag: "Pass"; readonly request: ModelRequest }
+  | { readonly _tag: "Blocked"; readonly decision: ExitPolicy.Decision }
+
 /**
- * The gate of DESIGN §3 step 2: the exit policy's `before_model` checks (cancel is the burst's race), and BOTH
- * counters incremented when none fires. The checks and the increment are one synchronous step: a tool server's
- * samples run concurrently (the calls of a turn do), and two of them must never both pass a gate with room for one.
+ * The gate of DESIGN §3 step 2: the exit policy's `before_model` checks (cancel is the burst's race), then the cost
+ * budget's worst case (`Cost.fit`: the call is sent with its output cap lowered to fit what is left, or not made),
+ * and BOTH counters incremented when it passes. The checks and the increment are one synchronous step: a tool
+ * server's samples run concurrently (the calls of a turn do), and two of them must never both pass a gate with room
+ * for one.
  */
-const gate = (ctx: Burst.Context, burst: Burst.Burst): Effect.Effect<Option.Option<ExitPolicy.Decision>> =>
+const gate = (ctx: Burst.Context, burst: Burst.Burst, request: ModelRequest): Effect.Effect<Gate> =>
   Effect.flatMap(Ref.get(burst.chain), (chain) =>
     Effect.clockWith((clock) =>
-      Effect.sync(() => {
+      Effect.sync((): Gate => {
         const now = clock.unsafeCurrentTimeMillis()
-        const blocked = ExitPolicy.decide(ctx.policy, "before_model", Burst.facts(ctx, burst, chain.exhausted, now))
-        if (Option.isNone(blocked)) {
-          burst.counters = Counters.increment(burst.counters)
-          Burst.snapshot(burst, now)
+        const facts = Burst.facts(ctx, burst, chain.exhausted, now)
+        const blocked = ExitPolicy.decide(ctx.policy, "before_model", facts)
+        if (Option.isSome(blocked)) return { _tag: "Blocked", decision: blocked.value }
+        let sent = request
+        if (Cost.bounded(ctx.limits)) {
+          const left = Cost.remaining(ctx.limits, facts.costBurst, facts.costSession)
+          const prices = ctx.providers.slice(chain.index).flatMap((p) => p.pricing === undefined ? [] : [p.pricing])
+          const characters = ctx.promptChars + JSON.stringify(request.messages).length
+          const fit = Cost.fit(prices, left, Cost.estimateTokens(characters), request.maxTokens)
+          if (fit._tag === "None") {
+            return {
+              _tag: "Blocked",
+              decision: {
+                check: ExitPolicy.costBudget.name,
+                reason: "cost_budget",
+                notice: `the next call's input alone would cross the cost budget: ${left} micro-dollars left`
+              }
+            }
+          }
+          if (fit.maxTokens !== undefined && fit.maxTokens !== request.maxTokens) {
+            sent = { ...request, maxTokens: fit.maxTokens }
+            Burst.decided(burst, { _tag: "cost_cap", at: now, maxTokens: fit.maxTokens, leftMicros: left })
+          }
         }
-        return blocked
+        burst.counters = Counters.increment(burst.counters)
+        Burst.snapshot(burst, now)
+        return { _tag: "Pass", request: sent }
       })
     ))
 
@@ -83,11 +118,12 @@ const overOf = (slot: SampleSlot): Deferred.Deferred<void> => {
 const attempt = Effect.fnUntraced(function*(
   ctx: Burst.Context,
   burst: Burst.Burst,
-  request: ModelRequest,
+  asked: ModelRequest,
   sampleOf?: SampleSlot
 ) {
-  const blocked = yield* gate(ctx, burst)
-  if (Option.isSome(blocked)) return yield* Effect.fail(blocked.value)
+  const passed = yield* gate(ctx, burst, asked)
+  if (passed._tag === "Blocked") return yield* Effect.fail(passed.decision)
+  const request = passed.request
   // Numbered once past the gate: a refused sample made no model call, so a replay has nothing of it to ask again.
   const sampled = sampleOf === undefined ? undefined : {
     callId: sampleOf.callId,
@@ -104,12 +140,26 @@ const attempt = Effect.fnUntraced(function*(
     request,
     retryAfterCapMs: ctx.limits.retryAfterCapMs,
     random: burst.random,
-    onDecision: (decision) => Effect.sync(() => Burst.decided(burst, decision)),
+    onDecision: (decision) =>
+      Effect.sync(() => {
+        // Once per provider and burst: every later call of the burst leaves out the same parts, and more.
+        if (decision._tag === "reasoning_dropped") {
+          if (burst.dropsReported.has(decision.provider)) return
+          burst.dropsReported.add(decision.provider)
+        }
+        Burst.decided(burst, decision)
+      }),
     onAttempt: (record) =>
       Effect.sync(() => {
-        // Usage is charged whatever happened: a storm of failed attempts still spends the token budget.
+        // Usage is charged whatever happened: a storm of failed attempts still spends the token budget, and money.
         burst.usage = Usage.add(burst.usage, record.usage)
         burst.budget = Budget.chargeTokens(burst.budget, record.usage)
+        const pricing = priceOf(ctx, record.provider)
+        const costMicros = pricing === undefined ? undefined : Cost.micros(pricing, record.usage)
+        if (costMicros !== undefined) {
+          burst.cost += costMicros
+          burst.priced = true
+        }
         burst.attempts.push({
           provider: record.provider,
           attempt: record.attempt,
@@ -126,6 +176,7 @@ const attempt = Effect.fnUntraced(function*(
             }
           }),
           usage: record.usage,
+          ...(costMicros === undefined ? {} : { costMicros }),
           ...(sampled === undefined ? {} : { sampled })
         })
         if (record.error !== undefined) {
@@ -150,6 +201,8 @@ export const next = (ctx: Burst.Context, burst: Burst.Burst): Effect.Effect<Outc
       // A snapshot: the burst keeps appending to its own list, and providers may keep the request.
       messages: burst.messages.slice(),
       tools: ctx.toolSpecs,
+      // One session's calls share a prompt-cache key: their prefixes (tools, system, earlier turns) are identical.
+      cacheKey: ctx.session.id,
       // Streamed text reaches subscribers as it arrives (unpersisted); the assembled reply is what gets persisted.
       // Publishing needs no service (the port's effect requires none), so it runs on its own without the burst's
       // runtime, which a reply that streams nothing would capture for nothing.

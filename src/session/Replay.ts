@@ -180,6 +180,7 @@ const replayProviders = (t: Trajectory, feed: Feed, diverge: (d: Omit<Divergence
     model: entry.model,
     maxAttempts: entry.maxAttempts,
     timeoutMs: entry.timeoutMs,
+    ...(entry.pricing === undefined ? {} : { pricing: entry.pricing }),
     complete: (request) =>
       Effect.suspend(() => {
         feed.progress += 1
@@ -523,6 +524,7 @@ export const verifyBurst = (recorded: RecordedBurst, options: Options = {}): Eff
         opening: opening.entry,
         cancel,
         seed: record.seed,
+        promptChars: record.promptChars,
         onStart: (burst) => (b = burst)
       }))
       yield* drive(fiber, feed, diverge)

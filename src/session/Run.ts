@@ -27,6 +27,7 @@ import type { ToolCallRecord, Trajectory } from "../domain/Trajectory.js"
 import { SessionEvents } from "../events/SessionEvents.js"
 import { Providers } from "../model/ModelProvider.js"
 import type { ToolSpec } from "../model/ModelProvider.js"
+import * as Cost from "../rails/Cost.js"
 import * as ExitPolicy from "../rails/ExitPolicy.js"
 import * as Limits from "../rails/Limits.js"
 import { SessionStore } from "../store/SessionStore.js"
@@ -41,6 +42,7 @@ import { Ids } from "./Ids.js"
 import * as TrajectoryLog from "./internal/trajectoryLog.js"
 import * as Landing from "./Landing.js"
 import * as Loop from "./Loop.js"
+import * as Prompt from "./Prompt.js"
 
 /** What a burst is asked to do. */
 export interface Request {
@@ -61,6 +63,8 @@ export interface Request {
   readonly later?: (settle: Effect.Effect<void, PersistenceFailed>) => void
   /** The seed of the burst's jitter; default: drawn from `Random` (a replay passes the recorded one). */
   readonly seed?: number
+  /** The fixed part of a call's input estimate (`Burst.Context.promptChars`); a replay passes the recorded one. */
+  readonly promptChars?: number | undefined
   /** Receives the burst record as soon as it exists (the actor's handle on a running burst). */
   readonly onStart?: (burst: Burst.Burst) => void
 }
@@ -254,7 +258,10 @@ const run = (
       ports: { store: Metrics.timeAppends(store), events },
       executor,
       tools,
-      toolSpecs: specs
+      toolSpecs: specs,
+      // Only a cost budget reads it (`ModelCall`'s gate): without one, nothing is measured.
+      promptChars: request.promptChars ??
+        (Cost.bounded(limits) ? Prompt.system(instructed.spec).length + JSON.stringify(specs).length : 0)
     }
     const startedAt = yield* Clock.currentTimeMillis
     const before = session.state

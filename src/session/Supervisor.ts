@@ -198,6 +198,7 @@ export const make = (
           state = {
             ...state,
             usage: Usage.add(state.usage, trajectory.usage),
+            costMicros: state.costMicros + (trajectory.costMicros ?? 0),
             modelCalls: Math.max(state.modelCalls, last?.modelCallsSession ?? 0),
             toolCalls: Math.max(state.toolCalls, last?.toolCalls ?? 0),
             bursts: state.bursts + 1

@@ -20,6 +20,7 @@ import { Principal } from "../domain/Principal.js"
 import type { Session } from "../domain/Session.js"
 import type { Trajectory } from "../domain/Trajectory.js"
 import { Usage } from "../domain/Usage.js"
+import * as Ledger from "./internal/ledger.js"
 import * as Packing from "./internal/packing.js"
 import * as Refusals from "./internal/refusals.js"
 import * as Pairing from "./Pairing.js"
@@ -394,6 +395,19 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
         return record?.trajectories === undefined
           ? []
           : record.trajectories.map((stored) => isPacked(stored) ? packer.unpack(stored) as Trajectory : stored)
+      }),
+
+    usage: (orgId, from, to) =>
+      Effect.sync(() => {
+        const found: Array<Trajectory> = []
+        for (const record of sessions.values()) {
+          if (record.session.principal.orgId !== orgId || record.trajectories === undefined) continue
+          for (const stored of record.trajectories) {
+            const t = isPacked(stored) ? packer.unpack(stored) as Trajectory : stored
+            if (t.startedAt >= from - Ledger.lookBehindMs && t.startedAt < to) found.push(t)
+          }
+        }
+        return Ledger.rows(found, from, to)
       })
   }
   for (const listener of listeners) listener(service, () => [...sessions.values()].map((r) => r.session))

@@ -11,6 +11,7 @@ import type { IdempotencyRecord, InboxMessage } from "../domain/Inbox.js"
 import type { Turn, TurnEntry } from "../domain/Message.js"
 import type { Session, SessionState, SessionStatus } from "../domain/Session.js"
 import type { Trajectory } from "../domain/Trajectory.js"
+import type { UsageRow } from "../domain/Usage.js"
 
 /** Filters and paging of `listSessions`. */
 export interface ListSessionsOptions {
@@ -194,4 +195,10 @@ export class SessionStore extends Context.Tag("corral/store/SessionStore")<Sessi
     orgId: string,
     sessionId: string
   ) => Effect.Effect<ReadonlyArray<Trajectory>, PersistenceFailed>
+  /**
+   * The org's usage ledger over the model attempts that started in [from, to) (epoch ms): one row per UTC day, agent,
+   * provider and model, summed from the stored trajectories (failed attempts included), sorted by day, agent,
+   * provider. Only `orgId`'s sessions count.
+   */
+  readonly usage: (orgId: string, from: number, to: number) => Effect.Effect<ReadonlyArray<UsageRow>, PersistenceFailed>
 }>() {}

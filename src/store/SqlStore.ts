@@ -38,6 +38,7 @@ import * as AppendBatch from "./internal/appendBatch.js"
 import type { Append } from "./internal/appendBatch.js"
 import { persist, sqlState, timedOut, within } from "./internal/failure.js"
 import * as GroupCommit from "./internal/groupCommit.js"
+import * as Ledger from "./internal/ledger.js"
 import * as Overload from "./internal/overload.js"
 import * as Refusals from "./internal/refusals.js"
 import * as SqlApprovals from "./internal/sqlApprovals.js"
@@ -446,6 +447,15 @@ export const make = (
           Effect.flatMap(decodeTrajectories),
           Effect.map((rows) => rows.map((row) => row.payload)),
           persist("trajectories")
+        ),
+
+      // Summed here from the payloads, by the function the memory store uses: the two stores cannot disagree.
+      usage: (orgId, from, to) =>
+        sql`SELECT payload FROM trajectories
+          WHERE org_id = ${orgId} AND started_at >= ${from - Ledger.lookBehindMs} AND started_at < ${to}`.pipe(
+          Effect.flatMap(decodeTrajectories),
+          Effect.map((rows) => Ledger.rows(rows.map((row) => row.payload), from, to)),
+          persist("usage")
         )
     }
 

@@ -60,6 +60,13 @@ export interface BurstView {
   readonly startedAt: number
 }
 
+/** The parts of an attempt's usage, as span attributes, when there are some: cache reads and writes, reasoning. */
+const usageParts = (usage: Usage): Spans.Attributes => ({
+  "gen_ai.usage.cache_read.input_tokens": usage.cacheReadTokens > 0 ? usage.cacheReadTokens : undefined,
+  "gen_ai.usage.cache_creation.input_tokens": usage.cacheWriteTokens > 0 ? usage.cacheWriteTokens : undefined,
+  "corral.usage.reasoning.output_tokens": usage.reasoningTokens > 0 ? usage.reasoningTokens : undefined
+})
+
 const events = (list: ReadonlyArray<RailEvents.RailEvent>) =>
   Effect.forEach(list, (e) => Spans.event(e.name, e.at, e.attributes), { discard: true })
 
@@ -78,6 +85,19 @@ const landed = (trajectory: Trajectory): Effect.Effect<void> => {
     if (attempt.usage.outputTokens > 0) {
       Metrics.add(Metrics.tokens, attempt.usage.outputTokens, ...base, "gen_ai.token.type", "output")
     }
+    if (attempt.costMicros !== undefined && attempt.costMicros > 0) {
+      Metrics.add(Metrics.cost, attempt.costMicros, ...base, "gen_ai.agent.id", trajectory.agentId)
+    }
+    // Parts of the two above (never to be added to them): what the prompt cache served and stored, and reasoning.
+    if (attempt.usage.cacheReadTokens > 0) {
+      Metrics.add(Metrics.tokens, attempt.usage.cacheReadTokens, ...base, "gen_ai.token.type", "cache_read")
+    }
+    if (attempt.usage.cacheWriteTokens > 0) {
+      Metrics.add(Metrics.tokens, attempt.usage.cacheWriteTokens, ...base, "gen_ai.token.type", "cache_write")
+    }
+    if (attempt.usage.reasoningTokens > 0) {
+      Metrics.add(Metrics.tokens, attempt.usage.reasoningTokens, ...base, "gen_ai.token.type", "reasoning")
+    }
   }
   const exit = trajectory.decisions?.find((d) => d._tag === "exit")
   const last = trajectory.budgets[trajectory.budgets.length - 1]
@@ -93,7 +113,8 @@ const landed = (trajectory: Trajectory): Effect.Effect<void> => {
       "corral.tool_calls": trajectory.toolCalls.length,
       "corral.duration_ms": trajectory.endedAt - trajectory.startedAt,
       "gen_ai.usage.input_tokens": trajectory.usage.inputTokens,
-      "gen_ai.usage.output_tokens": trajectory.usage.outputTokens
+      "gen_ai.usage.output_tokens": trajectory.usage.outputTokens,
+      ...usageParts(trajectory.usage)
     })),
     Effect.flatMap(
       Spans.recording,
@@ -235,7 +256,8 @@ export const chat = <
               "gen_ai.response.finish_reasons": record.reply === undefined ? undefined : [record.reply.finishReason],
               "error.type": record.error?.kind,
               "gen_ai.usage.input_tokens": record.usage.inputTokens,
-              "gen_ai.usage.output_tokens": record.usage.outputTokens
+              "gen_ai.usage.output_tokens": record.usage.outputTokens,
+              ...usageParts(record.usage)
             }))
           }
           return reported(record)

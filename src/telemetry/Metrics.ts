@@ -92,6 +92,14 @@ export const tokens = Metric.counter("corral.tokens", {
   description: "Tokens spent, by provider, model, org and token type",
   incremental: true
 })
+/**
+ * Money spent on model attempts, in micro-dollars (integers; failed attempts included), by provider, model, agent
+ * and org. Only priced providers count (`pricing` in their configuration).
+ */
+export const cost = Metric.counter("corral.cost", {
+  description: "Micro-dollars (1e-6 USD) spent on model attempts, by provider, model, agent and org",
+  incremental: true
+})
 /** Duration of one tool call, by tool and server. */
 export const toolDuration = Metric.histogram(
   "corral.tool_call.duration",

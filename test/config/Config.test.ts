@@ -176,6 +176,30 @@ describe("Config.load", () => {
         expect(found.find((i) => i.startsWith("tiers.default"))).toContain("required")
       })))
 
+  it.effect("refuses a host cost budget over a provider without prices, naming the provider", () =>
+    withFile({
+      providers: {
+        priced: { api: "openai", model: "gpt-5", pricing: { inputPerMTok: 1.25, outputPerMTok: 10 } },
+        free: { api: "anthropic", model: "claude-sonnet-4-5" }
+      },
+      tiers: { default: ["priced", "free"] },
+      limits: { costPerSession: 2_000_000 }
+    }, (path) =>
+      Effect.gen(function*() {
+        const found = issues(yield* Effect.flip(load({ CORRAL_CONFIG: path })))
+        expect(found).toEqual([
+          "providers.free.pricing: required: limits.costPerSession bounds what sessions spend, and this provider has no " +
+          "prices"
+        ])
+        // Priced, it loads.
+        const ok = yield* withFile({
+          providers: { priced: { api: "openai", model: "gpt-5", pricing: { inputPerMTok: 1.25, outputPerMTok: 10 } } },
+          tiers: { default: ["priced"] },
+          limits: { costPerBurst: 100_000 }
+        }, (p) => load({ CORRAL_CONFIG: p }))
+        expect(ok.limits?.costPerBurst).toBe(100_000)
+      })))
+
   it.effect("refuses an explicit CORRAL_CONFIG that does not exist, and a file that is not a JSON object", () =>
     Effect.gen(function*() {
       const missing = yield* Effect.flip(load({ CORRAL_CONFIG: "/nonexistent/corral.json" }))

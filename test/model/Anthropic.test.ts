@@ -59,7 +59,7 @@ layer(NodeHttpClient.layerUndici, { excludeTestServices: true })("Anthropic", (i
 
     it.scoped("system on top, tool results in ONE user message with is_error, same-role messages merged", () =>
       Effect.gen(function*() {
-        const { fake, provider } = yield* serve([Fake.text("ok")])
+        const { fake, provider } = yield* serve([Fake.text("ok")], { promptCache: false })
         yield* provider.complete({
           system: "You investigate.",
           messages: [

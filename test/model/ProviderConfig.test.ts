@@ -26,6 +26,111 @@ describe("ProviderConfig.decode", () => {
     expect(Either.getOrThrow(decoded).tiers?.cheap).toEqual(["local", "openai"])
   })
 
+  it("accepts reasoning settings per provider: thinking, adaptive thinking, reasoning effort, the Responses API", () => {
+    const decoded = ProviderConfig.decode({
+      providers: {
+        claude: {
+          api: "anthropic",
+          model: "claude-sonnet-4-5",
+          maxOutputTokens: 16_000,
+          thinking: { budgetTokens: 8000 }
+        },
+        opus: { api: "anthropic", model: "claude-opus-4-6", thinking: { type: "adaptive", effort: "medium" } },
+        gpt5: { api: "openai-responses", model: "gpt-5", reasoning: { effort: "high", summary: "auto" } },
+        chat: {
+          api: "openai",
+          model: "gpt-5-mini",
+          reasoning: { effort: "minimal" },
+          tokenParameter: "max_completion_tokens",
+          maxOutputTokens: 4000,
+          promptCache: false
+        },
+        deepseek: {
+          api: "openai",
+          baseUrl: "https://api.deepseek.com/v1",
+          model: "deepseek-chat",
+          replayReasoning: true
+        }
+      },
+      tiers: { default: ["gpt5", "claude"], deep: ["opus"], cheap: ["chat", "deepseek"] }
+    })
+    if (Either.isLeft(decoded)) expect.fail(decoded.left.message)
+    expect(Either.getOrThrow(decoded).providers?.claude?.thinking).toEqual({ budgetTokens: 8000 })
+  })
+
+  it("takes prices in USD per million tokens, exact to six decimals, and says which field is wrong", () => {
+    expect(issuesOf({
+      providers: {
+        a: { api: "openai", model: "m", pricing: { inputPerMTok: 0.15, outputPerMTok: 0.6, cacheReadPerMTok: 0.075 } },
+        b: { api: "openai", model: "m", pricing: { inputPerMTok: -1, outputPerMTok: 0.0000001 } },
+        c: { api: "openai", model: "m", pricing: { input: 1 } }
+      },
+      tiers: { default: ["a"] }
+    })).toEqual([
+      "providers.b.pricing.inputPerMTok: a price in USD per million tokens: a number ≥ 0 with at most 6 decimals",
+      "providers.b.pricing.outputPerMTok: a price in USD per million tokens: a number ≥ 0 with at most 6 decimals",
+      "providers.c.pricing.input: unknown key",
+      "providers.c.pricing.inputPerMTok: is missing",
+      "providers.c.pricing.outputPerMTok: is missing"
+    ])
+  })
+
+  it("refuses a thinking budget under 1024 or not below the call's max tokens, and settings for another api", () => {
+    const issues = issuesOf({
+      providers: {
+        low: { api: "anthropic", model: "c", thinking: { budgetTokens: 512 } },
+        high: { api: "anthropic", model: "c", thinking: { budgetTokens: 8192 } },
+        capped: { api: "anthropic", model: "c", maxOutputTokens: 4000, thinking: { budgetTokens: 4000 } },
+        odd: { api: "anthropic", model: "c", thinking: { type: "sometimes" } },
+        gpt: { api: "openai", model: "gpt-5", thinking: { budgetTokens: 2048 } },
+        gpt2: { api: "openai", model: "gpt-5", reasoning: { effort: "max" } },
+        adaptive: { api: "anthropic", model: "c", thinking: { type: "adaptive", budgetTokens: 2048 } },
+        manual: { api: "anthropic", model: "c", thinking: { effort: "high" } },
+        claude: { api: "anthropic", model: "c", reasoning: { effort: "low" }, tokenParameter: "max_tokens" },
+        chat: { api: "openai", model: "gpt-5", reasoning: { effort: "low", summary: "auto" } },
+        responses: { api: "openai-responses", model: "gpt-5", replayReasoning: true }
+      },
+      tiers: { default: ["low"] }
+    })
+    expect(issues).toContain("providers.low.thinking.budgetTokens: at least 1024 (the API's minimum thinking budget)")
+    expect(issues).toContain(
+      "providers.high.thinking.budgetTokens: 8192 must be below the call's max tokens (8192, the default; raise " +
+        "maxOutputTokens): thinking is part of the reply's output"
+    )
+    expect(issues).toContain(
+      "providers.capped.thinking.budgetTokens: 4000 must be below the call's max tokens (4000, maxOutputTokens): " +
+        "thinking is part of the reply's output"
+    )
+    expect(issues).toContain("providers.odd.thinking.type: one of \"enabled\", \"adaptive\"")
+    expect(issues).toContain("providers.gpt2.reasoning.effort: one of \"minimal\", \"low\", \"medium\", \"high\"")
+    expect(issues).toContain(
+      "providers.adaptive.thinking.budgetTokens: not with { \"type\": \"adaptive\" }: the model decides how much to " +
+        "think (steer it with effort)"
+    )
+    expect(issues).toContain(
+      "providers.manual.thinking.budgetTokens: required for manual thinking (or { \"type\": \"adaptive\" } on the " +
+        "models that offer it)"
+    )
+    expect(issues).toContain("providers.manual.thinking.effort: only with { \"type\": \"adaptive\" }")
+    expect(issues).toContain(
+      "providers.gpt.thinking: only for \"api\": \"anthropic\" (this provider's api is \"openai\")"
+    )
+    expect(issues).toContain(
+      "providers.claude.reasoning: only for \"api\": \"openai\" or \"openai-responses\" (this provider's api is " +
+        "\"anthropic\")"
+    )
+    expect(issues).toContain(
+      "providers.claude.tokenParameter: only for \"api\": \"openai\" (this provider's api is \"anthropic\")"
+    )
+    expect(issues).toContain(
+      "providers.chat.reasoning.summary: only for \"api\": \"openai-responses\" (Chat Completions returns no " +
+        "reasoning summary)"
+    )
+    expect(issues).toContain(
+      "providers.responses.replayReasoning: only for \"api\": \"openai\" (this provider's api is \"openai-responses\")"
+    )
+  })
+
   it("accepts an empty configuration (no providers, no tiers)", () => {
     expect(issuesOf({})).toEqual([])
   })
@@ -55,7 +160,10 @@ describe("ProviderConfig.decode", () => {
       },
       tiers: { default: [] }
     })
-    expect(issues).toContain("providers.a.api: \"openai\" (any OpenAI-compatible server) or \"anthropic\"")
+    expect(issues).toContain(
+      "providers.a.api: \"openai\" (Chat Completions, any OpenAI-compatible server), \"openai-responses\" " +
+        "(OpenAI's Responses API) or \"anthropic\""
+    )
     expect(issues).toContain(
       "providers.b.apiKeyEnv: the NAME of an environment variable (letters, digits, '_'), not the key itself"
     )

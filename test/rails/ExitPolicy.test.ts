@@ -14,6 +14,8 @@ const facts = (fields: Partial<ExitPolicy.Facts> = {}): ExitPolicy.Facts => ({
   toolCallsSession: 0,
   tokensBurst: 0,
   tokensSession: 0,
+  costBurst: 0,
+  costSession: 0,
   activeMs: 0,
   burstMs: 0,
   strikes: 0,

@@ -144,7 +144,7 @@ layer(
           })
         )
         expect(after.total).toBe(before.total + 1)
-        expect(Object.keys(after.byReason)).toHaveLength(16)
+        expect(Object.keys(after.byReason)).toHaveLength(17)
         expect(Date.parse(after.from)).toBeLessThanOrEqual(Date.parse(after.to))
       }),
     { timeout: 60_000 }

@@ -16,6 +16,7 @@ import type { Session, SessionState } from "../../src/domain/Session.js"
 import { initialState, view } from "../../src/domain/Session.js"
 import type { Trajectory } from "../../src/domain/Trajectory.js"
 import { Usage } from "../../src/domain/Usage.js"
+import * as Limits from "../../src/rails/Limits.js"
 import * as Pairing from "../../src/store/Pairing.js"
 import { SessionStore } from "../../src/store/SessionStore.js"
 import { newOrg, newSession, uid, user } from "./StoreFixtures.js"
@@ -295,6 +296,7 @@ export const sessionStoreContract = (name: string, storeLayer: Layer.Layer<Sessi
           modelCalls: 7,
           toolCalls: 12,
           usage: new Usage({ inputTokens: 1_200, outputTokens: 300, cacheReadTokens: 50, cacheWriteTokens: 0 }),
+          costMicros: 4_567,
           providerIndex: 1,
           exhausted: false,
           activeMs: 4_321,
@@ -443,6 +445,103 @@ export const sessionStoreContract = (name: string, storeLayer: Layer.Layer<Sessi
         yield* Effect.forEach(runs, store.saveTrajectory, { discard: true })
         expect(yield* store.trajectories(session.principal.orgId, session.id)).toEqual(runs)
       }))
+    it.effect("sums the usage ledger by UTC day, agent, provider and model, over a range, for one org only", () =>
+      Effect.gen(function*() {
+        const store = yield* SessionStore
+        const org = newOrg()
+        const session = newSession(org)
+        const other = newSession(newOrg())
+        yield* store.createSession(session)
+        yield* store.createSession(other)
+        const day1 = Date.parse("2026-12-01T23:59:00Z")
+        const day2 = Date.parse("2026-12-02T00:01:00Z")
+        const attempt = (provider: string, startedAt: number, usage: Usage, costMicros?: number) => ({
+          provider,
+          attempt: 1,
+          startedAt,
+          durationMs: 100,
+          request: { messages: 1, tools: 0 },
+          usage,
+          ...(costMicros === undefined ? {} : { costMicros })
+        })
+        const u = (input: number, output: number, cacheRead = 0, reasoning = 0) =>
+          new Usage({
+            inputTokens: input,
+            outputTokens: output,
+            cacheReadTokens: cacheRead,
+            cacheWriteTokens: 0,
+            reasoningTokens: reasoning
+          })
+        const route = [
+          { name: "claude", model: "claude-sonnet-4-5", maxAttempts: 3, timeoutMs: 1_000 },
+          { name: "gpt", model: "gpt-5", maxAttempts: 3, timeoutMs: 1_000 }
+        ]
+        const base = trajectory(session, 1)
+        const replay = {
+          seed: 1,
+          limits: Limits.defaults,
+          policy: [],
+          route,
+          tools: [],
+          before: {
+            modelCalls: 0,
+            toolCalls: 0,
+            tokens: 0,
+            activeMs: 0,
+            providerIndex: 0,
+            exhausted: false,
+            costMicros: 0
+          }
+        }
+        // A burst across midnight: a failed attempt (billed), a retry, a failover.
+        yield* store.saveTrajectory({
+          ...base,
+          startedAt: day1 - 1_000,
+          replay,
+          modelCalls: [
+            attempt("claude", day1, u(1_000, 0), 3_000),
+            attempt("claude", day2, u(1_000, 100, 800, 40), 2_340),
+            attempt("gpt", day2 + 5, u(500, 50), 1_125)
+          ]
+        })
+        // Another org's attempt, the same day: never counted.
+        yield* store.saveTrajectory({
+          ...trajectory(other, 1),
+          startedAt: day2,
+          replay,
+          modelCalls: [attempt("gpt", day2, u(9, 9), 99)]
+        })
+        const all = yield* store.usage(org, Date.parse("2026-12-01T00:00:00Z"), Date.parse("2026-12-03T00:00:00Z"))
+        const row = (
+          day: string,
+          provider: string,
+          model: string,
+          attempts: number,
+          usage: Usage,
+          costMicros: number
+        ) => ({
+          day,
+          agentId: session.agentId,
+          provider,
+          model,
+          attempts,
+          inputTokens: usage.inputTokens,
+          outputTokens: usage.outputTokens,
+          cacheReadTokens: usage.cacheReadTokens,
+          cacheWriteTokens: 0,
+          reasoningTokens: usage.reasoningTokens,
+          costMicros
+        })
+        expect(all).toEqual([
+          row("2026-12-01", "claude", "claude-sonnet-4-5", 1, u(1_000, 0), 3_000),
+          row("2026-12-02", "claude", "claude-sonnet-4-5", 1, u(1_000, 100, 800, 40), 2_340),
+          row("2026-12-02", "gpt", "gpt-5", 1, u(500, 50), 1_125)
+        ])
+        // The range is by attempt: the second day alone.
+        expect(yield* store.usage(org, Date.parse("2026-12-02T00:00:00Z"), Date.parse("2026-12-03T00:00:00Z")))
+          .toEqual(all.slice(1))
+      }))
+
     it.effect("records an inherited artifact of the same org and scope, once", () =>
       Effect.gen(function*() {
         const store = yield* SessionStore

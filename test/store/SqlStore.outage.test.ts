@@ -60,6 +60,7 @@ const everyMethod = (store: Store, session: Session, ghost: Session, label: stri
     countPendingApprovals: store.countPendingApprovals?.(5_000, 100) ?? Effect.dieMessage("no countPendingApprovals"),
     saveTrajectory: store.saveTrajectory(trajectory(session, 1)),
     trajectories: store.trajectories(org, session.id),
+    usage: store.usage(org, 0, 10_000),
     accept: store.accept({
       message: {
         id: `msg_${uid()}`,

@@ -9,12 +9,20 @@
  * slow first byte, a connection dropped mid-body, a stream broken mid-way or ended by an error event, malformed
  * JSON, an oversized reply, and exact raw bytes (recorded fixtures). Every request is recorded.
  *
+ * Strict: every request is first held to the providers' documented rules (`ProviderRules`: Anthropic's thinking
+ * and cache rules, OpenAI's reasoning-model parameters); one that breaks a rule gets the provider's 400, without
+ * taking a behaviour from the queue, and is listed in `refusals`. Replies can carry reasoning: Anthropic thinking
+ * blocks signed by this server (and redacted ones), only when the request turned thinking on, as the API does;
+ * OpenAI-compatible `reasoning_content` / `reasoning` text and `reasoning_tokens`. Anthropic requests with
+ * `cache_control` are charged modelled cache reads and writes (the same prefix again is read).
+ *
  * Also runnable on its own: `npm run fake-provider` (scripts/fake-provider.ts).
  */
 import { Effect } from "effect"
 import type { Scope } from "effect"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
+import * as Rules from "./ProviderRules.js"
 
 /** Which wire format a request used. */
 export type Wire = "openai" | "anthropic"
@@ -41,11 +49,20 @@ export interface ReplySpec {
   readonly finish?: string | null
   /** OpenAI `message.refusal`. */
   readonly refusal?: string
+  /** Anthropic: a thinking block (signed by this server) first in the reply, when the request turned thinking on. */
+  readonly thinking?: string
+  /** Anthropic: a redacted_thinking block (its data issued by this server), when the request turned thinking on. */
+  readonly redactedThinking?: string
+  /** OpenAI-compatible: reasoning text in `reasoningField` (default `reasoning_content`), streamed as deltas too. */
+  readonly reasoningText?: string
+  readonly reasoningField?: "reasoning_content" | "reasoning"
   readonly usage?: {
     readonly input?: number
     readonly output?: number
     readonly cacheRead?: number
     readonly cacheWrite?: number
+    /** OpenAI `completion_tokens_details.reasoning_tokens`. */
+    readonly reasoning?: number
   }
   readonly model?: string
 }
@@ -173,6 +190,10 @@ export interface FakeProvider {
   readonly anthropicBaseUrl: string
   /** Every request so far, in arrival order. */
   readonly requests: ReadonlyArray<RecordedRequest>
+  /** The requests refused for breaking a provider rule (`ProviderRules`), with the refusal's message. */
+  readonly refusals: ReadonlyArray<{ readonly n: number; readonly message: string }>
+  /** Signs a thinking text as this server does (to build a valid transcript by hand). */
+  readonly sign: (thinking: string) => string
   /** How many requests arrived (also when `record` is off). */
   readonly count: () => number
   /** Appends behaviours to the queue. */
@@ -193,6 +214,8 @@ export interface StartOptions {
   readonly textPieces?: number
   /** Keep every request in `requests` (default true); a benchmark turns it off and reads `count`. */
   readonly record?: boolean
+  /** Refuse `reasoning_content` in input messages, as DeepSeek's reasoner does (default false). */
+  readonly refuseReasoningContent?: boolean
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -223,11 +246,16 @@ export const sampleArgs = (parameters: unknown): Record<string, unknown> => {
   return out
 }
 
-/** Whether the request is a structured-output (finalize) call, and the forced tool's name for Anthropic. */
+/** The report tool of an Anthropic finalize call that cannot force it (manual thinking: `tool_choice` auto). */
+const reportTool = "submit_report"
+
+/** Whether the request is a structured-output (finalize) call, and the report tool's name for Anthropic. */
 const structured = (request: RecordedRequest): { readonly tool?: string } | undefined => {
   if (request.wire === "openai") return request.body.response_format !== undefined ? {} : undefined
   const choice = asRecord(request.body.tool_choice)
-  return choice.type === "tool" && typeof choice.name === "string" ? { tool: choice.name } : undefined
+  if (choice.type === "tool" && typeof choice.name === "string") return { tool: choice.name }
+  const offered = asArray(request.body.tools).some((tool) => asRecord(tool).name === reportTool)
+  return offered ? { tool: reportTool } : undefined
 }
 
 /** How many tool results the request's conversation holds (either wire format). */
@@ -302,6 +330,7 @@ const sse = (data: unknown, event?: string): string =>
   `${event !== undefined ? `event: ${event}\n` : ""}data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`
 
 const renderOpenAi = (spec: ReplySpec, n: number, model: string, pieces: number, withUsage: boolean): Rendered => {
+  const reasoningField = spec.reasoningField ?? "reasoning_content"
   const calls = (spec.toolCalls ?? []).map((call, i) => ({
     id: call.id ?? `call_fake_${n}_${i}`,
     type: "function",
@@ -312,7 +341,8 @@ const renderOpenAi = (spec: ReplySpec, n: number, model: string, pieces: number,
     prompt_tokens: spec.usage?.input ?? 12,
     completion_tokens: spec.usage?.output ?? 7,
     total_tokens: (spec.usage?.input ?? 12) + (spec.usage?.output ?? 7),
-    prompt_tokens_details: { cached_tokens: spec.usage?.cacheRead ?? 0 }
+    prompt_tokens_details: { cached_tokens: spec.usage?.cacheRead ?? 0 },
+    completion_tokens_details: { reasoning_tokens: spec.usage?.reasoning ?? 0 }
   }
   const id = `chatcmpl-fake-${n}`
   const json = {
@@ -326,6 +356,7 @@ const renderOpenAi = (spec: ReplySpec, n: number, model: string, pieces: number,
         role: "assistant",
         content: spec.text ?? (calls.length > 0 ? null : ""),
         refusal: spec.refusal ?? null,
+        ...(spec.reasoningText !== undefined ? { [reasoningField]: spec.reasoningText } : {}),
         ...(calls.length > 0 ? { tool_calls: calls } : {})
       },
       finish_reason: finish
@@ -341,6 +372,7 @@ const renderOpenAi = (spec: ReplySpec, n: number, model: string, pieces: number,
       choices: [{ index: 0, delta, finish_reason: finishReason }]
     })
   const events: Array<string> = [chunk({ role: "assistant", content: "" })]
+  for (const piece of split(spec.reasoningText ?? "", pieces)) events.push(chunk({ [reasoningField]: piece }))
   for (const piece of split(spec.text ?? "", pieces)) events.push(chunk({ content: piece }))
   if (spec.refusal !== undefined) events.push(chunk({ refusal: spec.refusal }))
   calls.forEach((call, index) => {
@@ -359,7 +391,22 @@ const renderOpenAi = (spec: ReplySpec, n: number, model: string, pieces: number,
   return { json, events }
 }
 
-const renderAnthropic = (spec: ReplySpec, n: number, model: string, pieces: number): Rendered => {
+/** What rendering an Anthropic reply needs to know of the request and the server. */
+interface AnthropicContext {
+  /** Whether the request turned thinking on (thinking blocks are only returned then). */
+  readonly thinking: boolean
+  readonly issued: Rules.Issued
+  /** The modelled cache usage of the request, if it set breakpoints. */
+  readonly cache: { readonly read: number; readonly write: number; readonly input: number } | undefined
+}
+
+const renderAnthropic = (
+  spec: ReplySpec,
+  n: number,
+  model: string,
+  pieces: number,
+  context: AnthropicContext
+): Rendered => {
   const calls = (spec.toolCalls ?? []).map((call, i) => ({
     id: call.id ?? `toolu_fake_${n}_${i}`,
     name: call.name,
@@ -367,16 +414,32 @@ const renderAnthropic = (spec: ReplySpec, n: number, model: string, pieces: numb
   }))
   const stop = spec.finish !== undefined ? spec.finish : calls.length > 0 ? "tool_use" : "end_turn"
   const usage = {
-    input_tokens: spec.usage?.input ?? 12,
+    input_tokens: spec.usage?.input ?? context.cache?.input ?? 12,
     output_tokens: spec.usage?.output ?? 7,
-    cache_read_input_tokens: spec.usage?.cacheRead ?? 0,
-    cache_creation_input_tokens: spec.usage?.cacheWrite ?? 0
+    cache_read_input_tokens: spec.usage?.cacheRead ?? context.cache?.read ?? 0,
+    cache_creation_input_tokens: spec.usage?.cacheWrite ?? context.cache?.write ?? 0
   }
   const id = `msg_fake_${n}`
   type Block =
     | { readonly type: "text"; readonly text: string }
     | { readonly type: "tool_use"; readonly id: string; readonly name: string; readonly input: unknown }
+    | { readonly type: "thinking"; readonly thinking: string; readonly signature: string }
+    | { readonly type: "redacted_thinking"; readonly data: string }
+  const reasoning: Array<Block> = []
+  if (context.thinking && spec.thinking !== undefined) {
+    reasoning.push({
+      type: "thinking",
+      thinking: spec.thinking,
+      signature: Rules.sign(context.issued.secret, spec.thinking)
+    })
+  }
+  if (context.thinking && spec.redactedThinking !== undefined) {
+    const data = Buffer.from(`redacted ${n}: ${spec.redactedThinking}`).toString("base64")
+    context.issued.redacted.add(data)
+    reasoning.push({ type: "redacted_thinking", data })
+  }
   const content: Array<Block> = [
+    ...reasoning,
     ...(spec.text !== undefined && spec.text !== "" ? [{ type: "text", text: spec.text } as const] : []),
     ...calls.map((call) => ({ type: "tool_use", ...call } as const))
   ]
@@ -405,7 +468,30 @@ const renderAnthropic = (spec: ReplySpec, n: number, model: string, pieces: numb
     }, "message_start")
   ]
   content.forEach((block, index) => {
-    if (block.type === "text") {
+    if (block.type === "thinking") {
+      events.push(
+        sse(
+          { type: "content_block_start", index, content_block: { type: "thinking", thinking: "", signature: "" } },
+          "content_block_start"
+        )
+      )
+      for (const piece of split(block.thinking, pieces)) {
+        events.push(
+          sse(
+            { type: "content_block_delta", index, delta: { type: "thinking_delta", thinking: piece } },
+            "content_block_delta"
+          )
+        )
+      }
+      events.push(
+        sse(
+          { type: "content_block_delta", index, delta: { type: "signature_delta", signature: block.signature } },
+          "content_block_delta"
+        )
+      )
+    } else if (block.type === "redacted_thinking") {
+      events.push(sse({ type: "content_block_start", index, content_block: block }, "content_block_start"))
+    } else if (block.type === "text") {
       events.push(
         sse({ type: "content_block_start", index, content_block: { type: "text", text: "" } }, "content_block_start")
       )
@@ -451,6 +537,9 @@ export const start = (options: StartOptions = {}): Promise<FakeProvider> => {
   const fallback = options.fallback ?? demo
   const pieces = options.textPieces ?? 3
   const requests: Array<RecordedRequest> = []
+  const refusals: Array<{ readonly n: number; readonly message: string }> = []
+  const issued: Rules.Issued = { secret: `fake-secret-${Math.random()}`, redacted: new Set() }
+  const cache = new Map<string, number>()
   const record = options.record ?? true
   let arrived = 0
   const timers = new Set<NodeJS.Timeout>()
@@ -463,7 +552,11 @@ export const start = (options: StartOptions = {}): Promise<FakeProvider> => {
   const render = (request: RecordedRequest, spec: ReplySpec): Rendered => {
     const model = spec.model ?? (typeof request.body.model === "string" ? request.body.model : "fake-model")
     return request.wire === "anthropic"
-      ? renderAnthropic(spec, request.n, model, pieces)
+      ? renderAnthropic(spec, request.n, model, pieces, {
+        thinking: Rules.thinkingOn(request.body),
+        issued,
+        cache: Rules.cacheUsage(request.body, cache)
+      })
       : renderOpenAi(spec, request.n, model, pieces, asRecord(request.body.stream_options).include_usage === true)
   }
 
@@ -607,6 +700,15 @@ export const start = (options: StartOptions = {}): Promise<FakeProvider> => {
         res.end(JSON.stringify({ error: { message: `no route for ${req.method} ${path}`, type: "not_found_error" } }))
         return
       }
+      const refusal = request.wire === "anthropic"
+        ? Rules.checkAnthropic(body, issued)
+        : Rules.checkOpenAi(body, { refuseReasoningContent: options.refuseReasoningContent ?? false })
+      if (refusal !== undefined) {
+        refusals.push({ n: request.n, message: refusal.message })
+        res.writeHead(refusal.status, { "content-type": "application/json" })
+        res.end(JSON.stringify(refusal.body))
+        return
+      }
       const behaviour = queue.shift() ?? fallback(request)
       play(behaviour, request, res).catch(() => res.destroy())
     })
@@ -625,6 +727,8 @@ export const start = (options: StartOptions = {}): Promise<FakeProvider> => {
         openAiBaseUrl: `${url}/v1`,
         anthropicBaseUrl: url,
         requests,
+        refusals,
+        sign: (thinking) => Rules.sign(issued.secret, thinking),
         count: () => arrived,
         enqueue: (...behaviours) => queue.push(...behaviours),
         release: () => {

@@ -1,20 +1,23 @@
 /**
  * The Anthropic Messages wire format as this adapter reads it: lenient — every field optional or nullable, unknown
- * fields and block or event types ignored — so a reply carrying a newer block type (thinking, server tools) still
- * decodes, and gateways that trim fields still work.
+ * fields and block or event types ignored — so a reply carrying a newer block type (server tools) still decodes,
+ * and gateways that trim fields still work. Thinking blocks carry `thinking` + `signature`, redacted ones `data`.
  */
 import { Schema } from "effect"
 import * as WireUsage from "./usage.js"
 
 const Str = Schema.optional(Schema.NullOr(Schema.String))
 
-/** One content block (text, tool_use, or a type this adapter ignores). */
+/** One content block (text, tool_use, thinking, redacted_thinking, or a type this adapter ignores). */
 export const WireBlock = Schema.Struct({
   type: Schema.String,
   text: Str,
   id: Str,
   name: Str,
-  input: Schema.optional(Schema.Unknown)
+  input: Schema.optional(Schema.Unknown),
+  thinking: Str,
+  signature: Str,
+  data: Str
 })
 export type WireBlock = typeof WireBlock.Type
 
@@ -44,6 +47,8 @@ export const Event = Schema.Struct({
     type: Str,
     text: Str,
     partial_json: Str,
+    thinking: Str,
+    signature: Str,
     stop_reason: Str
   }))),
   usage: Schema.optional(Schema.NullOr(WireUsage.AnthropicUsage)),

@@ -11,9 +11,12 @@ import { HttpClientRequest } from "@effect/platform"
 import { Clock, Effect, Either, ParseResult, Schema } from "effect"
 import type { Redacted } from "effect"
 import type { ErrorKind } from "../../domain/ErrorKind.js"
+import type { ModelReply } from "../../domain/Message.js"
 import type { Usage } from "../../domain/Usage.js"
 import * as BoundedWait from "../../internal/boundedWait.js"
 import * as Spans from "../../telemetry/Spans.js"
+import type { ModelProvider, ModelRequest } from "../ModelProvider.js"
+import { defaultAttempt } from "../ModelProvider.js"
 import { classifyStatus, parseRetryAfter, ProviderError } from "../ProviderError.js"
 import * as ReadBody from "./readBody.js"
 import * as Sse from "./sse.js"
@@ -53,6 +56,37 @@ export interface Transport {
   /** Bodies larger than this many bytes are cut off and fail `server`. */
   readonly maxResponseBytes: number
 }
+
+/** The transport of an adapter made with `options`: its bounds default to the attempt's timeout. */
+export const transport = (options: CommonOptions, client: HttpClient.HttpClient, timeoutMs: number): Transport => ({
+  provider: options.name,
+  client,
+  firstByteTimeoutMs: options.firstByteTimeoutMs ?? timeoutMs,
+  idleTimeoutMs: options.idleTimeoutMs ?? timeoutMs,
+  maxResponseBytes: options.maxResponseBytes ?? defaults(timeoutMs).maxResponseBytes
+})
+
+/**
+ * The `ModelProvider` of an adapter: its name, model and vendor, the chain's per-attempt rules, and `complete`, which
+ * streams (`streamed`) when the request takes deltas and asks for the whole reply (`once`) otherwise.
+ */
+export const provider = (
+  options: CommonOptions,
+  vendor: string,
+  timeoutMs: number,
+  once: (request: ModelRequest) => Effect.Effect<ModelReply, ProviderError>,
+  streamed: (request: ModelRequest, onDelta: (text: string) => void) => Effect.Effect<ModelReply, ProviderError>
+): ModelProvider => ({
+  name: options.name,
+  model: options.model,
+  vendor,
+  timeoutMs,
+  maxAttempts: options.maxAttempts ?? defaultAttempt.maxAttempts,
+  complete: (request) => {
+    const onDelta = request.onDelta
+    return onDelta === undefined ? once(request) : streamed(request, onDelta)
+  }
+})
 
 /** Defaults for the edge timeouts and the size cap, given the provider's per-attempt timeout. */
 export const defaults = (timeoutMs: number) => ({

@@ -27,9 +27,18 @@ export const ContentValue = Schema.NullOr(
 )
 const Content = Schema.optional(ContentValue)
 
+/**
+ * `reasoning_content` (DeepSeek, vLLM) or `reasoning` (OpenRouter, Ollama): the reasoning text some compatible
+ * servers return beside the content. Unknown here, and read only when it is text: a server that puts an object in
+ * either field must not make the whole reply undecodable.
+ */
+const ReasoningField = Schema.optional(Schema.Unknown)
+
 const WireMessage = Schema.Struct({
   content: Content,
   refusal: Str,
+  reasoning_content: ReasoningField,
+  reasoning: ReasoningField,
   tool_calls: Schema.optional(Schema.NullOr(Schema.Array(WireToolCall)))
 })
 
@@ -54,6 +63,8 @@ export const Chunk = Schema.Struct({
     delta: Schema.optional(Schema.NullOr(Schema.Struct({
       content: Str,
       refusal: Str,
+      reasoning_content: ReasoningField,
+      reasoning: ReasoningField,
       tool_calls: Schema.optional(Schema.NullOr(Schema.Array(WireToolCall)))
     }))),
     finish_reason: Str

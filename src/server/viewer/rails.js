@@ -37,6 +37,8 @@
     n >= 10000 ? `${(n / 1000).toFixed(0)} s` : n >= 1000 ? `${(n / 1000).toFixed(1)} s` : `${Math.round(n)} ms`
 
   const tokensOf = (usage) => (usage ? usage.inputTokens + usage.outputTokens : 0)
+  const unlimited = Number.MAX_SAFE_INTEGER
+  const dollars = (micros) => `$${(micros / 1e6).toFixed(6)}`
 
   // ---- gauges ------------------------------------------------------------------------------------------------
 
@@ -46,6 +48,7 @@
     session_limit: "model_calls_session",
     tool_budget: "tool_calls",
     token_budget: "tokens",
+    cost_budget: "cost",
     deadline: "active_time",
     bad_tool_use: "strikes",
     repeat_call_halt: "repeats"
@@ -70,6 +73,14 @@
     const modelSession = latest ? view.modelCalls : last ? last.modelCallsSession : before.modelCalls
     const toolCalls = latest ? view.toolCalls : before.toolCalls + claimed(t)
     const tokens = before.tokens + tokensOf(t.usage)
+    // Money: integer micro-dollars; a bound of Number.MAX_SAFE_INTEGER is "no budget" (the gauge is left out).
+    const costSession = latest && view.costMicros !== undefined
+      ? view.costMicros
+      : (before.costMicros || 0) + (t.costMicros || 0)
+    const costBound = Math.min(limits.costPerBurst || unlimited, limits.costPerSession || unlimited)
+    const costValue = limits.costPerBurst !== undefined && limits.costPerBurst < (limits.costPerSession || unlimited)
+      ? t.costMicros || 0
+      : costSession
     const activeMs = latest ? view.activeMs : before.activeMs + Math.max(0, (landed ? t.endedAt : now) - t.startedAt)
     // Strikes are consecutive: a tool call dispatched after the last strike belongs to a later, clean turn.
     const strikesDecided = decisions.filter((d) => d._tag === "strike")
@@ -93,6 +104,9 @@
         },
         { id: "tool_calls", label: "Tool calls", value: toolCalls, bound: limits.toolCalls },
         { id: "tokens", label: "Tokens", value: tokens, bound: limits.tokens },
+        ...(costBound < unlimited
+          ? [{ id: "cost", label: "Cost (µ$)", value: costValue, bound: costBound, money: true }]
+          : []),
         { id: "active_time", label: "Active time", value: activeMs, bound: limits.activeTimeMs, time: true },
         { id: "strikes", label: "Bad-tool strikes", value: strikes, bound: limits.strikes },
         {
@@ -135,13 +149,24 @@
       const fill = el("div", { class: `fill ${level}` })
       // CSSOM, not a style attribute: the viewer's CSP allows no inline styles.
       fill.style.width = `${Math.min(100, (100 * g.value) / Math.max(1, g.bound))}%`
-      const track = el("div", { class: "track" }, fill)
+      const numbers = g.time ? `${ms(g.value)} / ${ms(g.bound)}` : g.money
+        ? `${dollars(g.value)} / ${dollars(g.bound)}`
+        : `${g.value} / ${g.bound}`
+      // A meter for assistive technology (and a browser test): its value, its bound, and the same text as shown.
+      const track = el("div", {
+        class: "track",
+        role: "meter",
+        "aria-label": g.label,
+        "aria-valuemin": "0",
+        "aria-valuemax": String(g.bound),
+        "aria-valuenow": String(Math.min(g.value, g.bound)),
+        "aria-valuetext": numbers
+      }, fill)
       if (g.warnAt !== undefined) {
         const tick = el("div", { class: "tick" })
         tick.style.left = `${Math.min(100, (100 * g.warnAt) / g.bound)}%`
         track.append(tick)
       }
-      const numbers = g.time ? `${ms(g.value)} / ${ms(g.bound)}` : `${g.value} / ${g.bound}`
       return el(
         "div",
         { class: `gauge ${level}`, "data-gauge": g.id, "data-level": level },

@@ -55,7 +55,7 @@
     const node = document.createElement(tag)
     for (const [name, value] of Object.entries(props || {})) {
       if (name === "class") node.className = value
-      else if (name.startsWith("data-")) node.setAttribute(name, value)
+      else if (name.startsWith("data-") || name.startsWith("aria-") || name === "role") node.setAttribute(name, value)
       else node[name] = value
     }
     for (const child of children) if (child !== undefined && child !== null) node.append(child)
@@ -175,11 +175,52 @@
       status.textContent = view.status
       status.className = badgeClass(view.status, view.exitReason)
       $("exit").textContent = view.status === "running" ? "" : view.exitReason || ""
-      $("usage").textContent =
-        `${view.modelCalls} model calls · ${view.toolCalls} tool calls · ${view.usage.inputTokens} in / ${view.usage.outputTokens} out tokens`
+      $("usage").textContent = usageLine(view)
       $("cancel").hidden = view.status !== "running"
       if (view.report) renderReport(view.report)
       renderPending(view.pending || [])
+    }
+
+    // Cache reads and writes are parts of the input, reasoning a part of the output: said only when there are some.
+    const usageLine = (view) => {
+      const u = view.usage
+      const parts = [`${view.modelCalls} model calls`, `${view.toolCalls} tool calls`]
+      const cache = []
+      if (u.cacheReadTokens) cache.push(`${u.cacheReadTokens} cache read`)
+      if (u.cacheWriteTokens) cache.push(`${u.cacheWriteTokens} cache write`)
+      const input = `${u.inputTokens} in${cache.length > 0 ? ` (${cache.join(", ")})` : ""}`
+      const output = `${u.outputTokens} out${u.reasoningTokens ? ` (${u.reasoningTokens} reasoning)` : ""}`
+      parts.push(`${input} / ${output} tokens`)
+      // Money is integer micro-dollars on the wire; shown as dollars, exactly.
+      if (view.costMicros) parts.push(`$${(view.costMicros / 1e6).toFixed(6)}`)
+      return parts.join(" · ")
+    }
+
+    // A turn's reasoning, collapsed: the provider's own record, shown as text where it is text.
+    const reasoningText = (part) => {
+      switch (part.type) {
+        case "thinking":
+          return part.thinking
+        case "redacted_thinking":
+          return "[redacted by the provider]"
+        case "reasoning":
+          return part.summary.length > 0 ? part.summary.join("\n\n") : "[encrypted by the provider; no summary]"
+        case "reasoning_text":
+          return part.text
+        default:
+          return `[${part.type}]`
+      }
+    }
+    const renderReasoning = (parts) => {
+      const providers = [...new Set(parts.map((p) => p.provider))].join(", ")
+      return el(
+        "details",
+        { class: "reasoning", "data-reasoning": String(parts.length) },
+        el("summary", {
+          textContent: `reasoning · ${providers} · ${parts.length} part${parts.length === 1 ? "" : "s"}`
+        }),
+        ...parts.map((p) => el("div", { class: "text", "data-type": p.type, textContent: reasoningText(p) }))
+      )
     }
 
     const renderReport = (report) => {
@@ -236,6 +277,7 @@
         if (entry.context) node.append(el("div", { class: "result", textContent: entry.context }))
       } else if (entry.kind === "assistant") {
         $("typing").textContent = ""
+        if (entry.reasoning && entry.reasoning.length > 0) node.append(renderReasoning(entry.reasoning))
         if (entry.text) node.append(el("div", { class: "text", textContent: entry.text }))
         for (const call of entry.toolCalls) {
           const state = el("span", { class: "state", textContent: "requested" })

@@ -14,6 +14,7 @@ const advice: Record<ExitReason, string> = {
   session_limit: "Start a new session: this one has used all its model calls.",
   tool_budget: "Start a new session or narrow the question: the tool-call budget is spent.",
   token_budget: "Start a new session or narrow the question: the token budget is spent.",
+  cost_budget: "Raise the cost budget or start a new session: the money this session (or burst) may spend is spent.",
   deadline: "Send a follow-up to continue, or narrow the question: the active-time deadline was reached.",
   provider_failed: "Check the model providers' status and credentials, then continue the session.",
   context_overflow: "Start a new session with a narrower question: the conversation no longer fits the model.",
