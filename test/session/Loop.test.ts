@@ -134,6 +134,27 @@ describe("Loop: one burst reaches each exit reason", () => {
       expect(landed.state.usage.total).toBeGreaterThanOrEqual(25)
     }))
 
+  it.effect("token_budget: a failed attempt that reports usage is charged to the budget", () =>
+    Effect.gen(function*() {
+      // The provider bills the failed attempt (80 tokens): with the 15 of the retried reply, 95 reach the budget of
+      // 90 before the second model call. Uncharged, the burst would carry on and complete.
+      const model = Scripted.make({
+        script: [
+          Scripted.fault("server", { usage: { input: 80, output: 0 } }),
+          calls(1),
+          Scripted.text("done")
+        ],
+        maxAttempts: 3
+      })
+      const landed = yield* run([model], { spec: spec({ limits: { tokens: 90 } }) })
+      expect(landed.reason).toBe<ExitReason>("token_budget")
+      expect(model.requests).toHaveLength(2)
+      expect(landed.trajectory.decisions?.find((d) => d._tag === "exit")).toMatchObject({
+        check: "token_budget",
+        notice: "95 tokens reached the token budget 90"
+      })
+    }))
+
   it.effect("deadline: a model call that outlives the active time ends the burst", () =>
     Effect.gen(function*() {
       const model = Scripted.make({
@@ -220,6 +241,32 @@ describe("Loop: one burst reaches each exit reason", () => {
       expect(results[0]?.content).toBe("all systems nominal")
       expect(results[1]?.content).toContain("all systems nominal")
       expect(results[1]?.content.length).toBeGreaterThan("all systems nominal".length)
+    }))
+
+  it.effect("repeat_call_halt: the fourth identical result halts the burst when another call follows it in the turn", () =>
+    Effect.gen(function*() {
+      const same = { name: "status", arguments: { q: "db" } }
+      const model = Scripted.make({
+        script: [
+          Scripted.toolCalls([same]),
+          Scripted.toolCalls([same]),
+          Scripted.toolCalls([same]),
+          // The fourth status call comes first; the turn's last call is a fresh one.
+          Scripted.toolCalls([same, { name: "echo", arguments: { q: "other" } }]),
+          Scripted.text("done")
+        ]
+      })
+      const landed = yield* run([model])
+      expect(landed.reason).toBe<ExitReason>("repeat_call_halt")
+      expect(kinds(landed.turns).filter((k) => k === "tool_results")).toHaveLength(4)
+      const last = landed.turns.at(-1)?.entry
+      if (last?.kind !== "tool_results") throw new Error("expected tool results")
+      expect(last.results.map((r) => r.status)).toEqual(["ok", "ok"])
+      expect(last.results[1]?.content).toBe("echo:other")
+      expect(landed.trajectory.decisions?.find((d) => d._tag === "exit")).toMatchObject({
+        check: "repeat_call_halt",
+        notice: "an identical call returned the same result 4 times (repeatHaltAt 4)"
+      })
     }))
 
   it.effect("bad_tool_use: three consecutive strikes (unknown tool, invalid JSON, invalid args)", () =>
