@@ -57,6 +57,18 @@ describe("ExitPolicy", () => {
     expect(ExitPolicy.decide(ExitPolicy.defaults, "after_tools", both)).toEqual(Option.none())
   })
 
+  it("stops the next model call exactly when the session's tokens reach the token budget", () => {
+    const limits = { ...Limits.defaults, tokens: 1000 }
+    const gate = (tokens: number) =>
+      Option.map(
+        ExitPolicy.decide(ExitPolicy.defaults, "before_model", facts({ limits, tokensSession: tokens })),
+        (d) => [d.reason, d.notice]
+      )
+    expect(gate(999)).toEqual(Option.none())
+    expect(gate(1000)).toEqual(Option.some(["token_budget", "1000 tokens reached the token budget 1000"]))
+    expect(gate(5000)).toEqual(Option.some(["token_budget", "5000 tokens reached the token budget 1000"]))
+  })
+
   it("refuses a policy without a built-in, a replaced built-in, a name used twice, an own check ending as completed", () => {
     const issues = (
       result: Either.Either<ExitPolicy.ExitPolicy, { readonly issues: ReadonlyArray<{ message: string }> }>
