@@ -22,6 +22,7 @@ import type {
 import { Usage } from "../domain/Usage.js"
 import type { ModelProvider, ToolSpec } from "../model/ModelProvider.js"
 import type * as ProviderChain from "../model/ProviderChain.js"
+import * as ActiveTime from "../rails/ActiveTime.js"
 import type * as Budget from "../rails/Budget.js"
 import * as Counters from "../rails/Counters.js"
 import * as ExitPolicy from "../rails/ExitPolicy.js"
@@ -150,7 +151,7 @@ export const facts = (
   toolCallsSession: burst.budget.toolCalls,
   tokensBurst: burst.budget.tokens - burst.before.tokens,
   tokensSession: burst.budget.tokens,
-  activeMs: burst.activeBefore + Math.max(0, now - burst.startedAt),
+  activeMs: ActiveTime.spent(burst.activeBefore, burst.startedAt, now),
   burstMs: Math.max(0, now - burst.startedAt),
   strikes: burst.strikes,
   exhausted,
@@ -204,7 +205,7 @@ export const toState = (
       usage: Usage.add(before.usage, burst.usage),
       providerIndex: index,
       exhausted,
-      activeMs: burst.activeBefore + Math.max(0, now - burst.startedAt),
+      activeMs: ActiveTime.spent(burst.activeBefore, burst.startedAt, now),
       bursts: before.bursts + 1,
       pending: pending.length === 0 ? none : pending,
       lastExitReason: reason,

@@ -69,6 +69,14 @@ describe("ExitPolicy", () => {
     expect(gate(5000)).toEqual(Option.some(["token_budget", "5000 tokens reached the token budget 1000"]))
   })
 
+  it("ends the burst as bad_tool_use once the strikes reach the limit, an agent's tighter one included", () => {
+    const after = (strikes: number, limits = Limits.defaults) =>
+      Option.map(ExitPolicy.decide(ExitPolicy.defaults, "after_tools", facts({ limits, strikes })), (d) => d.reason)
+    expect(after(2)).toEqual(Option.none())
+    expect(after(3)).toEqual(Option.some("bad_tool_use"))
+    expect(after(1, { ...Limits.defaults, strikes: 1 })).toEqual(Option.some("bad_tool_use"))
+  })
+
   it("refuses a policy without a built-in, a replaced built-in, a name used twice, an own check ending as completed", () => {
     const issues = (
       result: Either.Either<ExitPolicy.ExitPolicy, { readonly issues: ReadonlyArray<{ message: string }> }>
