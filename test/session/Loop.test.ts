@@ -224,6 +224,18 @@ describe("Loop: one burst reaches each exit reason", () => {
       expect(landed.reason).toBe<ExitReason>("refused")
     }))
 
+  it.effect("refused and filtered raised by the provider (a classified error, not a reply) end the burst so", () =>
+    Effect.gen(function*() {
+      const refused = yield* run([Scripted.make({ script: [Scripted.fault("refused")] })])
+      expect(refused.reason).toBe<ExitReason>("refused")
+      const filtered = yield* run([Scripted.make({ script: [Scripted.fault("filtered")] })])
+      expect(filtered.reason).toBe<ExitReason>("filtered")
+      expect(filtered.trajectory.decisions?.find((d) => d._tag === "exit")).toMatchObject({
+        check: "ProviderChain",
+        notice: "filtered: scripted filtered"
+      })
+    }))
+
   it.effect("filtered: a content-filtered reply ends the burst", () =>
     Effect.gen(function*() {
       const landed = yield* run([Scripted.make({ script: [Scripted.filtered()] })])
