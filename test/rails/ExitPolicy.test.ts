@@ -176,7 +176,12 @@ describe("ExitPolicy", () => {
     })
     expect(issues(ExitPolicy.make([...ExitPolicy.builtins, own, own]))).toEqual([`the check name "mine" is used twice`])
     const completes = { ...own, name: "done", reason: "completed" as const }
-    expect(issues(ExitPolicy.make([...ExitPolicy.builtins, completes]))[0]).toMatch(/ends with "completed"/)
+    expect(issues(ExitPolicy.make([...ExitPolicy.builtins, completes]))).toEqual([
+      `the check "done" ends with "completed": an own check ends with a halt (burst_limit, session_limit, ` +
+      `tool_budget, token_budget, deadline, repeat_call_halt, bad_tool_use)`
+    ])
+    const refused = ExitPolicy.make([])
+    expect(Either.isLeft(refused) && refused.left.message).toBe("the exit policy is not valid")
     expect(issues(ExitPolicy.reorder(ExitPolicy.defaults, ["nope"]))[0]).toMatch(/no check named "nope"/)
   })
 
@@ -218,6 +223,8 @@ describe("ExitPolicy", () => {
 
   it("reads an agent's checks and order from its spec; a turn metric asked before a model call is refused", () => {
     expect(ExitPolicy.forSpec(ExitPolicy.defaults, undefined)).toEqual(Either.right(ExitPolicy.defaults))
+    const ordered = ExitPolicy.forSpec(ExitPolicy.defaults, { order: ["tool_budget"] })
+    expect(Either.map(ordered, (p) => ExitPolicy.names(p)[0])).toEqual(Either.right("tool_budget"))
     const early = ExitPolicy.forSpec(ExitPolicy.defaults, {
       checks: [{ name: "wide", at: "before_model", metric: "turnCalls", atLeast: 5, reason: "tool_budget" }]
     })
