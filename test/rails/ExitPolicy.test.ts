@@ -193,6 +193,8 @@ describe("ExitPolicy", () => {
       fires: () => true,
       notice: "x"
     })
+    const first = Either.getOrThrow(ExitPolicy.add(ExitPolicy.defaults, own, { before: "deadline" }))
+    expect(ExitPolicy.names(first).slice(0, 2)).toEqual(["mine", "deadline"])
     const added = Either.getOrThrow(ExitPolicy.add(ExitPolicy.defaults, own, { before: "burst_limit" }))
     expect(ExitPolicy.names(added).slice(2, 5)).toEqual(["provider_exhausted", "mine", "burst_limit"])
     expect(ExitPolicy.decide(added, "before_model", facts())).toEqual(
@@ -271,6 +273,14 @@ describe("ExitPolicy", () => {
     expect(ExitPolicy.decide(policy, "after_tools", facts({ turn }))).toEqual(
       Option.some({ check: "wide", reason: "tool_budget", notice: "three calls in one turn" })
     )
+    const active = ExitPolicy.threshold({
+      name: "busy",
+      at: "before_model",
+      metric: "activeMs",
+      atLeast: 5,
+      reason: "deadline"
+    })
+    expect(active.notice(facts({ activeMs: 7 }))).toBe(`activeMs reached the agent's check "busy" (at least 5)`)
     const counted = ExitPolicy.threshold({
       name: "calls",
       at: "before_model",

@@ -187,6 +187,13 @@ describe("Loop: one burst reaches each exit reason", () => {
       expect(a.requests.length + b.requests.length).toBe(2) // the second burst made no model call
     }))
 
+  it.effect("provider_failed: a request the provider rejects as malformed ends the burst without spending the route", () =>
+    Effect.gen(function*() {
+      const landed = yield* run([Scripted.make({ script: [Scripted.fault("bad_request")] })])
+      expect(landed.reason).toBe<ExitReason>("provider_failed")
+      expect(landed.state.exhausted).toBe(false)
+    }))
+
   it.effect("context_overflow: with nothing to prune, exits without re-sending the same request", () =>
     Effect.gen(function*() {
       const model = Scripted.make({ script: [Scripted.fault("context_overflow")] })
