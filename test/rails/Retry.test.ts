@@ -87,4 +87,14 @@ describe("Retry.delayFor", () => {
       ),
     { fastCheck: { numRuns: 200, seed: 7 } }
   )
+
+  it.effect("draws the whole range of the equal jitter, both ends included", () =>
+    Effect.gen(function*() {
+      // A ceiling of 2 ms: the wait is 1 or 2, and forty seeds draw both.
+      const drawn = new Set<number>()
+      for (let seed = 0; seed < 40; seed++) {
+        drawn.add(yield* Retry.jitteredMillis(1, 2).pipe(Effect.withRandom(Random.make(seed))))
+      }
+      expect([...drawn].sort()).toEqual([1, 2])
+    }))
 })
