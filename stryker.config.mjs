@@ -16,7 +16,7 @@ export default {
   mutate: ["src/rails/**/*.ts", "src/session/**/*.ts", "src/model/ProviderChain.ts"],
   // Two cores shared with the rest of the work: one test process at a time.
   concurrency: 1,
-  timeoutMS: 30_000,
+  timeoutMS: 5_000,
   ignorePatterns: [".corral", "dist", "coverage", "reports", "docs", "examples", "scripts/bench/.out"],
   tempDirName: ".stryker-tmp",
   reporters: ["clear-text", "progress", "html", "json"],
