@@ -5,7 +5,7 @@ import js from "@eslint/js"
 import tseslint from "typescript-eslint"
 
 export default tseslint.config(
-  { ignores: ["node_modules/**", "dist/**", ".corral/**", "coverage/**"] },
+  { ignores: ["node_modules/**", "dist/**", ".corral/**", "coverage/**", ".stryker-tmp/**", "reports/**"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   ...effect.configs.dprint,

@@ -109,7 +109,7 @@ export * as Cost from "./rails/Cost.js"
 export * as LimitsRails from "./rails/Limits.js"
 /** What one model reply means for the loop (cut tool calls dropped, empty replies nudged): `classify`. */
 export * as ReplyPolicy from "./rails/ReplyPolicy.js"
-/** Consecutive bad tool use, bounded at three strikes: `observeTurn`. */
+/** Consecutive bad tool use, counted per turn (`observeTurn`); the exit policy halts at three strikes. */
 export * as Strikes from "./rails/Strikes.js"
 export { Ids } from "./session/Ids.js"
 export { AuthorPhase } from "./session/Landing.js"

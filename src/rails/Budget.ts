@@ -26,11 +26,11 @@ export const empty: Budget = { toolCalls: 0, tokens: 0 }
 export const claimTool = (b: Budget, limits: Limits): Option.Option<Budget> =>
   b.toolCalls >= limits.toolCalls ? Option.none() : Option.some({ ...b, toolCalls: b.toolCalls + 1 })
 
-/** Charges one response's `usage.total` (input + output tokens); never refuses — exhaustion is `tokensExhausted`. */
+/**
+ * Charges one response's `usage.total` (input + output tokens); never refuses — the exit policy's `token_budget`
+ * check (`ExitPolicy.tokenBudget`) ends the burst before the next model call once the budget is reached.
+ */
 export const chargeTokens = (b: Budget, usage: Usage): Budget => ({ ...b, tokens: b.tokens + usage.total })
-
-/** Whether the token budget is spent (`tokens >= limits.tokens`); checked before each model call. */
-export const tokensExhausted = (b: Budget, limits: Limits): boolean => b.tokens >= limits.tokens
 
 /** The text of the error result for a call to `name` refused because the `limit`-call budget is spent. */
 export const budgetNotice = (name: string, limit: number): string =>

@@ -11,11 +11,6 @@
 import { hash } from "node:crypto"
 import type { Limits } from "../domain/Limits.js"
 
-/** Occurrences per fingerprint (name + canonical arguments + result) within one burst. */
-export interface RepeatGuard {
-  readonly counts: ReadonlyMap<string, number>
-}
-
 // The guard is a persistent list, newest observation first: observing adds one node and shares the rest, where a copy
 // of the counts per call (a Map per tool call, growing through the burst) was ~2 % of a turn in workload A. A burst's
 // list is bounded by its tool-call budget, so the walk that finds a call's last count stays short. A result is hashed
@@ -23,8 +18,7 @@ export interface RepeatGuard {
 // arguments: most calls differ in their arguments, and then no hash is computed at all (SHA-1 of kilobyte results was
 // another ~2 % of a turn). The nodes hold the results the burst's trajectory holds anyway.
 interface Node {
-  /** The call, or `undefined` for a count known only by its fingerprint (`fromCounts`). */
-  readonly name: string | undefined
+  readonly name: string
   /** Canonical (`canonicalArgs`). */
   readonly args: string
   readonly result: string
@@ -34,35 +28,27 @@ interface Node {
   readonly prev: Node | undefined
 }
 
-const keyOf = (node: Node): string => node.key ??= fingerprintOf(node.name ?? "", node.args, node.result)
+const keyOf = (node: Node): string => node.key ??= fingerprintOf(node.name, node.args, node.result)
+
+/** Occurrences per fingerprint (name + canonical arguments + result) within one burst; made by `empty` and `observe`. */
+export interface RepeatGuard {
+  readonly _tag: "RepeatGuard"
+}
 
 class Guard implements RepeatGuard {
+  readonly _tag = "RepeatGuard"
   constructor(readonly head: Node | undefined) {}
   /** How often this call (canonical `args`) returned `result` so far (0 when never), and its fingerprint if taken. */
   countOf(name: string, args: string, result: string): { readonly count: number; readonly key: string | undefined } {
     let key: string | undefined
     for (let node = this.head; node !== undefined; node = node.prev) {
-      if (node.name !== undefined && (node.name !== name || node.args !== args)) continue
+      // Only an earlier call with the same tool and arguments can be a repeat: the others are never hashed.
+      if (node.name !== name || node.args !== args) continue
       key ??= fingerprintOf(name, args, result)
       if (keyOf(node) === key) return { count: node.count, key }
     }
     return { count: 0, key }
   }
-  get counts(): ReadonlyMap<string, number> {
-    const counts = new Map<string, number>()
-    for (let node = this.head; node !== undefined; node = node.prev) {
-      const key = keyOf(node)
-      if (!counts.has(key)) counts.set(key, node.count)
-    }
-    return counts
-  }
-}
-
-/** A guard given as plain counts (not built by `observe`), as a list. */
-const fromCounts = (counts: ReadonlyMap<string, number>): Guard => {
-  let head: Node | undefined
-  for (const [key, count] of counts) head = { name: undefined, args: "", result: "", key, count, prev: head }
-  return new Guard(head)
 }
 
 /** The state at the start of a burst. */
@@ -122,7 +108,8 @@ export const observe = (
   limits: Limits
 ): { readonly guard: RepeatGuard; readonly verdict: Verdict; readonly count: number } => {
   const args = canonicalArgs(argumentsJson)
-  const guard = g instanceof Guard ? g : fromCounts(g.counts)
+  // Every guard is a Guard: `empty` and `observe` are the only ways to make one.
+  const guard = g as Guard
   const seen = guard.countOf(name, args, resultContent)
   const count = seen.count + 1
   const verdict: Verdict = count >= limits.repeatHaltAt ? "halt" : count >= limits.repeatWarnAt ? "warn" : "ok"

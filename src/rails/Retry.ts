@@ -15,8 +15,7 @@
  * while the random half still de-synchronises the herd. Randomness comes from Effect's `Random` service, so a test
  * that seeds it (`Effect.withRandom(Random.make(seed))`) sees the same delays every run.
  */
-import { Duration, Effect, Option, Random, Schedule } from "effect"
-import { Limits } from "./Limits.js"
+import { Duration, Effect, Option, Random } from "effect"
 
 /** The first backoff ceiling, in milliseconds. */
 export const baseMs = 500
@@ -62,19 +61,3 @@ export const delayFor = (
   }
   return Effect.map(jitteredMillis(attempt, capMs), (millis) => Option.some(Duration.millis(millis)))
 }
-
-/**
- * The backoff as a `Schedule`, for retrying anything transient outside the provider chain: recurs forever with
- * the jittered exponential delays of `delayFor` (no Retry-After), each capped at `Limits.retryAfterCapMs` read
- * from the `Limits` reference when the delay is computed. Output: the recurrence count (0-based). Bound it with
- * `Schedule.intersect(Schedule.recurs(n))`. Draws from `Random`, so a seeded `Random` reproduces its delays.
- */
-export const backoff: Schedule.Schedule<number> = Schedule.forever.pipe(
-  Schedule.modifyDelayEffect((recurrence) =>
-    Effect.flatMap(
-      Limits,
-      (limits) =>
-        Effect.map(jitteredMillis(recurrence + 1, limits.retryAfterCapMs), (millis) => Duration.millis(millis))
-    )
-  )
-)

@@ -6,20 +6,14 @@
  * one chance is rarely enough, so the bound is three consecutive strikes: enough to recover from a typo and a
  * misread schema, not enough to loop. A turn with no strike resets the count — the model has shown it can recover.
  */
-import type { Limits } from "../domain/Limits.js"
 
 /**
  * Folds one turn into the running strike count: `turnStrikes` holds one flag per call (unknown tool, unparseable or
- * schema-invalid arguments). No strike in the turn → 0; otherwise the count grows by the turn's strikes and `halt`
- * is `true` once it reaches `limits.strikes` (exit `bad_tool_use`).
+ * schema-invalid arguments). No strike in the turn → 0; otherwise the count grows by the turn's strikes. Never
+ * halts by itself: the exit policy's `bad_tool_use` check (`ExitPolicy.badToolUse`) ends the burst once the count
+ * reaches `limits.strikes`.
  */
-export const observeTurn = (
-  strikes: number,
-  turnStrikes: ReadonlyArray<boolean>,
-  limits: Limits
-): { readonly strikes: number; readonly halt: boolean } => {
+export const observeTurn = (strikes: number, turnStrikes: ReadonlyArray<boolean>): number => {
   const inTurn = turnStrikes.filter((strike) => strike).length
-  if (inTurn === 0) return { strikes: 0, halt: false }
-  const next = strikes + inTurn
-  return { strikes: next, halt: next >= limits.strikes }
+  return inTurn === 0 ? 0 : strikes + inTurn
 }

@@ -22,6 +22,7 @@ import type {
 import { Usage } from "../domain/Usage.js"
 import type { ModelProvider, ToolSpec } from "../model/ModelProvider.js"
 import type * as ProviderChain from "../model/ProviderChain.js"
+import * as ActiveTime from "../rails/ActiveTime.js"
 import type * as Budget from "../rails/Budget.js"
 import * as Counters from "../rails/Counters.js"
 import * as ExitPolicy from "../rails/ExitPolicy.js"
@@ -173,7 +174,7 @@ export const facts = (
   tokensSession: burst.budget.tokens,
   costBurst: burst.cost - burst.before.costMicros,
   costSession: burst.cost,
-  activeMs: burst.activeBefore + Math.max(0, now - burst.startedAt),
+  activeMs: ActiveTime.spent(burst.activeBefore, burst.startedAt, now),
   burstMs: Math.max(0, now - burst.startedAt),
   strikes: burst.strikes,
   exhausted,
@@ -229,7 +230,7 @@ export const toState = (
       costMicros: burst.cost,
       providerIndex: index,
       exhausted,
-      activeMs: burst.activeBefore + Math.max(0, now - burst.startedAt),
+      activeMs: ActiveTime.spent(burst.activeBefore, burst.startedAt, now),
       bursts: before.bursts + 1,
       pending: pending.length === 0 ? none : pending,
       lastExitReason: reason,

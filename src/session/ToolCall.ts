@@ -194,7 +194,7 @@ const persistTurn = Effect.fnUntraced(function*(state: TurnState, now: number) {
   const turn = yield* Transcript.append(ctx.ports, ctx.session.id, entry, now, ctx.limits.persistTimeoutMs)
   Burst.persisted(burst, turn.seq, entry)
   burst.touch()
-  burst.strikes = Strikes.observeTurn(burst.strikes, turnStrikes, ctx.limits).strikes
+  burst.strikes = Strikes.observeTurn(burst.strikes, turnStrikes)
   if (burst.strikes > 0 && turnStrikes.includes(true)) {
     Burst.decided(burst, { _tag: "strike", at: now, strikes: burst.strikes })
   }

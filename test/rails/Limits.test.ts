@@ -42,6 +42,27 @@ describe("Limits", () => {
     }
   })
 
+  it("refuses as a whole, saying limits may only be tightened", () => {
+    const out = Limits.tighten(Limits.defaults, { toolCalls: 51 })
+    expect(Either.isLeft(out) && out.left.message).toBe("limits may only be tightened")
+  })
+
+  it("runs an agent under the tighter value field by field, leaving a looser one's ceiling in force", () => {
+    expect(Limits.effective(Limits.defaults, undefined)).toBe(Limits.defaults)
+    expect(Limits.effective(Limits.defaults, { modelCallsPerBurst: 30, strikes: 1, toolCalls: 50 })).toEqual({
+      ...Limits.defaults,
+      strikes: 1
+    })
+  })
+
+  it.effect("a host's layer tightens the ceilings; one that would loosen them fails naming the field", () =>
+    Effect.gen(function*() {
+      const limits = yield* Effect.provide(Limits.Limits, Limits.layer({ toolCalls: 5 }))
+      expect(limits).toEqual({ ...Limits.defaults, toolCalls: 5 })
+      const refused = yield* Effect.flip(Effect.provide(Limits.Limits, Limits.layer({ toolCalls: 51 })))
+      expect(refused.issues.map((i) => i.path)).toEqual(["limits.toolCalls"])
+    }))
+
   it("lists every loosened field, under the given path prefix", () => {
     const out = Limits.tighten(Limits.defaults, { toolCalls: 51, strikes: 1, tokens: 3_000_000 }, "agent.limits")
     expect(Either.isLeft(out) ? out.left.issues.map((i) => i.path) : []).toEqual([

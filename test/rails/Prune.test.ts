@@ -33,6 +33,23 @@ const contents = (entries: ReadonlyArray<TurnEntry>): ReadonlyArray<ReadonlyArra
   entries.flatMap((e) => (e.kind === "tool_results" ? [e.results.map((r) => r.content)] : []))
 
 describe("Prune", () => {
+  it("keeps the latest tool results whole when turns of other kinds follow them", () => {
+    const later: ReadonlyArray<TurnEntry> = [...transcript, { kind: "notice", rail: "ReplyPolicy", text: "continue" }]
+    const pruned = Option.getOrThrow(Prune.prune(later))
+    expect(contents(pruned).at(-1)).toEqual([big])
+  })
+
+  it("keeps a result exactly as long as its placeholder (pruning it would free nothing)", () => {
+    // The placeholder of a 3-digit size is as long for every 3-digit size.
+    const sized = "y".repeat(Buffer.byteLength(Prune.placeholder("logs", 100)))
+    const entries: ReadonlyArray<TurnEntry> = [
+      { kind: "tool_results", results: [result("a", "logs", sized)] },
+      { kind: "tool_results", results: [result("b", "logs", "last")] }
+    ]
+    expect(Buffer.byteLength(Prune.placeholder("logs", sized.length))).toBe(sized.length)
+    expect(Prune.prune(entries)).toEqual(Option.none())
+  })
+
   it("replaces every older tool result by a placeholder naming its size and tool", () => {
     const pruned = Option.getOrThrow(Prune.prune(transcript))
     expect(contents(pruned)).toEqual([

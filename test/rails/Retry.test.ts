@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Duration, Effect, FastCheck as fc, Option, Random, Schedule } from "effect"
+import { Duration, Effect, FastCheck as fc, Option, Random } from "effect"
 import * as Limits from "../../src/rails/Limits.js"
 import * as Retry from "../../src/rails/Retry.js"
 
@@ -87,35 +87,14 @@ describe("Retry.delayFor", () => {
       ),
     { fastCheck: { numRuns: 200, seed: 7 } }
   )
-})
 
-describe("Retry.backoff", () => {
-  const delaysOf = (recurrences: number) =>
-    Schedule.run(
-      Schedule.delays(Schedule.intersect(Retry.backoff, Schedule.recurs(recurrences))),
-      0,
-      Array.from({ length: recurrences }, () => undefined)
-    ).pipe(Effect.map((chunk) => Chunk.toReadonlyArray(chunk).map(Duration.toMillis)))
-
-  it.effect("yields the same jittered exponential delays as delayFor under the same seed", () =>
+  it.effect("draws the whole range of the equal jitter, both ends included", () =>
     Effect.gen(function*() {
-      const fromSchedule = yield* delaysOf(8).pipe(Effect.withRandom(Random.make(3)))
-      const fromHelper = yield* backoffDelays(8).pipe(Effect.withRandom(Random.make(3)))
-      expect(fromSchedule).toEqual(fromHelper)
-      fromSchedule.forEach((delay, i) => {
-        expect(delay).toBeGreaterThanOrEqual(Math.min(cap, 500 * 2 ** i) / 2)
-        expect(delay).toBeLessThanOrEqual(Math.min(cap, 500 * 2 ** i))
-      })
-    }))
-
-  it.effect("caps each delay at the Limits in force", () =>
-    Effect.gen(function*() {
-      const delays = yield* delaysOf(10).pipe(
-        Effect.withRandom(Random.make(5)),
-        Effect.provideService(Limits.Limits, { ...Limits.defaults, retryAfterCapMs: 2_000 })
-      )
-      expect(delays.length).toBe(10)
-      delays.forEach((delay) => expect(delay).toBeLessThanOrEqual(2_000))
-      expect(delays.slice(3).every((delay) => delay >= 1_000)).toBe(true)
+      // A ceiling of 2 ms: the wait is 1 or 2, and forty seeds draw both.
+      const drawn = new Set<number>()
+      for (let seed = 0; seed < 40; seed++) {
+        drawn.add(yield* Retry.jitteredMillis(1, 2).pipe(Effect.withRandom(Random.make(seed))))
+      }
+      expect([...drawn].sort()).toEqual([1, 2])
     }))
 })

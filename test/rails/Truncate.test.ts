@@ -128,4 +128,96 @@ describe("Truncate", () => {
       expect(Truncate.utf8Length(text)).toBe(bytes(text))
     }
   })
+
+  it("cuts exactly where the rules say at every cap, for texts of short and long lines", () => {
+    const texts = [
+      "ab\ncd€\n😀ef\n" + "x".repeat(40) + "\néé\n" + "\u0800\u07ff\n".repeat(30) + "tail😀\nend",
+      Array.from({ length: 120 }, (_, i) => `${i}${"é".repeat(i % 7)}`).join("\n")
+    ]
+    for (const text of texts) {
+      for (let cap = 0; cap <= bytes(text) + 1; cap++) {
+        expect([cap, Truncate.truncate(text, cap).text]).toEqual([cap, reference(text, cap)])
+      }
+    }
+  })
+
+  it.prop(
+    "counts UTF-8 bytes as Node encodes them, lone surrogates included",
+    { text: fc.array(fragment, { maxLength: 60 }).map((parts) => parts.join("")) },
+    ({ text }) => {
+      expect(Truncate.utf8Length(text)).toBe(bytes(text))
+    },
+    { fastCheck: { numRuns: 300, seed: 11, endOnFailure: true } }
+  )
+
+  it.prop(
+    "cuts exactly where the rules say: the longest head (2/3 of the room) and tail, moved to a line break that keeps half",
+    {
+      text: fc.array(fragment, { minLength: 1, maxLength: 400 }).map((parts) => parts.join("")),
+      maxBytes: fc.integer({ min: 0, max: 1_500 })
+    },
+    ({ maxBytes, text }) => {
+      expect(Truncate.truncate(text, maxBytes).text).toBe(reference(text, maxBytes))
+    },
+    { fastCheck: { numRuns: 400, seed: 12, endOnFailure: true } }
+  )
 })
+
+/**
+ * Pieces of 1, 2, 3 and 4 UTF-8 bytes (each size's first and last code point among them), line breaks, and lone
+ * surrogates (3 bytes each, as U+FFFD).
+ */
+const fragment = fc.constantFrom(
+  "a",
+  "z ",
+  "\n",
+  "\u007f",
+  "\u0080",
+  "é",
+  "\u07ff",
+  "\u0800",
+  "€",
+  "\uffff",
+  "😀",
+  "\ud800\udc00",
+  "\udbff\udfff",
+  "\ud800",
+  "\udc00",
+  "line\n",
+  "ß€😀"
+)
+
+/**
+ * The rules of `Truncate.truncate` (module header), written with Node's own UTF-8 sizes and the string's code points:
+ * room = cap − the widest notice; the longest head within 2/3 of it, then back to the last line break when the
+ * head up to it keeps at least half its budget; the longest tail within the rest, then forward past the first
+ * line break on the same terms.
+ */
+const reference = (text: string, maxBytes: number): string => {
+  const total = bytes(text)
+  if (total <= maxBytes) return text
+  const lines = (s: string) => s.split("\n").length - 1
+  const notice = (omitted: number, omittedLines: number) =>
+    `\n[truncated: ${omitted} bytes (${omittedLines} lines) omitted from the middle of this ${total}-byte ` +
+    "result. Narrow the query to see the rest: add filters, request a smaller range, or paginate.]\n"
+  const room = Math.max(0, maxBytes - bytes(notice(total, lines(text))))
+  const headBudget = Math.floor((room * 2) / 3)
+  const tailBudget = room - headBudget
+  const points = Array.from(text)
+  let headEnd = 0
+  for (let i = 0, used = 0; i < points.length && used + bytes(points[i]!) <= headBudget; i++) {
+    used += bytes(points[i]!)
+    headEnd += points[i]!.length
+  }
+  const lastBreak = text.lastIndexOf("\n", headEnd - 1)
+  if (lastBreak >= 0 && bytes(text.slice(0, lastBreak + 1)) * 2 >= headBudget) headEnd = lastBreak + 1
+  let tailStart = text.length
+  for (let i = points.length - 1, used = 0; i >= 0 && used + bytes(points[i]!) <= tailBudget; i--) {
+    used += bytes(points[i]!)
+    tailStart -= points[i]!.length
+  }
+  const firstBreak = text.indexOf("\n", tailStart)
+  if (firstBreak >= 0 && bytes(text.slice(firstBreak + 1)) * 2 >= tailBudget) tailStart = firstBreak + 1
+  const omitted = text.slice(headEnd, tailStart)
+  return text.slice(0, headEnd) + notice(bytes(omitted), lines(omitted)) + text.slice(tailStart)
+}

@@ -1,9 +1,10 @@
 /**
  * The request gate (`server/RequestGate`), on a real Node server with real sockets: at most `maxInFlight` requests
  * are handed to the handler at once and the rest go in, in arrival order, as places free; an event stream frees
- * its place when its answer starts; a client that gives up while waiting is never handed over; a full line and a
- * wait past its bound are answered 503 with `Retry-After` and a message naming the setting; probes, `/mcp` and
- * `?wait=true` are never held. Through the whole server: a client that trickles its body holds the only place, a
+ * its place when its answer starts, and so does a request whose client leaves before its answer starts; a client that
+ * gives up while waiting is never handed over; a place freed in the same tick a newcomer arrives goes to the request
+ * already waiting; a full line and a wait past its bound are answered 503 with `Retry-After` and a message naming
+ * the setting; probes, `/mcp` and `?wait=true` are never held. Through the whole server: a client that trickles its body holds the only place, a
  * second request waits for it, `/readyz` does not.
  */
 import { describe, expect, it, layer } from "@effect/vitest"
@@ -95,6 +96,20 @@ const send = (port: number, path: string) => {
   return { answer, abort: () => socket.destroy() }
 }
 
+/** Node's request and response as far as the gate and a handler that answers at once use them. */
+const fakeExchange = (url: string) => {
+  const response = Object.assign(new EventEmitter(), {
+    headersSent: false,
+    destroyed: false,
+    writeHead(this: { headersSent: boolean }) {
+      this.headersSent = true
+      return this
+    },
+    end() {}
+  }) as unknown as ServerResponse
+  return [{ url } as IncomingMessage, response] as const
+}
+
 /** Waits (polling the real clock, at most 5 s) until `check` holds. */
 const until = (check: () => boolean) =>
   Effect.promise(async () => {
@@ -157,6 +172,23 @@ describe("RequestGate", () => {
       expect(handed.map((h) => h.url)).toEqual(["/first", "/kept"])
       handed[1]!.response.end("ok")
       expect((yield* Effect.promise(() => kept.answer)).status).toBe(200)
+    }))
+
+  it.scoped("frees the place of an admitted request whose client leaves before its answer starts", () =>
+    Effect.gen(function*() {
+      const { gate, handed, port } = yield* gated({ maxInFlight: 1 })
+      const leaving = send(port, "/leaving")
+      yield* until(() => handed.length === 1)
+      const next = send(port, "/next")
+      yield* until(() => gate.queued() === 1)
+      // The handler has not answered: only the client's leaving can free the place.
+      leaving.abort()
+      yield* until(() => handed.length === 2)
+      expect(handed.map((h) => h.url)).toEqual(["/leaving", "/next"])
+      expect([gate.inFlight(), gate.queued()]).toEqual([1, 0])
+      handed[1]!.response.end("ok")
+      expect((yield* Effect.promise(() => next.answer)).status).toBe(200)
+      expect(gate.inFlight()).toBe(0)
     }))
 
   it.scoped("answers 503 with Retry-After at once when the line is full, naming the setting", () =>
@@ -227,19 +259,7 @@ describe("RequestGate", () => {
 
   it.effect("lets a long line of requests answered at once go in without running out of stack", () =>
     Effect.gen(function*() {
-      // Node's request and response as far as the gate and a handler that answers at once use them.
-      const fake = () => {
-        const response = Object.assign(new EventEmitter(), {
-          headersSent: false,
-          destroyed: false,
-          writeHead(this: { headersSent: boolean }) {
-            this.headersSent = true
-            return this
-          },
-          end() {}
-        }) as unknown as ServerResponse
-        return [{ url: "/v1/agents" } as IncomingMessage, response] as const
-      }
+      const fake = () => fakeExchange("/v1/agents")
       const gate = RequestGate.make({ maxInFlight: 1, maxQueued: 50_000 })
       let answered = 0
       const atOnce: RequestGate.Handler = (_request, response) => {
@@ -257,6 +277,28 @@ describe("RequestGate", () => {
       firstResponse.writeHead(200)
       yield* until(() => answered === 20_000)
       expect([gate.inFlight(), gate.queued()]).toEqual([0, 0])
+    }))
+
+  it.effect("a place freed in the same tick a newcomer arrives goes to the one already waiting", () =>
+    Effect.gen(function*() {
+      const gate = RequestGate.make({ maxInFlight: 1 })
+      const handed: Array<string> = []
+      const record: RequestGate.Handler = (request) => {
+        handed.push(request.url ?? "")
+      }
+      const [first, waiting, newcomer] = ["/first", "/waiting", "/newcomer"].map(fakeExchange)
+      gate.admit(...first!, record)
+      gate.admit(...waiting!, record)
+      expect([handed, gate.queued()]).toEqual([["/first"], 1])
+      // The answer starts and a newcomer arrives before the gate's next turn: it joins the line behind the waiter.
+      first![1].writeHead(200)
+      gate.admit(...newcomer!, record)
+      yield* Effect.promise(() => Promise.resolve())
+      expect(handed).toEqual(["/first", "/waiting"])
+      expect([gate.inFlight(), gate.queued()]).toEqual([1, 1])
+      waiting![1].writeHead(200)
+      yield* Effect.promise(() => Promise.resolve())
+      expect(handed).toEqual(["/first", "/waiting", "/newcomer"])
     }))
 
   it.scoped("lets every request straight in with maxInFlight 0", () =>

@@ -125,6 +125,21 @@ describe("Approvals", () => {
         expect((yield* c.approve(alice, v.id, fresh)).exitReason).toBe("completed")
       })))
 
+  it.effect("a token at exactly its expiry instant is expired, not spent; a moment before, it decides", () =>
+    withCorral(Scripted.make({ script: [restartDb, Scripted.text("done")] }), (c) =>
+      Effect.gen(function*() {
+        const v = yield* c.run(alice, { agentId: "triage", scope: "incident:1", prompt: "fix it" })
+        const old = v.pending[0]!
+        yield* TestClock.setTime(old.expiresAt!)
+        const refused = yield* refusal(c.approve(alice, v.id, old.token!))
+        expect(refused).toContain("this token has expired")
+        expect(refused).not.toContain("already used")
+        expect((yield* c.get(alice, v.id)).status).toBe("awaiting_confirmation")
+        const fresh = (yield* c.renewApprovals(alice, v.id)).pending[0]!
+        yield* TestClock.setTime(fresh.expiresAt! - 1)
+        expect((yield* c.approve(alice, v.id, fresh.token!)).exitReason).toBe("completed")
+      })))
+
   it.effect("a token decides once: a second decision is refused as already decided, naming the first, and recorded", () =>
     Effect.gen(function*() {
       const ran: Array<unknown> = []

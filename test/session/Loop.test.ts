@@ -134,6 +134,27 @@ describe("Loop: one burst reaches each exit reason", () => {
       expect(landed.state.usage.total).toBeGreaterThanOrEqual(25)
     }))
 
+  it.effect("token_budget: a failed attempt that reports usage is charged to the budget", () =>
+    Effect.gen(function*() {
+      // The provider bills the failed attempt (80 tokens): with the 15 of the retried reply, 95 reach the budget of
+      // 90 before the second model call. Uncharged, the burst would carry on and complete.
+      const model = Scripted.make({
+        script: [
+          Scripted.fault("server", { usage: { input: 80, output: 0 } }),
+          calls(1),
+          Scripted.text("done")
+        ],
+        maxAttempts: 3
+      })
+      const landed = yield* run([model], { spec: spec({ limits: { tokens: 90 } }) })
+      expect(landed.reason).toBe<ExitReason>("token_budget")
+      expect(model.requests).toHaveLength(2)
+      expect(landed.trajectory.decisions?.find((d) => d._tag === "exit")).toMatchObject({
+        check: "token_budget",
+        notice: "95 tokens reached the token budget 90"
+      })
+    }))
+
   it.effect("deadline: a model call that outlives the active time ends the burst", () =>
     Effect.gen(function*() {
       const model = Scripted.make({
@@ -164,6 +185,13 @@ describe("Loop: one burst reaches each exit reason", () => {
       expect(first.state).toMatchObject({ exhausted: true, providerIndex: 1 })
       expect(second.reason).toBe<ExitReason>("provider_failed")
       expect(a.requests.length + b.requests.length).toBe(2) // the second burst made no model call
+    }))
+
+  it.effect("provider_failed: a request the provider rejects as malformed ends the burst without spending the route", () =>
+    Effect.gen(function*() {
+      const landed = yield* run([Scripted.make({ script: [Scripted.fault("bad_request")] })])
+      expect(landed.reason).toBe<ExitReason>("provider_failed")
+      expect(landed.state.exhausted).toBe(false)
     }))
 
   it.effect("context_overflow: with nothing to prune, exits without re-sending the same request", () =>
@@ -203,6 +231,18 @@ describe("Loop: one burst reaches each exit reason", () => {
       expect(landed.reason).toBe<ExitReason>("refused")
     }))
 
+  it.effect("refused and filtered raised by the provider (a classified error, not a reply) end the burst so", () =>
+    Effect.gen(function*() {
+      const refused = yield* run([Scripted.make({ script: [Scripted.fault("refused")] })])
+      expect(refused.reason).toBe<ExitReason>("refused")
+      const filtered = yield* run([Scripted.make({ script: [Scripted.fault("filtered")] })])
+      expect(filtered.reason).toBe<ExitReason>("filtered")
+      expect(filtered.trajectory.decisions?.find((d) => d._tag === "exit")).toMatchObject({
+        check: "ProviderChain",
+        notice: "filtered: scripted filtered"
+      })
+    }))
+
   it.effect("filtered: a content-filtered reply ends the burst", () =>
     Effect.gen(function*() {
       const landed = yield* run([Scripted.make({ script: [Scripted.filtered()] })])
@@ -220,6 +260,32 @@ describe("Loop: one burst reaches each exit reason", () => {
       expect(results[0]?.content).toBe("all systems nominal")
       expect(results[1]?.content).toContain("all systems nominal")
       expect(results[1]?.content.length).toBeGreaterThan("all systems nominal".length)
+    }))
+
+  it.effect("repeat_call_halt: the fourth identical result halts the burst when another call follows it in the turn", () =>
+    Effect.gen(function*() {
+      const same = { name: "status", arguments: { q: "db" } }
+      const model = Scripted.make({
+        script: [
+          Scripted.toolCalls([same]),
+          Scripted.toolCalls([same]),
+          Scripted.toolCalls([same]),
+          // The fourth status call comes first; the turn's last call is a fresh one.
+          Scripted.toolCalls([same, { name: "echo", arguments: { q: "other" } }]),
+          Scripted.text("done")
+        ]
+      })
+      const landed = yield* run([model])
+      expect(landed.reason).toBe<ExitReason>("repeat_call_halt")
+      expect(kinds(landed.turns).filter((k) => k === "tool_results")).toHaveLength(4)
+      const last = landed.turns.at(-1)?.entry
+      if (last?.kind !== "tool_results") throw new Error("expected tool results")
+      expect(last.results.map((r) => r.status)).toEqual(["ok", "ok"])
+      expect(last.results[1]?.content).toBe("echo:other")
+      expect(landed.trajectory.decisions?.find((d) => d._tag === "exit")).toMatchObject({
+        check: "repeat_call_halt",
+        notice: "an identical call returned the same result 4 times (repeatHaltAt 4)"
+      })
     }))
 
   it.effect("bad_tool_use: three consecutive strikes (unknown tool, invalid JSON, invalid args)", () =>

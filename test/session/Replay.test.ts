@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Option } from "effect"
 import { Corral } from "../../src/Corral.js"
 import { Principal } from "../../src/domain/Principal.js"
 import * as LiveEvents from "../../src/events/LiveEvents.js"
@@ -77,6 +77,92 @@ describe("Replay", () => {
       if (result._tag !== "Diverged") return
       expect(result.divergence.path).toMatch(/^turns\[/)
     }))
+})
+
+describe("Replay's time slack", () => {
+  /**
+   * The memory store, each turn's write taking `ms` on the clock — a recording on a real clock, where the database's
+   * writes take time the replay (an in-memory store) does not spend.
+   */
+  const slowTurnWrites = (ms: number) =>
+    Layer.effect(
+      SessionStore,
+      Effect.map(MemoryStore.makeMemory, (base): SessionStore["Type"] => ({
+        ...base,
+        appendTurn: (...args) => Effect.zipRight(Effect.sleep(ms), base.appendTurn(...args))
+      }))
+    )
+
+  it.effect("a recording whose times run later than the replay's (slow store writes) verifies, whatever the slack", () =>
+    Effect.gen(function*() {
+      const agent = spec()
+      const model = Scripted.make({
+        script: [echo("a"), Scripted.fault("server"), echo("b"), Scripted.text("done")]
+      })
+      const landed = yield* Harness.drive(
+        Harness.runBurst({ spec: agent }).pipe(
+          Effect.provide(
+            Layer.mergeAll(
+              LiveEvents.layer,
+              ToolRegistry.layer(Tools.all),
+              Layer.succeed(Providers, Providers.fromRoutes({ default: [model] }))
+            ).pipe(Layer.provideMerge(slowTurnWrites(1_500)))
+          )
+        ),
+        { step: "100 millis" }
+      )
+      expect(landed.reason).toBe("completed")
+      // The store's writes are in the record: the first attempt started after the user turn's write, 1.5 s in,
+      // where the replay (nothing to wait for) starts it at once. Later times drift further, past the 1 s slack.
+      const t = landed.trajectory
+      expect(t.modelCalls[0]!.startedAt - t.startedAt).toBe(1_500)
+      expect(t.toolCalls.at(-1)!.startedAt! - t.startedAt).toBeGreaterThan(3 * 1_500)
+      const replay = (timeSlackMs: number) =>
+        Replay.verifyBurst({ spec: agent, session: landed.session, turns: landed.turns, trajectory: t, last: true }, {
+          timeSlackMs
+        })
+      // A replayed time may be earlier than the recorded one by any amount: the default slack and none at all.
+      expect(yield* replay(1_000)).toMatchObject({ _tag: "Verified", exitReason: "completed", attempts: 5 })
+      expect(yield* replay(0)).toMatchObject({ _tag: "Verified", exitReason: "completed" })
+    }))
+
+  it("compares clock readings one way: a replayed time may be earlier by any amount, later by at most the slack", () => {
+    const at = (ms: number) => ({ decisions: [{ _tag: "retry", at: ms }] })
+    expect(Replay.firstDifference(at(10_000), at(2_000), "", 1_000)).toEqual(Option.none())
+    expect(Replay.firstDifference(at(10_000), at(11_000), "", 1_000)).toEqual(Option.none())
+    expect(Replay.firstDifference(at(10_000), at(11_001), "", 1_000)).toEqual(
+      Option.some({ path: "decisions[0].at", recorded: 10_000, replayed: 11_001 })
+    )
+    // A duration alone compares within the slack both ways; next to its start, as its end.
+    expect(Replay.firstDifference({ durationMs: 500 }, { durationMs: 1_501 }, "", 1_000)).toEqual(
+      Option.some({ path: "durationMs", recorded: 500, replayed: 1_501 })
+    )
+    expect(Replay.firstDifference({ durationMs: 2_000 }, { durationMs: 999 }, "", 1_000)).toEqual(
+      Option.some({ path: "durationMs", recorded: 2_000, replayed: 999 })
+    )
+    const sameEnd = { startedAt: 1_000, durationMs: 9_000 }
+    expect(Replay.firstDifference({ startedAt: 9_000, durationMs: 1_000 }, sameEnd, "", 0)).toEqual(Option.none())
+    // Numbers a rail decided on compare exactly, whatever the slack.
+    expect(Replay.firstDifference({ delayMs: 500 }, { delayMs: 501 }, "", 1_000)).toEqual(
+      Option.some({ path: "delayMs", recorded: 500, replayed: 501 })
+    )
+  })
+})
+
+describe("Replay's divergence report", () => {
+  it("reports arrays of different lengths at their length, after the common part compares equal", () => {
+    expect(Replay.firstDifference({ turns: [1, 2] }, { turns: [1, 2, 3] }, "", 0)).toEqual(
+      Option.some({ path: "turns.length", recorded: 2, replayed: 3 })
+    )
+    expect(Replay.firstDifference([1, 2, 3], [1, 2], "modelCalls", 0)).toEqual(
+      Option.some({ path: "modelCalls.length", recorded: 3, replayed: 2 })
+    )
+    // A difference inside the common part comes first.
+    expect(Replay.firstDifference([1, 9], [1, 2, 3], "x", 0)).toEqual(
+      Option.some({ path: "x[1]", recorded: 9, replayed: 2 })
+    )
+    expect(Replay.firstDifference([], [], "x", 0)).toEqual(Option.none())
+  })
 })
 
 describe("Replay of whole sessions through the Corral service", () => {
