@@ -27,9 +27,10 @@ trap cleanup EXIT
 
 npm run --silent build
 pack_json="$(npm pack --ignore-scripts --json --pack-destination "$work")"
+# On stdin, not as an argument: npm's listing of every file outgrew what one argument may hold (128 KiB).
 read -r tarball size unpacked files < <(node -e '
-  const [p] = JSON.parse(process.argv[1])
-  console.log(p.filename, p.size, p.unpackedSize, p.entryCount)' "$pack_json")
+  const [p] = JSON.parse(require("node:fs").readFileSync(0, "utf8"))
+  console.log(p.filename, p.size, p.unpackedSize, p.entryCount)' <<< "$pack_json")
 echo "pack-check: ${tarball}: $((size / 1024)) KB packed, $((unpacked / 1024)) KB unpacked, ${files} files"
 
 # Peers of the stated ranges, and the compiler of the repository's own range for (b).
