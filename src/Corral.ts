@@ -17,6 +17,7 @@ import type { Scope as EffectScope, Stream } from "effect"
 import * as SessionEntity from "./cluster/SessionEntity.js"
 import { AgentSpec } from "./domain/AgentSpec.js"
 import type { AgentSpecInput } from "./domain/AgentSpec.js"
+import { BudgetExhausted } from "./domain/Errors.js"
 import type { PersistenceFailed, SendError } from "./domain/Errors.js"
 import {
   AgentNotFound,
@@ -46,6 +47,7 @@ import { Providers } from "./model/ModelProvider.js"
 import * as Cost from "./rails/Cost.js"
 import * as ExitPolicy from "./rails/ExitPolicy.js"
 import * as Limits from "./rails/Limits.js"
+import * as OrgBudget from "./rails/OrgBudget.js"
 import { Ids } from "./session/Ids.js"
 import * as Idempotency from "./session/internal/idempotency.js"
 import * as JsonSchemaCheck from "./session/internal/jsonSchema.js"
@@ -120,7 +122,10 @@ export interface Service {
     by: Principal,
     request: StartRequest,
     options?: SendOptions
-  ) => Effect.Effect<SessionView, InvalidRequest | AgentNotFound | SessionNotFound | ScopeMismatch | PersistenceFailed>
+  ) => Effect.Effect<
+    SessionView,
+    InvalidRequest | AgentNotFound | SessionNotFound | ScopeMismatch | BudgetExhausted | PersistenceFailed
+  >
   /**
    * Creates a session, runs its first burst and returns the landed view; it can fail every way the service can (all
    * of `CorralError`). A retry with the same `idempotencyKey` answers the session as it stands and creates nothing.
@@ -129,7 +134,7 @@ export interface Service {
     by: Principal,
     request: StartRequest,
     options?: SendOptions
-  ) => Effect.Effect<SessionView, InvalidRequest | AgentNotFound | ScopeMismatch | SendError>
+  ) => Effect.Effect<SessionView, InvalidRequest | AgentNotFound | ScopeMismatch | BudgetExhausted | SendError>
   /**
    * Sends a follow-up and awaits its landing. `scope`, when given, must be the session's. The message is stored
    * before it is queued; a retry with the same `idempotencyKey` answers the session as it stands, sending nothing.
@@ -139,7 +144,7 @@ export interface Service {
     sessionId: string,
     text: string,
     options?: SendOptions & { readonly scope?: string }
-  ) => Effect.Effect<SessionView, InvalidRequest | ScopeMismatch | SendError>
+  ) => Effect.Effect<SessionView, InvalidRequest | ScopeMismatch | BudgetExhausted | SendError>
   /**
    * Sends a follow-up without awaiting it: returns once the message is stored (it runs after the bursts before it,
    * and survives a crash of this process). A session that waits for a decision on a write refuses it
@@ -150,7 +155,7 @@ export interface Service {
     sessionId: string,
     text: string,
     options?: SendOptions & { readonly scope?: string }
-  ) => Effect.Effect<SessionView, InvalidRequest | ScopeMismatch | SendError>
+  ) => Effect.Effect<SessionView, InvalidRequest | ScopeMismatch | BudgetExhausted | SendError>
   /**
    * Decides a pending write with its approval token; when it was the last one, the session resumes and this awaits
    * its landing. Only the session's own user decides, with an unspent, unexpired token issued for exactly the write
@@ -258,7 +263,10 @@ export class Corral extends Context.Tag("corral/Corral")<Corral, Service>() {
         )
       ),
       Layer.provide(MemoryStore.layerMemory),
-      Layer.provide(options.limits === undefined ? Layer.empty : Limits.layer(options.limits))
+      Layer.provide(options.limits === undefined ? Layer.empty : Limits.layer(options.limits)),
+      Layer.provide(
+        options.orgBudgets === undefined ? Layer.empty : Layer.succeed(OrgBudget.OrgBudgets, options.orgBudgets)
+      )
     )
 }
 
@@ -268,6 +276,8 @@ export interface MemoryOptions extends Supervisor.Options {
   readonly tiers?: Readonly<Record<string, ReadonlyArray<ModelProvider>>>
   readonly tools?: ReadonlyArray<ToolRegistry.ToolHandler>
   readonly limits?: LimitsOverride
+  /** Daily budgets per org id in micro-dollars, `"*"` for every other org (`OrgBudget`). */
+  readonly orgBudgets?: OrgBudget.Settings
 }
 
 const issuesOf = (error: ParseResult.ParseError, prefix = ""): ReadonlyArray<FieldIssue> =>
@@ -295,6 +305,7 @@ export const make: Effect.Effect<
   const hostPolicy = yield* ExitPolicy.Policy
   const ids = yield* Ids
   const retriever = yield* Effect.serviceOption(Retriever)
+  const orgBudgets = yield* OrgBudget.OrgBudgets
 
   const decodeSpec = Schema.decodeUnknown(AgentSpec, { errors: "all", onExcessProperty: "error" })
   const decodeStart = Schema.decodeUnknown(StartRequest, { errors: "all", onExcessProperty: "error" })
@@ -329,14 +340,21 @@ export const make: Effect.Effect<
       const tightened = Limits.tighten(ceiling, spec.limits)
       if (tightened._tag === "Left") issues.push(...tightened.left.issues)
       // A cost budget needs prices: a call to an unpriced provider would cost it nothing, and the budget would lie.
-      else if (Cost.bounded(tightened.right)) {
+      else if (Cost.bounded(tightened.right) || OrgBudget.perDayOf(orgBudgets, by.orgId) !== undefined) {
         for (const provider of Option.getOrElse(providers.route(spec.tier), () => [])) {
           if (provider.pricing !== undefined) continue
           issues.push(
             new FieldIssue({
-              path: spec.limits?.costPerSession !== undefined ? "limits.costPerSession" : "limits.costPerBurst",
-              message: `a cost budget applies, but provider "${provider.name}" of tier "${spec.tier}" has no ` +
-                `prices: give it "pricing" in the configuration`
+              path: spec.limits?.costPerSession !== undefined
+                ? "limits.costPerSession"
+                : spec.limits?.costPerBurst !== undefined
+                ? "limits.costPerBurst"
+                : "tier",
+              message:
+                `a cost budget applies${
+                  Cost.bounded(tightened.right) ? "" : ` (the daily budget of org "${by.orgId}")`
+                }, but provider "${provider.name}" of tier "${spec.tier}" has no prices: give it "pricing" in the ` +
+                `configuration`
             })
           )
         }
@@ -408,6 +426,28 @@ export const make: Effect.Effect<
    * Validates a start, then stores the session with its first prompt (and the idempotency record) in one step:
    * from then on the prompt runs, in this process or, after a crash, in the next.
    */
+  /**
+   * Refuses a new burst of an org whose daily budget is spent (`BudgetExhausted`, with when it resets): the first
+   * model call would stop it anyway, and the person who asks learns it now, with nothing stored.
+   */
+  const withinOrgBudget = (by: Principal): Effect.Effect<void, BudgetExhausted | PersistenceFailed> => {
+    const perDay = OrgBudget.perDayOf(orgBudgets, by.orgId)
+    if (perDay === undefined) return Effect.void
+    return Effect.flatMap(Clock.currentTimeMillis, (now) => {
+      const { day, resetsAt } = OrgBudget.dayOf(now)
+      return Effect.flatMap(store.daySpend(by.orgId, day), (spent) =>
+        spent < perDay ? Effect.void : Effect.fail(
+          new BudgetExhausted({
+            message: `${OrgBudget.exhaustedMessage(by.orgId, perDay, spent, resetsAt)}; no new burst starts until then`,
+            orgId: by.orgId,
+            perDayMicros: perDay,
+            spentMicros: spent,
+            resetsAt: new Date(resetsAt).toISOString()
+          })
+        ))
+    })
+  }
+
   const create = (by: Principal, input: StartRequest, options: SendOptions) =>
     Effect.gen(function*() {
       const request = yield* decodeStart(input).pipe(
@@ -417,6 +457,7 @@ export const make: Effect.Effect<
       const before = yield* earlier(by, options.idempotencyKey, print)
       if (Option.isSome(before)) return before.value
       const spec = yield* getAgent(by, request.agentId, request.version)
+      yield* withinOrgBudget(by)
       if (request.sessionId !== undefined) {
         const existing = yield* store.getSession(by.orgId, request.sessionId)
         if (Option.isSome(existing)) {
@@ -516,6 +557,7 @@ export const make: Effect.Effect<
           message: SessionActor.waitingForDecision
         })
       }
+      yield* withinOrgBudget(by)
       const now = yield* Clock.currentTimeMillis
       const message: InboxMessage = {
         id: ids.messageId(),

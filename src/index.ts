@@ -19,6 +19,7 @@ export { ErrorKind } from "./domain/ErrorKind.js"
 export {
   AgentNotFound,
   AlreadyDecided,
+  BudgetExhausted,
   FieldIssue,
   InvalidRequest,
   InvalidSessionState,
@@ -107,6 +108,8 @@ export * as ExitPolicy from "./rails/ExitPolicy.js"
 export * as Cost from "./rails/Cost.js"
 /** The ceilings rails: `defaults`, `layer(override)` (tighten only), `tighten`, `effective`, the `Limits` reference. */
 export * as LimitsRails from "./rails/Limits.js"
+/** Daily budgets per org (`OrgBudgets`, a reference: provide `{ "<orgId>": { perDay }, "*": { perDay } }`). */
+export * as OrgBudget from "./rails/OrgBudget.js"
 /** What one model reply means for the loop (cut tool calls dropped, empty replies nudged): `classify`. */
 export * as ReplyPolicy from "./rails/ReplyPolicy.js"
 /** Consecutive bad tool use, counted per turn (`observeTurn`); the exit policy halts at three strikes. */

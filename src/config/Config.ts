@@ -21,6 +21,7 @@ import { LimitsOverride } from "../domain/Limits.js"
 import * as ProviderConfig from "../model/ProviderConfig.js"
 import * as Cost from "../rails/Cost.js"
 import * as Limits from "../rails/Limits.js"
+import * as OrgBudget from "../rails/OrgBudget.js"
 import type * as Approvals from "../tools/Approvals.js"
 import * as McpConfig from "../tools/McpConfig.js"
 import * as EnvVars from "./EnvVars.js"
@@ -130,6 +131,7 @@ const sections = {
   server: ServerSection,
   cluster: ClusterSection,
   limits: LimitsOverride,
+  orgBudgets: OrgBudget.Settings,
   approvals: ApprovalsSection,
   demo: DemoSection
 } as const
@@ -144,6 +146,7 @@ interface FileShape {
   readonly server?: typeof ServerSection.Type
   readonly cluster?: typeof ClusterSection.Type
   readonly limits?: LimitsOverride
+  readonly orgBudgets?: OrgBudget.Settings
   readonly approvals?: typeof ApprovalsSection.Type
   readonly demo?: typeof DemoSection.Type
 }
@@ -204,6 +207,8 @@ export interface Settings {
   readonly server: ServerSettings
   readonly cluster: ClusterSettings
   readonly limits: LimitsOverride | undefined
+  /** Daily budgets per org id, `"*"` for every other org (`rails/OrgBudget`); empty: none. */
+  readonly orgBudgets: OrgBudget.Settings
   readonly approvals: Approvals.Settings
   readonly demo: DemoSettings
   /** Export (OTLP), content capture and log format (`config/Telemetry`). */
@@ -229,6 +234,7 @@ export const defaults: Settings = {
   },
   cluster: { enabled: false, host: "127.0.0.1", port: 34431, lockExpirationMs: 35_000, healthCheckMs: 2_000 },
   limits: undefined,
+  orgBudgets: {},
   approvals: { ttlMs: 3_600_000 },
   demo: { enabled: true, delayMs: 700 },
   telemetry: Telemetry.defaults
@@ -308,7 +314,8 @@ const jsonVars = [
   ["CORRAL_TIERS", "tiers"],
   ["CORRAL_MCP_SERVERS", "mcpServers"],
   ["CORRAL_API_KEYS", "apiKeys"],
-  ["CORRAL_LIMITS", "limits"]
+  ["CORRAL_LIMITS", "limits"],
+  ["CORRAL_ORG_BUDGETS", "orgBudgets"]
 ] as const
 
 const readText = (path: string) =>
@@ -398,21 +405,25 @@ export const load: Effect.Effect<Settings, ConfigInvalid> = Effect.gen(function*
   const mcp = McpConfig.decode(merged.mcpServers)
   if (Either.isLeft(mcp)) issues.push(...mcp.left.issues.map(label))
   const shape = file.shape
-  if (shape.limits !== undefined) {
-    const tightened = Limits.tighten(Limits.defaults, shape.limits)
-    if (Either.isLeft(tightened)) issues.push(...tightened.left.issues.map(label))
-    // A cost budget of the host bounds every agent: every provider must say what it charges.
-    else if (Either.isRight(models) && Cost.bounded(tightened.right)) {
-      const budget = shape.limits.costPerSession !== undefined ? "limits.costPerSession" : "limits.costPerBurst"
-      for (const [name, settings] of Object.entries(models.right.providers ?? {})) {
-        if (settings.pricing !== undefined) continue
-        issues.push(label(
-          new FieldIssue({
-            path: `providers.${name}.pricing`,
-            message: `required: ${budget} bounds what sessions spend, and this provider has no prices`
-          })
-        ))
-      }
+  const tightened = Limits.tighten(Limits.defaults, shape.limits)
+  if (Either.isLeft(tightened)) issues.push(...tightened.left.issues.map(label))
+  // A cost budget of the host, or an org's daily budget, bounds every agent: every provider must say what it charges.
+  else if (
+    Either.isRight(models) && (Cost.bounded(tightened.right) || Object.keys(shape.orgBudgets ?? {}).length > 0)
+  ) {
+    const budget = shape.limits?.costPerSession !== undefined
+      ? "limits.costPerSession"
+      : shape.limits?.costPerBurst !== undefined
+      ? "limits.costPerBurst"
+      : "orgBudgets"
+    for (const [name, settings] of Object.entries(models.right.providers ?? {})) {
+      if (settings.pricing !== undefined) continue
+      issues.push(label(
+        new FieldIssue({
+          path: `providers.${name}.pricing`,
+          message: `required: ${budget} bounds what sessions spend, and this provider has no prices`
+        })
+      ))
     }
   }
 
@@ -471,6 +482,7 @@ export const load: Effect.Effect<Settings, ConfigInvalid> = Effect.gen(function*
       healthCheckMs: env.clusterHealthCheckMs
     },
     limits: shape.limits,
+    orgBudgets: shape.orgBudgets ?? {},
     approvals: { ttlMs: env.approvalTtlMs },
     demo: { enabled: env.demoEnabled, delayMs: env.demoDelayMs },
     telemetry: telemetry.right

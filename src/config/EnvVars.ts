@@ -177,6 +177,12 @@ export const all: ReadonlyArray<EnvVar> = [
     description: "Tighter loop ceilings, JSON: { modelCallsPerBurst: 10, ... } (may only tighten)"
   },
   {
+    name: "CORRAL_ORG_BUDGETS",
+    key: "orgBudgets",
+    description:
+      "Daily budgets per org in micro-dollars, JSON: { \"acme\": { \"perDay\": 5000000 }, \"*\": { \"perDay\": 1000000 } }"
+  },
+  {
     name: "CORRAL_DEMO",
     key: "demo.enabled",
     description: "Offer the built-in scripted `demo` agent, its tier and its canned tools",

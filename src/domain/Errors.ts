@@ -114,8 +114,23 @@ export class AlreadyDecided extends Schema.TaggedError<AlreadyDecided>()("Alread
 }) {}
 
 /**
+ * The org's daily budget is spent (`rails/OrgBudget`): a new burst of its sessions does not start until the budget
+ * resets (`resetsAt`, the next UTC midnight). Nothing was stored or sent. HTTP 429 with `Retry-After`.
+ */
+export class BudgetExhausted extends Schema.TaggedError<BudgetExhausted>()("BudgetExhausted", {
+  message: Schema.String,
+  orgId: Schema.String,
+  /** The daily budget, micro-dollars. */
+  perDayMicros: Schema.Int,
+  /** What the org spent today (UTC), micro-dollars. */
+  spentMicros: Schema.Int,
+  /** When the budget resets: ISO 8601, UTC midnight. */
+  resetsAt: Schema.String
+}) {}
+
+/**
  * Every failure a `Corral` service method can fail with — the one union the narrower ones below derive from. A host
- * that handles these seven tags (`Effect.catchTags`) has handled every typed failure of the embedding surface; a rail
+ * that handles these eight tags (`Effect.catchTags`) has handled every typed failure of the embedding surface; a rail
  * that trips is an exit reason on the session, never one of these.
  *
  * As a schema it decodes an error body from the wire (`{ _tag, message, ... }`) into the matching class.
@@ -127,6 +142,7 @@ export const CorralError = Schema.Union(
   ScopeMismatch,
   InvalidSessionState,
   AlreadyDecided,
+  BudgetExhausted,
   PersistenceFailed
 )
 export type CorralError = typeof CorralError.Type
@@ -145,7 +161,7 @@ const isCorralErrorShape = Schema.is(CorralError)
 
 /**
  * Whether `u` is one of the `CorralError` failures. Checks, in order: `u` is an object whose `_tag` is one of the
- * seven tags; then the member's schema: `u` carries that error class's identity (an `instanceof`, or the class
+ * eight tags; then the member's schema: `u` carries that error class's identity (an `instanceof`, or the class
  * marker `Symbol.for("effect/Schema/TaggedError/<tag>")` that every copy of the class shares) and every field has
  * its schema's shape. So an error built by another copy of this package (two versions installed side by side) is
  * recognised, while a plain object that borrows a tag, an `Error` without a tag, a string or another tagged error is

@@ -141,6 +141,20 @@ export const RailDecision = Schema.Union(
    */
   Schema.TaggedStruct("cost_cap", { at, maxTokens: Schema.Int, leftMicros: Schema.Int }),
   /**
+   * The org's daily budget (`OrgBudget`) granted the `call`-th model call of the burst less than its worst case
+   * (`wantMicros`): `grantedMicros` was what was left after `spentMicros` spent and `heldMicros` held by the org's
+   * calls in flight. The call was sent with its output cap lowered to fit the grant, or (an `exit` follows) not made.
+   * A replay grants the same.
+   */
+  Schema.TaggedStruct("org_budget", {
+    at,
+    call: Schema.Int,
+    wantMicros: Schema.Int,
+    grantedMicros: Schema.Int,
+    spentMicros: Schema.Int,
+    heldMicros: Schema.Int
+  }),
+  /**
    * A request to `provider` left out `parts` reasoning parts of the transcript because another provider made them
    * (a failover moved the session): only their maker can read them (`Reasoning`). Recorded once per provider and
    * burst.
@@ -213,7 +227,9 @@ export const ReplayRecord = Schema.Struct({
   /** The characters of the burst's system prompt and tool list (`Burst.Context.promptChars`). */
   promptChars: Schema.optional(Schema.NonNegativeInt),
   /** When the burst saw its cancel signal (Clock millis). */
-  cancelledAt: Schema.optional(Schema.Number)
+  cancelledAt: Schema.optional(Schema.Number),
+  /** The org's daily budget the burst ran under (`OrgBudget`), in micro-dollars; absent when it had none. */
+  orgPerDayMicros: Schema.optional(Schema.NonNegativeInt)
 })
 export type ReplayRecord = typeof ReplayRecord.Type
 

@@ -66,3 +66,12 @@ export const UsageRow = Schema.Struct({
   costMicros: Schema.NonNegativeInt
 }).annotations({ identifier: "UsageRow" })
 export type UsageRow = typeof UsageRow.Type
+
+/**
+ * One org's tally for one UTC day under a daily budget (`rails/OrgBudget`), in micro-dollars: what its settled calls
+ * cost, and what the calls in flight hold.
+ */
+export interface OrgDayTally {
+  readonly spentMicros: number
+  readonly heldMicros: number
+}

@@ -108,5 +108,15 @@ export const fit = (
   return { _tag: "Fits", maxTokens: cap === undefined ? affordable : Math.min(cap, affordable) }
 }
 
+/**
+ * The most a call may cost: its input (`inputTokens`, an estimate) at the highest input price and `outputTokens` at
+ * the highest output (or reasoning) price of `prices`, in micro-dollars rounded up.
+ */
+export const worstCase = (prices: ReadonlyArray<Prices>, inputTokens: number, outputTokens: number): number => {
+  const input = Math.max(0, ...prices.map((p) => p.input))
+  const output = Math.max(0, ...prices.map((p) => Math.max(p.output, p.reasoning)))
+  return Math.ceil((inputTokens * input + outputTokens * output) / picoPerMicro)
+}
+
 /** Micro-dollars as dollars for people: `$0.012345`. */
 export const usd = (micros: number): string => `$${(micros / 1_000_000).toFixed(6)}`

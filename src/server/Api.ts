@@ -18,6 +18,7 @@ import { AgentSpec } from "../domain/AgentSpec.js"
 import {
   AgentNotFound,
   AlreadyDecided,
+  BudgetExhausted,
   InvalidRequest,
   InvalidSessionState,
   ScopeMismatch,
@@ -219,6 +220,7 @@ export class SessionsGroup extends HttpApiGroup.make("sessions")
       .addError(AgentNotFound, { status: 404 })
       .addError(SessionNotFound, { status: 404 })
       .addError(InvalidSessionState, { status: 409 })
+      .addError(BudgetExhausted, { status: 429 })
       .annotate(OpenApi.Summary, "Start a session (202 once it is stored; ?wait=true answers with the landed view)")
       .annotate(OpenApi.Description, idempotencyNote)
   )
@@ -258,6 +260,7 @@ export class SessionsGroup extends HttpApiGroup.make("sessions")
       .addError(ScopeMismatch, { status: 422 })
       .addError(SessionNotFound, { status: 404 })
       .addError(InvalidSessionState, { status: 409 })
+      .addError(BudgetExhausted, { status: 429 })
       .annotate(OpenApi.Summary, "Send a follow-up (continue the session; 202 once it is stored)")
       .annotate(OpenApi.Description, idempotencyNote)
   )

@@ -107,8 +107,25 @@ export const response = (self: HttpServerResponse.HttpServerResponse): HttpServe
       parsed = undefined
     }
   }
-  return HttpServerResponse.setBody(
+  const answered = HttpServerResponse.setBody(
     self,
     HttpBody.text(JSON.stringify(normalize(self.status, parsed)), "application/json")
   )
+  return self.status === 429 ? withRetryAfter(answered, parsed) : answered
+}
+
+/**
+ * A 429 that says when its limit resets (`resetsAt`: `BudgetExhausted`) says it in `Retry-After` too, in whole
+ * seconds from now, so a client's standard back-off waits for the reset rather than hammering until midnight.
+ */
+const withRetryAfter = (
+  self: HttpServerResponse.HttpServerResponse,
+  body: unknown
+): HttpServerResponse.HttpServerResponse => {
+  if (typeof body !== "object" || body === null || !("resetsAt" in body) || typeof body.resetsAt !== "string") {
+    return self
+  }
+  const at = Date.parse(body.resetsAt)
+  if (!Number.isFinite(at)) return self
+  return HttpServerResponse.setHeader(self, "retry-after", String(Math.max(1, Math.ceil((at - Date.now()) / 1000))))
 }

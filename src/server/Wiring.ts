@@ -37,6 +37,7 @@ import { SessionEvents } from "../events/SessionEvents.js"
 import { Providers } from "../model/ModelProvider.js"
 import * as ProviderConfig from "../model/ProviderConfig.js"
 import * as Limits from "../rails/Limits.js"
+import * as OrgBudget from "../rails/OrgBudget.js"
 import type * as Supervisor from "../session/Supervisor.js"
 import * as Database from "../store/Database.js"
 import * as Embedded from "../store/Embedded.js"
@@ -542,6 +543,7 @@ export const layer = (
   const withDemo = settings.demo.enabled ? Layer.provideMerge(publishDemo(orgs), corral) : corral
   return withDemo.pipe(
     Layer.provide(settings.limits === undefined ? Layer.empty : Limits.layer(settings.limits)),
+    Layer.provide(Layer.succeed(OrgBudget.OrgBudgets, settings.orgBudgets)),
     Layer.provide(Layer.succeed(Approvals.ApprovalSettings, settings.approvals))
   )
 }

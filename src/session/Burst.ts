@@ -28,6 +28,7 @@ import * as Counters from "../rails/Counters.js"
 import * as ExitPolicy from "../rails/ExitPolicy.js"
 import * as RepeatGuard from "../rails/RepeatGuard.js"
 import type { ToolDef, ToolExecutor } from "../tools/ToolExecutor.js"
+import type { OrgGate } from "./OrgGate.js"
 import type * as Transcript from "./Transcript.js"
 
 /** What a burst runs with; fixed for its whole length. */
@@ -50,6 +51,8 @@ export interface Context {
    * fixed part of a call's input estimate for a cost budget (`Cost.estimateTokens`). Recorded for replay.
    */
   readonly promptChars: number
+  /** The org's daily budget, when it has one: every model call holds its worst case there first (`OrgGate`). */
+  readonly org?: OrgGate | undefined
 }
 
 /** The mutable state of one burst. */
@@ -314,5 +317,6 @@ const replayRecord = (ctx: Context, burst: Burst): ReplayRecord => ({
   })),
   before: burst.before,
   promptChars: ctx.promptChars,
-  cancelledAt: burst.cancelledAt
+  cancelledAt: burst.cancelledAt,
+  ...(ctx.org === undefined ? {} : { orgPerDayMicros: ctx.org.perDay })
 })

@@ -9,6 +9,7 @@
  */
 import { Clock, Deferred, Effect, Exit, FiberId, Option, Ref } from "effect"
 import { SampleRefused } from "../domain/Errors.js"
+import type { PersistenceFailed } from "../domain/Errors.js"
 import type { ModelReply, TurnEntry } from "../domain/Message.js"
 import { Usage } from "../domain/Usage.js"
 import type { ModelRequest } from "../model/ModelProvider.js"
@@ -17,9 +18,11 @@ import * as Budget from "../rails/Budget.js"
 import * as Cost from "../rails/Cost.js"
 import * as Counters from "../rails/Counters.js"
 import * as ExitPolicy from "../rails/ExitPolicy.js"
+import * as OrgBudget from "../rails/OrgBudget.js"
 import * as Prune from "../rails/Prune.js"
 import type { Sampler, SampleReply, SampleRequest } from "../tools/ToolExecutor.js"
 import * as Burst from "./Burst.js"
+import type * as OrgGate from "./OrgGate.js"
 import * as Prompt from "./Prompt.js"
 
 /** The prices of the route's provider named `name` (the attempt records name it). */
@@ -47,7 +50,12 @@ type Gate =
  * server's samples run concurrently (the calls of a turn do), and two of them must never both pass a gate with room
  * for one.
  */
-const gate = (ctx: Burst.Context, burst: Burst.Burst, request: ModelRequest): Effect.Effect<Gate> =>
+const gate = (
+  ctx: Burst.Context,
+  burst: Burst.Burst,
+  request: ModelRequest,
+  orgCap: number | undefined
+): Effect.Effect<Gate> =>
   Effect.flatMap(Ref.get(burst.chain), (chain) =>
     Effect.clockWith((clock) =>
       Effect.sync((): Gate => {
@@ -58,7 +66,7 @@ const gate = (ctx: Burst.Context, burst: Burst.Burst, request: ModelRequest): Ef
         let sent = request
         if (Cost.bounded(ctx.limits)) {
           const left = Cost.remaining(ctx.limits, facts.costBurst, facts.costSession)
-          const prices = ctx.providers.slice(chain.index).flatMap((p) => p.pricing === undefined ? [] : [p.pricing])
+          const prices = pricesFrom(ctx, chain.index)
           const characters = ctx.promptChars + JSON.stringify(request.messages).length
           const fit = Cost.fit(prices, left, Cost.estimateTokens(characters), request.maxTokens)
           if (fit._tag === "None") {
@@ -76,11 +84,89 @@ const gate = (ctx: Burst.Context, burst: Burst.Burst, request: ModelRequest): Ef
             Burst.decided(burst, { _tag: "cost_cap", at: now, maxTokens: fit.maxTokens, leftMicros: left })
           }
         }
+        // The org's grant (`hold`), when it allows less than the burst's own budgets do.
+        if (orgCap !== undefined && (sent.maxTokens === undefined || orgCap < sent.maxTokens)) {
+          sent = { ...sent, maxTokens: orgCap }
+        }
         burst.counters = Counters.increment(burst.counters)
         Burst.snapshot(burst, now)
         return { _tag: "Pass", request: sent }
       })
     ))
+
+/** The prices the call may meet: the route's from the sticky index on. */
+const pricesFrom = (ctx: Burst.Context, index: number): Array<Cost.Prices> =>
+  ctx.providers.slice(index).flatMap((p) => p.pricing === undefined ? [] : [p.pricing])
+
+/** What the org's budget decided: no hold needed, the call's hold and its output cap, or the burst ends. */
+type OrgHold =
+  | { readonly _tag: "Free" }
+  | { readonly _tag: "Held"; readonly hold: OrgGate.Hold; readonly maxTokens: number }
+  | { readonly _tag: "Blocked"; readonly decision: ExitPolicy.Decision }
+
+const free: OrgHold = { _tag: "Free" }
+
+/**
+ * Holds the call's worst case in the org's daily budget (`OrgGate`, `rails/OrgBudget`) before the gate: its input
+ * estimate plus its output cap (the request's, the burst's cost fit, or `OrgBudget.uncappedOutputTokens`) at the
+ * highest prices it may meet. A grant short of it lowers the cap to fit (an `org_budget` decision), or — too little
+ * for the input — ends the burst `cost_budget`. Runs before the synchronous gate so that the gate's checks and its
+ * counter increment stay one step; a call the gate then blocks releases its hold unspent.
+ */
+const holdFor = (
+  ctx: Burst.Context,
+  burst: Burst.Burst,
+  request: ModelRequest
+): Effect.Effect<OrgHold, PersistenceFailed> =>
+  ctx.org === undefined ? Effect.succeed(free) : Effect.gen(function*() {
+    const org = ctx.org!
+    const chain = yield* Ref.get(burst.chain)
+    const now = yield* Clock.currentTimeMillis
+    const prices = pricesFrom(ctx, chain.index)
+    const inputTokens = Cost.estimateTokens(ctx.promptChars + JSON.stringify(request.messages).length)
+    const facts = Burst.facts(ctx, burst, chain.exhausted, now)
+    const cap = request.maxTokens ?? OrgBudget.uncappedOutputTokens
+    const fit = Cost.fit(prices, Cost.remaining(ctx.limits, facts.costBurst, facts.costSession), inputTokens, cap)
+    // The burst's own budget blocks this call: the gate says so, in the policy's order.
+    if (fit._tag === "None") return free
+    const maxTokens = fit.maxTokens ?? cap
+    const want = Cost.worstCase(prices, inputTokens, maxTokens)
+    if (want === 0) {
+      return {
+        _tag: "Held",
+        hold: { day: "", resetsAt: 0, granted: 0, tally: { spentMicros: 0, heldMicros: 0 } },
+        maxTokens
+      }
+    }
+    const call = burst.counters.burst + 1
+    const hold = yield* org.hold(want, call, now)
+    if (hold.granted >= want) return { _tag: "Held", hold, maxTokens }
+    Burst.decided(burst, {
+      _tag: "org_budget",
+      at: now,
+      call,
+      wantMicros: want,
+      grantedMicros: hold.granted,
+      spentMicros: hold.tally.spentMicros,
+      heldMicros: hold.tally.heldMicros
+    })
+    const granted = Cost.fit(prices, hold.granted, inputTokens, maxTokens)
+    if (granted._tag === "Fits") return { _tag: "Held", hold, maxTokens: granted.maxTokens ?? maxTokens }
+    yield* org.settle(hold, 0)
+    const used = hold.tally.spentMicros + hold.tally.heldMicros
+    return {
+      _tag: "Blocked",
+      decision: {
+        check: "OrgBudget",
+        reason: "cost_budget",
+        notice: hold.tally.spentMicros >= org.perDay
+          ? OrgBudget.exhaustedMessage(org.orgId, org.perDay, hold.tally.spentMicros, hold.resetsAt)
+          : `org "${org.orgId}" has ${Math.max(0, org.perDay - used)} micro-dollars of its daily budget of ` +
+            `${org.perDay} left after the calls in flight (${hold.tally.heldMicros} held): too little for the next ` +
+            `call's input; it resets at ${new Date(hold.resetsAt).toISOString()}`
+      }
+    }
+  })
 
 /**
  * The tool call a sampler serves: its id, whether it has ended, and how many of its samples passed the gate. Every
@@ -121,9 +207,16 @@ const attempt = Effect.fnUntraced(function*(
   asked: ModelRequest,
   sampleOf?: SampleSlot
 ) {
-  const passed = yield* gate(ctx, burst, asked)
-  if (passed._tag === "Blocked") return yield* Effect.fail(passed.decision)
+  const org = yield* holdFor(ctx, burst, asked)
+  if (org._tag === "Blocked") return yield* Effect.fail(org.decision)
+  const passed = yield* gate(ctx, burst, asked, org._tag === "Held" ? org.maxTokens : undefined)
+  if (passed._tag === "Blocked") {
+    if (org._tag === "Held") yield* ctx.org!.settle(org.hold, 0)
+    return yield* Effect.fail(passed.decision)
+  }
   const request = passed.request
+  /** What this call's attempts cost: the org's spend when it settles. */
+  let spent = 0
   // Numbered once past the gate: a refused sample made no model call, so a replay has nothing of it to ask again.
   const sampled = sampleOf === undefined ? undefined : {
     callId: sampleOf.callId,
@@ -159,6 +252,7 @@ const attempt = Effect.fnUntraced(function*(
         if (costMicros !== undefined) {
           burst.cost += costMicros
           burst.priced = true
+          spent += costMicros
         }
         burst.attempts.push({
           provider: record.provider,
@@ -185,7 +279,10 @@ const attempt = Effect.fnUntraced(function*(
         // Recorded as it happens: a process that dies during the next attempt keeps this one and its usage.
         burst.touch()
       })
-  })
+  }).pipe(
+    // However the call ended (a reply, a failure, the burst's cancel), what its attempts cost is the org's.
+    Effect.ensuring(org._tag === "Held" ? Effect.suspend(() => ctx.org!.settle(org.hold, spent)) : Effect.void)
+  )
 })
 
 /**
@@ -194,7 +291,7 @@ const attempt = Effect.fnUntraced(function*(
  * it: `refused` / `filtered` (raised by the provider), `context_overflow` (after the one prune-and-retry), and
  * `provider_failed` (the route spent by this call, or a request the provider rejected as malformed: not sticky).
  */
-export const next = (ctx: Burst.Context, burst: Burst.Burst): Effect.Effect<Outcome> =>
+export const next = (ctx: Burst.Context, burst: Burst.Burst): Effect.Effect<Outcome, PersistenceFailed> =>
   Effect.suspend(() =>
     attempt(ctx, burst, {
       system: Prompt.system(ctx.spec),
@@ -213,9 +310,11 @@ export const next = (ctx: Burst.Context, burst: Burst.Burst): Effect.Effect<Outc
     })
   ).pipe(
     Effect.map(({ reply }): Outcome => ({ _tag: "Reply", reply })),
-    Effect.catchAll((failure): Effect.Effect<Outcome> => {
+    Effect.catchAll((failure): Effect.Effect<Outcome, PersistenceFailed> => {
       // The gate closed: a check of the exit policy.
       if ("check" in failure) return Effect.succeed(exit(failure))
+      // The org's budget could not be read: the store stops the burst as it would at its next write.
+      if (failure._tag === "PersistenceFailed") return Effect.fail(failure)
       if (failure._tag === "ProviderExhausted") {
         return Effect.succeed(exit({ check: "ProviderChain", reason: "provider_failed", notice: failure.message }))
       }
@@ -239,7 +338,7 @@ export const extra = (
 const overflow = (notice: string) => exit({ check: "Prune", reason: "context_overflow", notice })
 
 /** Exactly one mechanical prune per burst, then one retry; never re-send an identical request. */
-const pruneAndRetry = (ctx: Burst.Context, burst: Burst.Burst): Effect.Effect<Outcome> =>
+const pruneAndRetry = (ctx: Burst.Context, burst: Burst.Burst): Effect.Effect<Outcome, PersistenceFailed> =>
   Effect.flatMap(Clock.currentTimeMillis, (at) => {
     if (burst.pruned) return Effect.succeed(overflow("the context overflowed again after the burst's one prune"))
     burst.pruned = true
@@ -313,7 +412,7 @@ export const sample = (ctx: Burst.Context, burst: Burst.Burst, slot: SampleSlot)
         : new SampleRefused({
           reason: "provider",
           message: `the session's model did not answer MCP server "${request.server}": ${
-            failure._tag === "ProviderExhausted" ? failure.message : `${failure.kind}: ${failure.message}`
+            failure._tag === "ProviderError" ? `${failure.kind}: ${failure.message}` : failure.message
           }`
         })
       burst.errors.push({ code: `sampling.${refused.reason}`, message: refused.message })

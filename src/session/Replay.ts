@@ -42,6 +42,7 @@ import type { SampleRequest, ToolDef, ToolOutcome } from "../tools/ToolExecutor.
 import { ToolExecutor } from "../tools/ToolExecutor.js"
 import type * as Burst from "./Burst.js"
 import * as Ids from "./Ids.js"
+import * as OrgGate from "./OrgGate.js"
 import * as Run from "./Run.js"
 import * as ToolCall from "./ToolCall.js"
 import * as Transcript from "./Transcript.js"
@@ -525,6 +526,9 @@ export const verifyBurst = (recorded: RecordedBurst, options: Options = {}): Eff
         cancel,
         seed: record.seed,
         promptChars: record.promptChars,
+        org: record.orgPerDayMicros === undefined
+          ? undefined
+          : OrgGate.replay(session.principal.orgId, record.orgPerDayMicros, t.decisions ?? []),
         onStart: (burst) => (b = burst)
       }))
       yield* drive(fiber, feed, diverge)

@@ -30,6 +30,7 @@ import type { ToolSpec } from "../model/ModelProvider.js"
 import * as Cost from "../rails/Cost.js"
 import * as ExitPolicy from "../rails/ExitPolicy.js"
 import * as Limits from "../rails/Limits.js"
+import * as OrgBudget from "../rails/OrgBudget.js"
 import { SessionStore } from "../store/SessionStore.js"
 import * as GenAi from "../telemetry/GenAi.js"
 import * as Metrics from "../telemetry/Metrics.js"
@@ -42,6 +43,7 @@ import { Ids } from "./Ids.js"
 import * as TrajectoryLog from "./internal/trajectoryLog.js"
 import * as Landing from "./Landing.js"
 import * as Loop from "./Loop.js"
+import * as OrgGate from "./OrgGate.js"
 import * as Prompt from "./Prompt.js"
 
 /** What a burst is asked to do. */
@@ -65,6 +67,8 @@ export interface Request {
   readonly seed?: number
   /** The fixed part of a call's input estimate (`Burst.Context.promptChars`); a replay passes the recorded one. */
   readonly promptChars?: number | undefined
+  /** The org's daily budget as the burst meets it; a replay passes the recorded one (default: `OrgBudgets`, live). */
+  readonly org?: OrgGate.OrgGate | undefined
   /** Receives the burst record as soon as it exists (the actor's handle on a running burst). */
   readonly onStart?: (burst: Burst.Burst) => void
 }
@@ -248,6 +252,12 @@ const run = (
       runId,
       timeoutMs: limits.toolTimeoutMs
     })
+    const perDay = OrgBudget.perDayOf(yield* OrgBudget.OrgBudgets, session.principal.orgId)
+    const org = "org" in request
+      ? request.org
+      : perDay === undefined
+      ? undefined
+      : OrgGate.live(store, session.principal.orgId, perDay, session.id)
     const ctx: Burst.Context = {
       session,
       spec: instructed.spec,
@@ -261,7 +271,10 @@ const run = (
       toolSpecs: specs,
       // Only a cost budget reads it (`ModelCall`'s gate): without one, nothing is measured.
       promptChars: request.promptChars ??
-        (Cost.bounded(limits) ? Prompt.system(instructed.spec).length + JSON.stringify(specs).length : 0)
+        (Cost.bounded(limits) || org !== undefined
+          ? Prompt.system(instructed.spec).length + JSON.stringify(specs).length
+          : 0),
+      org
     }
     const startedAt = yield* Clock.currentTimeMillis
     const before = session.state

@@ -20,6 +20,7 @@ import { Principal } from "../domain/Principal.js"
 import type { Session } from "../domain/Session.js"
 import type { Trajectory } from "../domain/Trajectory.js"
 import { Usage } from "../domain/Usage.js"
+import * as OrgBudget from "../rails/OrgBudget.js"
 import * as Ledger from "./internal/ledger.js"
 import * as Packing from "./internal/packing.js"
 import * as Refusals from "./internal/refusals.js"
@@ -119,6 +120,8 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
   /** `<org>\u0000<key>` → the first answer under that idempotency key. */
   const idempotency = new Map<string, IdempotencyRecord>()
   const keyOf = (orgId: string, key: string) => `${orgId}\u0000${key}`
+  /** `<org>\u0000<UTC day>` → the day's spend under a daily budget (rails/OrgBudget). */
+  const spend = new Map<string, { spentMicros: number; heldMicros: number; heldUntil: number }>()
   // Closed trajectories are kept packed (internal/packing): as objects they were two fifths of a held session's
   // bytes. Their templates are this store's own, so they go with it.
   const packer = Packing.make({ classes: [Usage, Principal], maxTemplates: 1024 })
@@ -408,7 +411,36 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
           }
         }
         return Ledger.rows(found, from, to)
-      })
+      }),
+
+    holdSpend: (orgId, day, perDayMicros, wantMicros, at) =>
+      Effect.sync(() => {
+        const key = keyOf(orgId, day)
+        const row = spend.get(key) ?? { spentMicros: 0, heldMicros: 0, heldUntil: 0 }
+        const live = row.heldUntil > at ? row.heldMicros : 0
+        const granted = OrgBudget.grant(perDayMicros, row.spentMicros, live, wantMicros)
+        if (granted > 0) {
+          spend.set(key, {
+            spentMicros: row.spentMicros,
+            heldMicros: live + granted,
+            heldUntil: Math.max(row.heldUntil, at + OrgBudget.holdLifetimeMs)
+          })
+        }
+        return { granted, tally: { spentMicros: row.spentMicros, heldMicros: live } }
+      }),
+
+    settleSpend: (orgId, day, heldMicros, spentMicros) =>
+      Effect.sync(() => {
+        const key = keyOf(orgId, day)
+        const row = spend.get(key) ?? { spentMicros: 0, heldMicros: 0, heldUntil: 0 }
+        spend.set(key, {
+          spentMicros: row.spentMicros + spentMicros,
+          heldMicros: Math.max(0, row.heldMicros - heldMicros),
+          heldUntil: row.heldUntil
+        })
+      }),
+
+    daySpend: (orgId, day) => Effect.sync(() => spend.get(keyOf(orgId, day))?.spentMicros ?? 0)
   }
   for (const listener of listeners) listener(service, () => [...sessions.values()].map((r) => r.session))
   return service

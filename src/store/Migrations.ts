@@ -17,6 +17,7 @@ import appendFunction from "./migrations/0003_append_function.js"
 import inbox from "./migrations/0004_inbox.js"
 import mcpCredentials from "./migrations/0005_mcp_credentials.js"
 import pairing from "./migrations/0006_pairing.js"
+import orgSpend from "./migrations/0007_org_spend.js"
 
 /** The bookkeeping table of applied migrations. */
 export const table = "corral_migrations"
@@ -28,7 +29,8 @@ export const all: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClien
   "0003_append_function": appendFunction,
   "0004_inbox": inbox,
   "0005_mcp_credentials": mcpCredentials,
-  "0006_pairing": pairing
+  "0006_pairing": pairing,
+  "0007_org_spend": orgSpend
 }
 
 const migrate = Migrator.make({})

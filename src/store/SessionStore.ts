@@ -11,7 +11,7 @@ import type { IdempotencyRecord, InboxMessage } from "../domain/Inbox.js"
 import type { Turn, TurnEntry } from "../domain/Message.js"
 import type { Session, SessionState, SessionStatus } from "../domain/Session.js"
 import type { Trajectory } from "../domain/Trajectory.js"
-import type { UsageRow } from "../domain/Usage.js"
+import type { OrgDayTally, UsageRow } from "../domain/Usage.js"
 
 /** Filters and paging of `listSessions`. */
 export interface ListSessionsOptions {
@@ -201,4 +201,26 @@ export class SessionStore extends Context.Tag("corral/store/SessionStore")<Sessi
    * provider. Only `orgId`'s sessions count.
    */
   readonly usage: (orgId: string, from: number, to: number) => Effect.Effect<ReadonlyArray<UsageRow>, PersistenceFailed>
+
+  /**
+   * Holds up to `wantMicros` of `orgId`'s budget of `perDayMicros` for the UTC `day` (`rails/OrgBudget`): grants, in
+   * one atomic step, `OrgBudget.grant` of what is spent and what live holds hold, adds the grant to the holds (live for
+   * `OrgBudget.holdLifetimeMs` after `at`), and answers the grant with the day's tally as it stood before it.
+   */
+  readonly holdSpend: (
+    orgId: string,
+    day: string,
+    perDayMicros: number,
+    wantMicros: number,
+    at: number
+  ) => Effect.Effect<{ readonly granted: number; readonly tally: OrgDayTally }, PersistenceFailed>
+  /** Ends a hold of `heldMicros` for the UTC `day`: adds `spentMicros` (what the call's attempts cost) to the day's spend. */
+  readonly settleSpend: (
+    orgId: string,
+    day: string,
+    heldMicros: number,
+    spentMicros: number
+  ) => Effect.Effect<void, PersistenceFailed>
+  /** What `orgId` has spent on the UTC `day` (settled calls), in micro-dollars; 0 when nothing. */
+  readonly daySpend: (orgId: string, day: string) => Effect.Effect<number, PersistenceFailed>
 }>() {}

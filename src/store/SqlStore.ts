@@ -31,6 +31,7 @@ import { Scope } from "../domain/Scope.js"
 import { SessionState } from "../domain/Session.js"
 import type { Session } from "../domain/Session.js"
 import { Trajectory } from "../domain/Trajectory.js"
+import * as OrgBudget from "../rails/OrgBudget.js"
 import * as Metrics from "../telemetry/Metrics.js"
 import * as Database from "./Database.js"
 import * as Embedded from "./Embedded.js"
@@ -108,6 +109,12 @@ const decodeEntry = Schema.decodeUnknown(TurnEntry)
 const decodeSpecs = Schema.decodeUnknown(Schema.Array(Schema.Struct({ spec: AgentSpec })))
 const decodeTrajectories = Schema.decodeUnknown(Schema.Array(Schema.Struct({ payload: Trajectory })))
 const decodeIds = Schema.decodeUnknown(Schema.Array(Schema.Struct({ id: Schema.String })))
+const decodeHold = Schema.decodeUnknown(
+  Schema.Tuple(
+    Schema.Struct({ granted: Schema.NumberFromString, spent: Schema.NumberFromString, held: Schema.NumberFromString })
+  )
+)
+const decodeSpent = Schema.decodeUnknown(Schema.Array(Schema.Struct({ spent: Schema.NumberFromString })))
 const decodeScopes = Schema.decodeUnknown(Schema.Array(Schema.Struct({ id: Schema.String, scope: Schema.String })))
 
 const encodeState = Schema.encode(SessionState)
@@ -456,6 +463,26 @@ export const make = (
           Effect.flatMap(decodeTrajectories),
           Effect.map((rows) => Ledger.rows(rows.map((row) => row.payload), from, to)),
           persist("usage")
+        ),
+
+      holdSpend: (orgId, day, perDayMicros, wantMicros, at) =>
+        sql`SELECT granted::text, spent::text, held::text FROM corral_hold_spend(
+          ${orgId}, ${day}, ${perDayMicros}, ${wantMicros}, ${at}, ${at + OrgBudget.holdLifetimeMs})`.pipe(
+          Effect.flatMap(decodeHold),
+          Effect.map(([row]) => ({ granted: row.granted, tally: { spentMicros: row.spent, heldMicros: row.held } })),
+          persist("holdSpend")
+        ),
+
+      settleSpend: (orgId, day, heldMicros, spentMicros) =>
+        sql`UPDATE org_spend SET spent_micros = spent_micros + ${spentMicros},
+          held_micros = GREATEST(0, held_micros - ${heldMicros})
+          WHERE org_id = ${orgId} AND day = ${day}`.pipe(Effect.asVoid, persist("settleSpend")),
+
+      daySpend: (orgId, day) =>
+        sql`SELECT spent_micros::text AS spent FROM org_spend WHERE org_id = ${orgId} AND day = ${day}`.pipe(
+          Effect.flatMap(decodeSpent),
+          Effect.map((rows) => rows[0]?.spent ?? 0),
+          persist("daySpend")
         )
     }
 

@@ -5,6 +5,7 @@ import type { CorralErrorOf, CorralService } from "../../src/index.js"
 import {
   AgentNotFound,
   AlreadyDecided,
+  BudgetExhausted,
   Corral,
   CorralError,
   FieldIssue,
@@ -36,6 +37,13 @@ const members: { readonly [K in CorralError["_tag"]]: CorralErrorOf<K> } = {
     reason: "already_decided",
     decision: "approve",
     callId: "call_1"
+  }),
+  BudgetExhausted: new BudgetExhausted({
+    message: "org acme has spent its daily budget",
+    orgId: "acme",
+    perDayMicros: 1_000_000,
+    spentMicros: 1_000_010,
+    resetsAt: "2026-12-07T00:00:00.000Z"
   }),
   PersistenceFailed: new PersistenceFailed({ operation: "appendTurn", message: "the store did not answer" })
 }
@@ -163,6 +171,7 @@ describe("CorralError through the Corral service", () => {
             SessionNotFound: handled,
             ScopeMismatch: handled,
             InvalidSessionState: handled,
+            BudgetExhausted: handled,
             AlreadyDecided: handled,
             PersistenceFailed: handled
           })

@@ -61,6 +61,9 @@ const everyMethod = (store: Store, session: Session, ghost: Session, label: stri
     saveTrajectory: store.saveTrajectory(trajectory(session, 1)),
     trajectories: store.trajectories(org, session.id),
     usage: store.usage(org, 0, 10_000),
+    holdSpend: store.holdSpend(org, "2026-01-01", 1_000, 10, 2_000),
+    settleSpend: store.settleSpend(org, "2026-01-01", 10, 5),
+    daySpend: store.daySpend(org, "2026-01-01"),
     accept: store.accept({
       message: {
         id: `msg_${uid()}`,
