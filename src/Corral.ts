@@ -427,24 +427,40 @@ export const make: Effect.Effect<
    * from then on the prompt runs, in this process or, after a crash, in the next.
    */
   /**
-   * Refuses a new burst of an org whose daily budget is spent (`BudgetExhausted`, with when it resets): the first
-   * model call would stop it anyway, and the person who asks learns it now, with nothing stored.
+   * Refuses a new burst of an org whose daily budget cannot pay for even its first call (`BudgetExhausted`, with when
+   * it resets): what is left is below that call's least cost — the agent's system prompt and the message at the
+   * route's input prices, and one output token. The call would be refused anyway; the person who asks learns it now,
+   * with nothing stored.
    */
-  const withinOrgBudget = (by: Principal): Effect.Effect<void, BudgetExhausted | PersistenceFailed> => {
+  const withinOrgBudget = (
+    by: Principal,
+    spec: AgentSpec,
+    text: string
+  ): Effect.Effect<void, BudgetExhausted | PersistenceFailed> => {
     const perDay = OrgBudget.perDayOf(orgBudgets, by.orgId)
     if (perDay === undefined) return Effect.void
     return Effect.flatMap(Clock.currentTimeMillis, (now) => {
       const { day, resetsAt } = OrgBudget.dayOf(now)
-      return Effect.flatMap(store.daySpend(by.orgId, day), (spent) =>
-        spent < perDay ? Effect.void : Effect.fail(
-          new BudgetExhausted({
-            message: `${OrgBudget.exhaustedMessage(by.orgId, perDay, spent, resetsAt)}; no new burst starts until then`,
-            orgId: by.orgId,
-            perDayMicros: perDay,
-            spentMicros: spent,
-            resetsAt: new Date(resetsAt).toISOString()
-          })
-        ))
+      const prices = Option.getOrElse(providers.route(spec.tier), () => []).flatMap((p) =>
+        p.pricing === undefined ? [] : [p.pricing]
+      )
+      // On the low side (4 characters a token): a burst refused here could not have made its call.
+      const least = Cost.worstCase(prices, Math.floor((Prompt.system(spec).length + text.length) / 4), 1)
+      return Effect.flatMap(
+        store.daySpend(by.orgId, day),
+        (spent) =>
+          perDay - spent > least ? Effect.void : Effect.fail(
+            new BudgetExhausted({
+              message: `${
+                OrgBudget.exhaustedMessage(by.orgId, perDay, spent, resetsAt)
+              }; no new burst starts until then`,
+              orgId: by.orgId,
+              perDayMicros: perDay,
+              spentMicros: spent,
+              resetsAt: new Date(resetsAt).toISOString()
+            })
+          )
+      )
     })
   }
 
@@ -457,7 +473,7 @@ export const make: Effect.Effect<
       const before = yield* earlier(by, options.idempotencyKey, print)
       if (Option.isSome(before)) return before.value
       const spec = yield* getAgent(by, request.agentId, request.version)
-      yield* withinOrgBudget(by)
+      yield* withinOrgBudget(by, spec, request.prompt)
       if (request.sessionId !== undefined) {
         const existing = yield* store.getSession(by.orgId, request.sessionId)
         if (Option.isSome(existing)) {
@@ -557,7 +573,10 @@ export const make: Effect.Effect<
           message: SessionActor.waitingForDecision
         })
       }
-      yield* withinOrgBudget(by)
+      if (OrgBudget.perDayOf(orgBudgets, by.orgId) !== undefined) {
+        const spec = yield* store.getAgent(by.orgId, session.agentId, session.agentVersion)
+        if (Option.isSome(spec)) yield* withinOrgBudget(by, spec.value, text)
+      }
       const now = yield* Clock.currentTimeMillis
       const message: InboxMessage = {
         id: ids.messageId(),

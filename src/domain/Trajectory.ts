@@ -143,8 +143,8 @@ export const RailDecision = Schema.Union(
   /**
    * The org's daily budget (`OrgBudget`) granted the `call`-th model call of the burst less than its worst case
    * (`wantMicros`): `grantedMicros` was what was left after `spentMicros` spent and `heldMicros` held by the org's
-   * calls in flight. The call was sent with its output cap lowered to fit the grant, or (an `exit` follows) not made.
-   * A replay grants the same.
+   * calls in flight (after waiting `waitedMs` for those to settle). The call was sent with its output cap lowered to
+   * fit the grant, or (an `exit` follows) not made. A replay grants the same (without the wait's polls).
    */
   Schema.TaggedStruct("org_budget", {
     at,
@@ -152,7 +152,9 @@ export const RailDecision = Schema.Union(
     wantMicros: Schema.Int,
     grantedMicros: Schema.Int,
     spentMicros: Schema.Int,
-    heldMicros: Schema.Int
+    heldMicros: Schema.Int,
+    /** How long the call waited for the org's calls in flight to release what they held. */
+    waitedMs: Schema.Number
   }),
   /**
    * A request to `provider` left out `parts` reasoning parts of the transcript because another provider made them
@@ -198,7 +200,9 @@ export const RouteEntry = Schema.Struct({
     cacheRead: Schema.Int,
     cacheWrite: Schema.Int,
     reasoning: Schema.Int
-  }))
+  })),
+  /** Its output cap for a request without one (`ModelProvider.maxOutputTokens`): an org budget's hold uses it. */
+  maxOutputTokens: Schema.optional(Schema.Int)
 })
 export type RouteEntry = typeof RouteEntry.Type
 

@@ -61,6 +61,11 @@ export interface ModelProvider {
    * cost budgets bound calls with it. Absent: its calls are not priced (they cost 0 to a cost budget).
    */
   readonly pricing?: Cost.Prices
+  /**
+   * The output cap this provider sends when a request has none (its configured `maxOutputTokens`): an org budget's
+   * hold takes it as the call's worst case (`rails/OrgBudget`). Absent: `OrgBudget.uncappedOutputTokens`.
+   */
+  readonly maxOutputTokens?: number
   /** One attempt. Fails only with a classified `ProviderError`. */
   readonly complete: (request: ModelRequest) => Effect.Effect<ModelReply, ProviderError>
 }

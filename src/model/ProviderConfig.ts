@@ -434,9 +434,11 @@ export const layer = (
       const built = new Map<string, ModelProvider>()
       for (const [name, settings] of Object.entries(config.providers ?? {})) {
         const provider = yield* makeProvider(name, settings)
-        const priced = settings.pricing === undefined
-          ? provider
-          : { ...provider, pricing: Cost.fromUsd(settings.pricing) }
+        const priced = {
+          ...provider,
+          ...(settings.pricing === undefined ? {} : { pricing: Cost.fromUsd(settings.pricing) }),
+          ...(settings.maxOutputTokens === undefined ? {} : { maxOutputTokens: settings.maxOutputTokens })
+        }
         built.set(name, StormGuard.wrap(priced, options.guard))
       }
       const routes: Record<string, ReadonlyArray<ModelProvider>> = {}

@@ -262,10 +262,13 @@ export const fromFunction = (options: {
   readonly name?: string
   readonly model?: string
   readonly reply: (request: ModelRequest) => ModelReply
+  /** USD per million tokens: prices its attempts (`rails/Cost`). */
+  readonly pricing?: Cost.UsdPerMTok
 }): ModelProvider => ({
   name: options.name ?? "function",
   model: options.model ?? "function-model",
   timeoutMs: defaultAttempt.timeoutMs,
   maxAttempts: defaultAttempt.maxAttempts,
+  ...(options.pricing === undefined ? {} : { pricing: Cost.fromUsd(options.pricing) }),
   complete: (request) => Effect.sync(() => options.reply(request))
 })

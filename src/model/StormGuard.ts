@@ -371,6 +371,7 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
     model: provider.model,
     ...(provider.vendor === undefined ? {} : { vendor: provider.vendor }),
     ...(provider.pricing === undefined ? {} : { pricing: provider.pricing }),
+    ...(provider.maxOutputTokens === undefined ? {} : { maxOutputTokens: provider.maxOutputTokens }),
     timeoutMs: provider.timeoutMs,
     maxAttempts: provider.maxAttempts,
     complete: Effect.fnUntraced(function*(request: ModelRequest) {

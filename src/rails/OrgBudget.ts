@@ -48,6 +48,13 @@ export const perDayOf = (settings: Settings, orgId: string): number | undefined 
 export const holdLifetimeMs = 15 * 60_000
 
 /**
+ * How long a call waits when what is left of the day's budget is held by the org's other calls in flight (they
+ * settle at their real cost, mostly far under their worst case): a minute's share of a burst's active time, past
+ * which the call is not made and the burst ends `cost_budget`.
+ */
+export const holdWaitMs = 30_000
+
+/**
  * The output cap of a call that has none, under an org budget: a hold needs a worst case. 8,192 tokens is the
  * Anthropic adapter's own default cap.
  */

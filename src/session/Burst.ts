@@ -309,7 +309,8 @@ const replayRecord = (ctx: Context, burst: Burst): ReplayRecord => ({
     model: p.model,
     maxAttempts: p.maxAttempts,
     timeoutMs: p.timeoutMs,
-    ...(p.pricing === undefined ? {} : { pricing: p.pricing })
+    ...(p.pricing === undefined ? {} : { pricing: p.pricing }),
+    ...(p.maxOutputTokens === undefined ? {} : { maxOutputTokens: p.maxOutputTokens })
   }))),
   tools: intern(ctx.toolSpecs.map((spec) => {
     const def = ctx.tools.get(spec.name)

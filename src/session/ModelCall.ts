@@ -108,10 +108,12 @@ const free: OrgHold = { _tag: "Free" }
 
 /**
  * Holds the call's worst case in the org's daily budget (`OrgGate`, `rails/OrgBudget`) before the gate: its input
- * estimate plus its output cap (the request's, the burst's cost fit, or `OrgBudget.uncappedOutputTokens`) at the
- * highest prices it may meet. A grant short of it lowers the cap to fit (an `org_budget` decision), or — too little
- * for the input — ends the burst `cost_budget`. Runs before the synchronous gate so that the gate's checks and its
- * counter increment stay one step; a call the gate then blocks releases its hold unspent.
+ * estimate plus its output cap (the request's, else the route's `maxOutputTokens`, lowered to the burst's cost fit)
+ * at the highest prices it may meet. A grant short of it lowers the cap to fit (an `org_budget` decision). A grant
+ * too small for the call while the room is only HELD by the org's calls in flight (they will settle, mostly under
+ * their worst case) waits for them, up to `OrgBudget.holdWaitMs`; too small with the day's budget spent, or after that
+ * wait, ends the burst `cost_budget`. Runs before the synchronous gate so that the gate's checks and its counter
+ * increment stay one step; a call the gate then blocks releases its hold unspent.
  */
 const holdFor = (
   ctx: Burst.Context,
@@ -121,52 +123,60 @@ const holdFor = (
   ctx.org === undefined ? Effect.succeed(free) : Effect.gen(function*() {
     const org = ctx.org!
     const chain = yield* Ref.get(burst.chain)
-    const now = yield* Clock.currentTimeMillis
+    const first = yield* Clock.currentTimeMillis
     const prices = pricesFrom(ctx, chain.index)
     const inputTokens = Cost.estimateTokens(ctx.promptChars + JSON.stringify(request.messages).length)
-    const facts = Burst.facts(ctx, burst, chain.exhausted, now)
-    const cap = request.maxTokens ?? OrgBudget.uncappedOutputTokens
+    const facts = Burst.facts(ctx, burst, chain.exhausted, first)
+    const cap = request.maxTokens ??
+      Math.max(...ctx.providers.slice(chain.index).map((p) => p.maxOutputTokens ?? OrgBudget.uncappedOutputTokens))
     const fit = Cost.fit(prices, Cost.remaining(ctx.limits, facts.costBurst, facts.costSession), inputTokens, cap)
     // The burst's own budget blocks this call: the gate says so, in the policy's order.
     if (fit._tag === "None") return free
     const maxTokens = fit.maxTokens ?? cap
     const want = Cost.worstCase(prices, inputTokens, maxTokens)
-    if (want === 0) {
-      return {
-        _tag: "Held",
-        hold: { day: "", resetsAt: 0, granted: 0, tally: { spentMicros: 0, heldMicros: 0 } },
-        maxTokens
-      }
-    }
+    if (want === 0) return free
     const call = burst.counters.burst + 1
-    const hold = yield* org.hold(want, call, now)
-    if (hold.granted >= want) return { _tag: "Held", hold, maxTokens }
-    Burst.decided(burst, {
-      _tag: "org_budget",
-      at: now,
-      call,
-      wantMicros: want,
-      grantedMicros: hold.granted,
-      spentMicros: hold.tally.spentMicros,
-      heldMicros: hold.tally.heldMicros
-    })
-    const granted = Cost.fit(prices, hold.granted, inputTokens, maxTokens)
-    if (granted._tag === "Fits") return { _tag: "Held", hold, maxTokens: granted.maxTokens ?? maxTokens }
-    yield* org.settle(hold, 0)
-    const used = hold.tally.spentMicros + hold.tally.heldMicros
-    return {
-      _tag: "Blocked",
-      decision: {
-        check: "OrgBudget",
-        reason: "cost_budget",
-        notice: hold.tally.spentMicros >= org.perDay
-          ? OrgBudget.exhaustedMessage(org.orgId, org.perDay, hold.tally.spentMicros, hold.resetsAt)
-          : `org "${org.orgId}" has ${Math.max(0, org.perDay - used)} micro-dollars of its daily budget of ` +
-            `${org.perDay} left after the calls in flight (${hold.tally.heldMicros} held): too little for the next ` +
-            `call's input; it resets at ${new Date(hold.resetsAt).toISOString()}`
+    let hold = yield* org.hold(want, call, first)
+    // A replay's hold takes the recorded wait itself.
+    let now = hold.final === true ? yield* Clock.currentTimeMillis : first
+    for (let pause = 50; hold.granted < want; pause = Math.min(1_000, pause * 2)) {
+      const granted = Cost.fit(prices, hold.granted, inputTokens, maxTokens)
+      const roomIfSettled = org.perDay - hold.tally.spentMicros >= Cost.worstCase(prices, inputTokens, 1)
+      const waiting = hold.final !== true && granted._tag === "None" && roomIfSettled &&
+        now - first < OrgBudget.holdWaitMs
+      if (!waiting) {
+        Burst.decided(burst, {
+          _tag: "org_budget",
+          at: now,
+          call,
+          wantMicros: want,
+          grantedMicros: hold.granted,
+          spentMicros: hold.tally.spentMicros,
+          heldMicros: hold.tally.heldMicros,
+          waitedMs: now - first
+        })
+        if (granted._tag === "Fits") return { _tag: "Held", hold, maxTokens: granted.maxTokens ?? maxTokens }
+        yield* org.settle(hold, 0)
+        return { _tag: "Blocked", decision: orgExhausted(org, hold) }
       }
+      yield* org.settle(hold, 0)
+      yield* Effect.sleep(pause)
+      now = yield* Clock.currentTimeMillis
+      hold = yield* org.hold(want, call, now)
     }
+    return { _tag: "Held", hold, maxTokens }
   })
+
+const orgExhausted = (org: OrgGate.OrgGate, hold: OrgGate.Hold): ExitPolicy.Decision => ({
+  check: "OrgBudget",
+  reason: "cost_budget",
+  notice: hold.tally.spentMicros >= org.perDay
+    ? OrgBudget.exhaustedMessage(org.orgId, org.perDay, hold.tally.spentMicros, hold.resetsAt)
+    : `org "${org.orgId}" has ${Math.max(0, org.perDay - hold.tally.spentMicros)} micro-dollars of its daily ` +
+      `budget of ${org.perDay} left, ${hold.tally.heldMicros} of them held by its calls in flight, too little for the ` +
+      `next call's input after waiting ${OrgBudget.holdWaitMs / 1000} s; it resets at ` +
+      new Date(hold.resetsAt).toISOString()
+})
 
 /**
  * The tool call a sampler serves: its id, whether it has ended, and how many of its samples passed the gate. Every

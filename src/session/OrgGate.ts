@@ -24,6 +24,8 @@ export interface Hold {
   readonly resetsAt: number
   readonly granted: number
   readonly tally: OrgDayTally
+  /** A replay's grant: the recorded outcome, after the recorded wait; the gate does not wait again. */
+  readonly final?: boolean
 }
 
 /** The org's budget as one burst's calls meet it. */
@@ -72,14 +74,22 @@ export const replay = (orgId: string, perDay: number, decisions: ReadonlyArray<R
   return {
     orgId,
     perDay,
-    hold: (want, call, now) =>
-      Effect.sync((): Hold => {
-        const { day, resetsAt } = OrgBudget.dayOf(now)
-        const d = recorded.get(call)
-        return d === undefined
-          ? { day, resetsAt, granted: want, tally: { spentMicros: 0, heldMicros: 0 } }
-          : { day, resetsAt, granted: d.grantedMicros, tally: { spentMicros: d.spentMicros, heldMicros: d.heldMicros } }
-      }),
+    hold: (want, call, now) => {
+      const { day, resetsAt } = OrgBudget.dayOf(now)
+      const d = recorded.get(call)
+      if (d === undefined) {
+        return Effect.succeed({ day, resetsAt, granted: want, tally: { spentMicros: 0, heldMicros: 0 }, final: true })
+      }
+      const hold: Hold = {
+        day,
+        resetsAt,
+        granted: d.grantedMicros,
+        tally: { spentMicros: d.spentMicros, heldMicros: d.heldMicros },
+        final: true
+      }
+      // The recorded wait for the org's calls in flight takes the same time on the replay's clock.
+      return d.waitedMs > 0 ? Effect.as(Effect.sleep(d.waitedMs), hold) : Effect.succeed(hold)
+    },
     settle: () => Effect.void
   }
 }

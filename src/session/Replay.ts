@@ -182,6 +182,7 @@ const replayProviders = (t: Trajectory, feed: Feed, diverge: (d: Omit<Divergence
     maxAttempts: entry.maxAttempts,
     timeoutMs: entry.timeoutMs,
     ...(entry.pricing === undefined ? {} : { pricing: entry.pricing }),
+    ...(entry.maxOutputTokens === undefined ? {} : { maxOutputTokens: entry.maxOutputTokens }),
     complete: (request) =>
       Effect.suspend(() => {
         feed.progress += 1
