@@ -17,6 +17,7 @@ import { initialState, view } from "../../src/domain/Session.js"
 import type { Trajectory } from "../../src/domain/Trajectory.js"
 import { Usage } from "../../src/domain/Usage.js"
 import * as Limits from "../../src/rails/Limits.js"
+import * as OrgBudget from "../../src/rails/OrgBudget.js"
 import * as Pairing from "../../src/store/Pairing.js"
 import { SessionStore } from "../../src/store/SessionStore.js"
 import { newOrg, newSession, uid, user } from "./StoreFixtures.js"
@@ -444,6 +445,36 @@ export const sessionStoreContract = (name: string, storeLayer: Layer.Layer<Sessi
         const runs = [trajectory(session, 1), trajectory(session, 2), trajectory(session, 3)]
         yield* Effect.forEach(runs, store.saveTrajectory, { discard: true })
         expect(yield* store.trajectories(session.principal.orgId, session.id)).toEqual(runs)
+      }))
+    it.effect("grants an org's daily budget atomically: holds never jointly pass it, settling counts the spend", () =>
+      Effect.gen(function*() {
+        const store = yield* SessionStore
+        const org = newOrg()
+        // 40 holds of 100 at once against 1,000: exactly 10 are granted whole, the rest nothing.
+        const holds = yield* Effect.forEach(
+          Array.from({ length: 40 }, () => 100),
+          (want) => store.holdSpend(org, "2026-12-06", 1_000, want, 5_000),
+          { concurrency: "unbounded" }
+        )
+        const granted = holds.map((h) => h.granted)
+        expect(granted.reduce((a, b) => a + b, 0)).toBe(1_000)
+        expect(granted.filter((g) => g === 100).length).toBe(10)
+        // A hold is granted what is left, at most what it asked.
+        yield* Effect.forEach(
+          holds.filter((h) => h.granted > 0).slice(0, 5),
+          (h) => store.settleSpend(org, "2026-12-06", h.granted, 60),
+          { discard: true }
+        )
+        expect(yield* store.daySpend(org, "2026-12-06")).toBe(300)
+        // 300 spent, 500 still held: 200 left.
+        const partial = yield* store.holdSpend(org, "2026-12-06", 1_000, 450, 6_000)
+        expect(partial).toEqual({ granted: 200, tally: { spentMicros: 300, heldMicros: 500 } })
+        // Other days and other orgs are their own.
+        expect(yield* store.daySpend(org, "2026-12-07")).toBe(0)
+        expect((yield* store.holdSpend(newOrg(), "2026-12-06", 1_000, 450, 6_000)).granted).toBe(450)
+        // Holds of a process that died stop counting once the org has taken none for the hold lifetime.
+        const later = yield* store.holdSpend(org, "2026-12-06", 1_000, 1_000, 6_000 + OrgBudget.holdLifetimeMs + 1)
+        expect(later).toEqual({ granted: 700, tally: { spentMicros: 300, heldMicros: 0 } })
       }))
     it.effect("sums the usage ledger by UTC day, agent, provider and model, over a range, for one org only", () =>
       Effect.gen(function*() {

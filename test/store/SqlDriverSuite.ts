@@ -41,7 +41,8 @@ export const sqlDriverSuite = (name: string, driver: Layer.Layer<SessionStore | 
           ],
           [4, "inbox"],
           [5, "mcp_credentials"],
-          [6, "pairing"]
+          [6, "pairing"],
+          [7, "org_spend"]
         ])
       }))
 

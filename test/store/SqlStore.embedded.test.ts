@@ -34,7 +34,8 @@ describe("Embedded", () => {
         ],
         [4, "inbox"],
         [5, "mcp_credentials"],
-        [6, "pairing"]
+        [6, "pairing"],
+        [7, "org_spend"]
       ]])
       expect(yield* Migrations.run).toEqual([])
     }).pipe(Effect.provide(Embedded.layerEmbedded())))

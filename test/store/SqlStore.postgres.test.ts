@@ -32,7 +32,8 @@ describe.skipIf(testDatabaseUrl === undefined)(
             ],
             [4, "inbox"],
             [5, "mcp_credentials"],
-            [6, "pairing"]
+            [6, "pairing"],
+            [7, "org_spend"]
           ]])
           expect(yield* Migrations.run).toEqual([])
         }))
