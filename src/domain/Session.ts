@@ -135,6 +135,12 @@ export const SessionView = Schema.Struct({
   agentVersion: Schema.Int,
   scope: Schema.String,
   status: SessionStatus,
+  /**
+   * `"unknown"` while the session reads `running` but no live node owns it (a cluster node died mid-burst and its
+   * shards have not been taken over yet): nothing runs its burst; once a node takes it over it reads `interrupted`
+   * (resume with a follow-up). Absent otherwise.
+   */
+  owner: Schema.optional(Schema.Literal("unknown")),
   exitReason: Schema.optional(ExitReason),
   report: Schema.optional(Report),
   usage: Usage,

@@ -13,6 +13,7 @@
  */
 import { HttpApiBuilder, HttpApiError, HttpServerRequest } from "@effect/platform"
 import { Clock, Effect, Layer, Option } from "effect"
+import * as Ownership from "../cluster/Ownership.js"
 import type { StartRequest } from "../Corral.js"
 import { Corral } from "../Corral.js"
 import type { AgentSpecInput } from "../domain/AgentSpec.js"
@@ -87,7 +88,8 @@ const detach = <A, E>(self: Effect.Effect<A, E>) =>
 const current = (by: Principal, sessionId: string) =>
   Effect.gen(function*() {
     const found = yield* (yield* SessionStore).getSession(by.orgId, sessionId)
-    if (Option.isSome(found)) return view(found.value)
+    // In a cluster, a running session that no live node owns says so (cluster/Ownership).
+    if (Option.isSome(found)) return yield* Ownership.mark(view(found.value))
     // Not in the store: let Corral answer (a live actor not yet persisted, or SessionNotFound).
     return yield* (yield* Corral).get(by, sessionId)
   })

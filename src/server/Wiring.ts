@@ -26,6 +26,7 @@ import { Config, ConfigError, Context, Duration, Effect, Layer, Option, Redacted
 import type { Scope } from "effect"
 import { randomUUID } from "node:crypto"
 import * as ClusterEvents from "../cluster/ClusterEvents.js"
+import * as Ownership from "../cluster/Ownership.js"
 import * as Watchdog from "../cluster/Watchdog.js"
 import type { Settings } from "../config/Config.js"
 import { Corral } from "../Corral.js"
@@ -532,9 +533,12 @@ export const layer = (
       cluster === undefined
         ? Corral.layer(hosting)
         : Layer.provide(
-          // The sweep runs as often as a shard lock lives: about as soon as a dead node's shards move anyway.
-          Corral.layerCluster({ ...hosting, sweepInterval: Duration.millis(settings.cluster.lockExpirationMs) }),
-          cluster.runner
+          // The sweep runs as often as a shard lock lives: about as soon as a dead node's shards move anyway. A view
+          // of a session no live node owns says so (cluster/Ownership).
+          Ownership.layer.pipe(Layer.provideMerge(
+            Corral.layerCluster({ ...hosting, sweepInterval: Duration.millis(settings.cluster.lockExpirationMs) })
+          )),
+          Layer.merge(cluster.runner, cluster.sql)
         )
     ),
     Layer.provideMerge(Layer.provideMerge(readiness, ports)),

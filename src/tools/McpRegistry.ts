@@ -30,7 +30,7 @@
  * happened; lost servers are restarted (see `internal/mcpConnection`). A call's progress and its server's log
  * messages go to `ToolNotices` when the runtime provides one.
  */
-import { Chunk, Clock, Deferred, Effect, Either, Layer, Option, Queue, Runtime, Schedule, Schema } from "effect"
+import { Chunk, Clock, Deferred, Effect, Either, Fiber, Layer, Option, Queue, Runtime, Schedule, Schema } from "effect"
 import type { Context, Scope } from "effect"
 import { Elicitations } from "./Elicitations.js"
 import * as McpCall from "./internal/mcpCall.js"
@@ -257,9 +257,16 @@ export const make = (
     const handles = Object.keys(servers).sort().map((name) =>
       Connection.makeHandle(name, servers[name]!, now, oauthOf(name, servers[name]!))
     )
-    // One finalizer closing every server at once: a graceful stdio close can take seconds, and they add up.
+    // One finalizer closing every server at once: a graceful stdio close can take up to a second, and they add up.
+    // On a fiber of its own: a finalizer runs with the fiber refs of its acquisition, and a layer built beside others
+    // forks, from its finalizer too, onto the fiber that built them (Effect's concurrent build grafts its forks
+    // there) — in `corral serve` the main fiber, whose end waits for them, so a close there held the process's exit
+    // past its shutdown bound. A daemon's forks are its own: a host that stops waiting for this finalizer can exit.
     yield* Effect.addFinalizer(() =>
-      Effect.forEach(handles, Connection.shutdown, { concurrency: "unbounded", discard: true })
+      Effect.flatMap(
+        Effect.forkDaemon(Effect.forEach(handles, Connection.shutdown, { concurrency: "unbounded", discard: true })),
+        Fiber.join
+      )
     )
     const started = yield* Effect.forEach(handles, (handle) => Connection.start(handle, connection), {
       concurrency: "unbounded"

@@ -37,5 +37,8 @@ export const untrack = (pid: number): void => {
   live.delete(pid)
 }
 
+/** Whether `pid` is listed: spawned here and not yet seen to exit. */
+export const isLive = (pid: number): boolean => live.has(pid)
+
 /** The children listed now (for tests). */
 export const tracked = (): ReadonlyArray<number> => [...live]

@@ -299,11 +299,32 @@ const listAll = async (client: Client, signal: AbortSignal, timeout: number): Pr
 }
 
 /**
+ * How long a stdio server is given at shutdown to exit after its stdin's end, and then again after SIGTERM, before
+ * it is sent SIGKILL. The SDK's own close waits 2 s at each step (4 s before its SIGKILL), which a node's stop,
+ * 2 s for all its layers after the drain's deadline, cannot afford: a server that ignores both would hold the node
+ * past its bound. A server that exits on its stdin's end, as the MCP spec asks, is not hurried by it.
+ */
+export const stopGraceMs = 500
+
+/** Sends `signal` to child `pid` while it is listed alive (a pid seen to exit may already be another process's). */
+const signalLive = (pid: number, signal: NodeJS.Signals): Effect.Effect<void> =>
+  Effect.sync(() => {
+    if (!Children.isLive(pid)) return
+    try {
+      process.kill(pid, signal)
+    } catch {
+      // Already gone.
+    }
+  })
+
+/**
  * Closes a connection for good (idempotent). A healthy HTTP session is ended politely; a stdio child gets the
  * SDK's graceful close (stdin end, then SIGTERM, then SIGKILL) — or, with `force` (an open that failed or was
- * interrupted, so the child may not even read stdin yet), SIGTERM at once.
+ * interrupted, so the child may not even read stdin yet), SIGTERM at once. With `stopping` (the host's shutdown) a
+ * stdio child that has not exited `stopGraceMs` after its stdin's end is sent SIGTERM, and SIGKILL `stopGraceMs`
+ * later: it is gone within about 1 s whatever it traps.
  */
-export const close = (conn: Conn, force = false): Effect.Effect<void> =>
+export const close = (conn: Conn, force = false, stopping = false): Effect.Effect<void> =>
   Effect.suspend(() => {
     if (conn.closing) return Effect.void
     conn.closing = true
@@ -320,7 +341,22 @@ export const close = (conn: Conn, force = false): Effect.Effect<void> =>
       : Effect.void
     // The graceful stdio close waits up to 2 s per step: bound the whole wait.
     const closeClient = Effect.tryPromise(() => conn.client.close()).pipe(Effect.timeout("5 seconds"), Effect.ignore)
-    return Effect.zipRight(terminate, closeClient)
+    const pid = conn.pid
+    // SIGKILL cannot be trapped, so the escalation's end is the child's end. The SDK's close is left behind then:
+    // it resolves on the pipes' close, which a grandchild holding them (a runner's helper process) may delay.
+    const stop = stopping && pid !== undefined
+      ? Effect.raceFirst(
+        Effect.interruptible(closeClient),
+        Effect.interruptible(
+          Effect.sleep(stopGraceMs).pipe(
+            Effect.zipRight(signalLive(pid, "SIGTERM")),
+            Effect.zipRight(Effect.sleep(stopGraceMs)),
+            Effect.zipRight(signalLive(pid, "SIGKILL"))
+          )
+        )
+      )
+      : closeClient
+    return Effect.zipRight(terminate, stop)
   }).pipe(Effect.uninterruptible)
 
 /**
@@ -598,14 +634,17 @@ export const start = (
     return Either.map(opened, ({ tools }) => tools)
   })
 
-/** Closes whatever connection the handle holds (ending a stdio child). Idempotent; never fails. */
+/**
+ * Closes whatever connection the handle holds for the host's shutdown: a stdio child is gone within about
+ * 2 × `stopGraceMs` (stdin end, SIGTERM, SIGKILL). Idempotent; never fails.
+ */
 export const shutdown = (handle: Handle): Effect.Effect<void> =>
   Effect.suspend(() => {
     const s = handle.state
     return s._tag === "Up"
-      ? close(s.conn)
+      ? close(s.conn, false, true)
       : s._tag === "Down" && s.previous !== undefined
-      ? close(s.previous)
+      ? close(s.previous, false, true)
       : Effect.void
   })
 
