@@ -83,7 +83,10 @@ const open = (dataDir: string, options: Options) =>
     return yield* Effect.acquireRelease(
       Effect.tryPromise({
         try: () =>
-          PgliteHost.Host.start({ path: dataDir === inMemory ? undefined : join(dataDir, "pgdata"), postgresqlconf }, bounds),
+          PgliteHost.Host.start(
+            { path: dataDir === inMemory ? undefined : join(dataDir, "pgdata"), postgresqlconf },
+            bounds
+          ),
         catch: opening(dataDir)
       }),
       (host) => Effect.promise(() => host.close())
@@ -95,8 +98,8 @@ const open = (dataDir: string, options: Options) =>
  * `PersistenceFailed` when the data directory cannot be created or opened (or not within `openTimeoutMs`), or is in
  * use by another live process (the message names the directory and the holder's pid); a statement the worker does not
  * answer within `timeoutMs`, or one sent after the worker died, fails with `SqlError`. Releasing the layer closes the
- * pool (at most 1 s), then the database (at most 1.5 s, then the worker is terminated), then releases the directory's
- * lock.
+ * database (at most 1.5 s, then the worker is terminated: a statement in flight fails), then the pool (at most
+ * 1 s), then releases the directory's lock.
  */
 export const layerEmbedded = (
   options: Options = {}
@@ -117,8 +120,14 @@ export const layerEmbedded = (
           pool.on("error", () => {})
           return pool
         }),
-        // A statement still running in the worker keeps its client checked out and `end` waiting: bounded.
-        (pool) => Effect.promise(() => pool.end()).pipe(Effect.timeoutOption(Duration.seconds(1)), Effect.ignore)
+        // The database closes first: a statement still running in the worker (PGlite cannot cancel it) would keep
+        // its client checked out and `end` waiting; closed, it fails at once. `end` stays bounded all the same.
+        (pool) =>
+          Effect.promise(() => host.close()).pipe(
+            Effect.zipRight(
+              Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(Duration.seconds(1)))
+            )
+          )
       )
     }),
     applicationName: "corral-embedded"

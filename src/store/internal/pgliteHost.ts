@@ -51,7 +51,9 @@ const workerScript = (): { readonly code: string; readonly eval: true } | { read
     const tsx = new URL(exported, pathToFileURL(manifest)).href
     const worker = new URL("./pgliteWorker.ts", here).href
     return {
-      code: `import(${JSON.stringify(tsx)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(worker)}) })`,
+      code: `import(${JSON.stringify(tsx)}).then((tsx) => { tsx.register(); return import(${
+        JSON.stringify(worker)
+      }) })`,
       eval: true
     }
   }
@@ -127,7 +129,10 @@ export class Host {
         resolve(new Host(worker, bounds))
       })
       worker.once("error", (error) => give(error))
-      worker.once("exit", (code) => give(new Error(`the embedded database's worker exited (code ${code}) while opening`)))
+      worker.once(
+        "exit",
+        (code) => give(new Error(`the embedded database's worker exited (code ${code}) while opening`))
+      )
     })
   }
 
@@ -265,7 +270,9 @@ export class Socket extends Duplex {
     const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)
     this.host.run(this.conn, bytes).then(
       (answer) => {
-        if (!this.destroyed && answer.byteLength > 0) this.push(Buffer.from(answer.buffer, answer.byteOffset, answer.byteLength))
+        if (!this.destroyed && answer.byteLength > 0) {
+          this.push(Buffer.from(answer.buffer, answer.byteOffset, answer.byteLength))
+        }
       },
       (error: Error) => {
         if (!this.destroyed) this.destroy(error)
