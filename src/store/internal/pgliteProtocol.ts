@@ -9,6 +9,8 @@ export interface Open {
   readonly path: string | undefined
   /** Lines for postgresql.conf (store/Embedded.ts). */
   readonly postgresqlconf: ReadonlyArray<string>
+  /** Only create the directory's database (initdb), close it, answer `ready` and end. */
+  readonly initOnly?: boolean
 }
 
 /** From the server's thread. */

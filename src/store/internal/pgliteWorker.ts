@@ -48,7 +48,7 @@ const openDatabase = async (): Promise<PGlite> => {
   if (open.path === undefined) return await PGlite.create("memory://", settings)
   mkdirSync(open.path, { recursive: true })
   // initdb's WASM instance keeps its memory alive as long as that database object lives: a new directory is
-  // initialised, closed and opened again, once (docs/storage.md).
+  // initialised and closed first (in a worker of its own, `initOnly`, whose exit returns all of it; see pgliteHost).
   if (!existsSync(join(open.path, "PG_VERSION"))) await (await PGlite.create(open.path, settings)).close()
   return await PGlite.create(open.path, settings)
 }
@@ -57,8 +57,14 @@ const main = async () => {
   let db: PGlite
   try {
     db = await openDatabase()
+    if (open.initOnly === true) await db.close()
   } catch (cause) {
     post({ _tag: "openFailed", message: message(cause) })
+    return
+  }
+  if (open.initOnly === true) {
+    post({ _tag: "ready" })
+    port.close()
     return
   }
   const tasks: Array<Task> = []
