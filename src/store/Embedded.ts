@@ -18,9 +18,9 @@
  *
  * Memory: PGlite keeps Postgres's shared buffers inside its WASM heap, all resident, and its default is Postgres's
  * own 128 MB; Corral's working set (recent turns, the session rows) is a few MB, so 32 MB is plenty. Durability is
- * untouched (WAL and fsync as before). The first open of a new directory runs initdb, whose WASM instance keeps its
- * memory alive for as long as that database object lives: a new directory is therefore initialised, closed and
- * opened again, once.
+ * untouched (WAL and fsync as before). The first open of a new directory runs initdb, whose WASM instance keeps
+ * hundreds of MB alive after it is closed: a new directory is therefore initialised in a worker of its own that exits
+ * (returning all of it) before the database is opened for use (internal/pgliteHost.ts; docs/benchmarks.md, issue 42).
  *
  * Limits that follow from one backend: cancelling a running statement is impossible (one that outlives its timeout
  * runs to its end in the worker, and the next one waits behind it, each with its own bound), and one data directory
