@@ -12,7 +12,7 @@
  * the client until COMMIT/ROLLBACK and every other fiber's statement waits in the pool's queue (never interleaved
  * into the transaction). docs/storage.md records the decision.
  *
- * Bounds: opening waits at most `openTimeoutMs` (default 60 s; a new directory runs initdb), each round trip to the
+ * Bounds: opening waits at most `openTimeoutMs` (default 3 min: a new directory runs initdb, which took over 60 s on the loaded 2-core CI machine), each round trip to the
  * worker at most the persistence timeout (`timeoutMs`, default 10 s), closing at most 1.5 s before the worker is
  * terminated; a worker that dies fails every statement at once (internal/pgliteHost.ts).
  *
@@ -51,7 +51,7 @@ export interface Options {
   readonly dataDir?: string
   /** The persistence timeout (default 10 s): the most one statement's round trip to the database may take. */
   readonly timeoutMs?: number
-  /** The most opening the database may take (default 60 s). */
+  /** The most opening the database may take (default 3 min; a new directory runs initdb first). */
   readonly openTimeoutMs?: number
 }
 
@@ -76,7 +76,7 @@ const open = (dataDir: string, options: Options) =>
       )
     }
     const bounds = {
-      openTimeoutMs: Math.max(1, Math.floor(options.openTimeoutMs ?? 60_000)),
+      openTimeoutMs: Math.max(1, Math.floor(options.openTimeoutMs ?? 180_000)),
       timeoutMs: Math.max(1, Math.floor(options.timeoutMs ?? 10_000)),
       closeTimeoutMs
     }
