@@ -12,7 +12,7 @@
  * - SIGTERM sent when the last start answered: `termToExitMs`, the exit code, and the lines of sessions the drain
  *   could not settle (documented bound: `server.shutdownTimeoutMs` 10 s + 2 s).
  *
- * With `--existing`, the second start of each run reuses the directory (an existing directory's ready time and RSS).
+ * With `--log FILE`, the server's output of the last run is written there. With `--existing`, the second start of each run reuses the directory (an existing directory's ready time and RSS).
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
@@ -31,6 +31,7 @@ const starts = Number(arg("starts", "2000"))
 const runs = Number(arg("runs", "1"))
 const probeMs = Number(arg("probe-ms", "50"))
 const existing = process.argv.includes("--existing")
+const logFile = arg("log", "")
 const nodeFlags = ["--max-semi-space-size=64", "--liftoff-only"]
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -148,6 +149,7 @@ const once = async (run: number) => {
     const code = await exitOf(server.child)
     clearTimeout(killer)
     const termToExitMs = Math.round(performance.now() - termSent)
+    if (logFile !== "") writeFileSync(logFile, server.log())
     const sorted = [...probes].sort((a, b) => a - b)
     const unsettled = server.log().split("\n").filter((line) => /could not settle|did not land|unsettled/i.test(line))
     const result = {
