@@ -151,7 +151,7 @@ const once = async (run: number) => {
     const termToExitMs = Math.round(performance.now() - termSent)
     if (logFile !== "") writeFileSync(logFile, server.log())
     const sorted = [...probes].sort((a, b) => a - b)
-    const unsettled = server.log().split("\n").filter((line) => /could not settle|did not land|unsettled/i.test(line))
+    const unsettled = server.log().split("\n").filter((line) => /did not settle|could not settle|unsettled/i.test(line))
     const result = {
       run,
       root,
