@@ -18,7 +18,8 @@ const root = fileURLToPath(new URL("..", import.meta.url))
 const outdir = `${root}dist/cli/bundle`
 rmSync(outdir, { recursive: true, force: true })
 await build({
-  entryPoints: { main: `${root}src/cli/main.ts` },
+  // The embedded database's worker thread is a file of its own (store/internal/pgliteHost.ts looks for it here).
+  entryPoints: { main: `${root}src/cli/main.ts`, pgliteWorker: `${root}src/store/internal/pgliteWorker.ts` },
   outdir,
   bundle: true,
   splitting: true,

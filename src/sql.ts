@@ -85,7 +85,12 @@ const invalidSchema = (schema: string) =>
 export const layerDatabase = (
   options: SqlOptions
 ): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, PersistenceFailed | InvalidRequest> => {
-  if (!("url" in options)) return Embedded.layerEmbedded({ dataDir: options.dataDir })
+  if (!("url" in options)) {
+    return Embedded.layerEmbedded({
+      dataDir: options.dataDir,
+      ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs })
+    })
+  }
   const schema = options.schema
   if (schema !== undefined && !isSchemaName(schema)) return Layer.fail(invalidSchema(schema))
   const database = Database.layerPostgres(

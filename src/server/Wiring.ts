@@ -129,7 +129,8 @@ export const database = (
       timeoutMs: persistTimeoutMs(settings)
     })
     : Embedded.layerEmbedded({
-      dataDir: settings.database._tag === "Embedded" ? settings.database.dataDir : "memory://"
+      dataDir: settings.database._tag === "Embedded" ? settings.database.dataDir : "memory://",
+      timeoutMs: persistTimeoutMs(settings)
     })
 
 /**

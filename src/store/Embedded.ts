@@ -1,39 +1,43 @@
 /**
- * Embedded — real Postgres with nothing installed: PGlite (Postgres compiled to WASM) inside the process, reached
- * through the SAME @effect/sql-pg client the server path uses.
+ * Embedded — real Postgres with nothing installed: PGlite (Postgres compiled to WASM) in a worker thread of the
+ * process, reached through the SAME @effect/sql-pg client the server path uses.
  *
- * PGlite ships a node-postgres connection adapter (`@electric-sql/pglite/node-postgres`): node-postgres speaks
- * the wire protocol to PGlite in memory, with no socket. We give @effect/sql-pg a `pg` pool of exactly ONE such
- * client. That single client is the serialisation point: PGlite is one backend, so every statement and every
- * transaction must take turns. node-postgres's pool already guarantees it: a transaction reserves the client
- * until COMMIT/ROLLBACK and every other fiber's statement waits in the pool's queue (never interleaved into the
- * transaction). Result parsing is node-postgres's own, so rows decode identically on both drivers.
- * docs/storage.md records why this beats a hand-written PGlite SqlClient and the pglite-socket server.
+ * PGlite runs in a `worker_threads` worker (internal/pgliteWorker.ts), never in the server's thread: a statement there
+ * held the event loop for as long as it ran, so under a burst of 2,000 session starts `/healthz` did not answer
+ * within 5 s and SIGTERM took 17–50 s to exit (issue 42). node-postgres speaks the wire protocol to it over a
+ * socket-like stream whose bytes cross to the worker and back (internal/pgliteHost.ts), so statement compilation,
+ * transactions and row parsing are node-postgres's own, exactly as on a Postgres server. @effect/sql-pg gets a `pg`
+ * pool of exactly ONE such client. That single client is the serialisation point: PGlite is one backend, so every
+ * statement and every transaction must take turns. node-postgres's pool already guarantees it: a transaction reserves
+ * the client until COMMIT/ROLLBACK and every other fiber's statement waits in the pool's queue (never interleaved
+ * into the transaction). docs/storage.md records the decision.
+ *
+ * Bounds: opening waits at most `openTimeoutMs` (default 3 min: a new directory runs initdb, which took over 60 s on the loaded 2-core CI machine), each round trip to the
+ * worker at most the persistence timeout (`timeoutMs`, default 10 s), closing at most 1.5 s before the worker is
+ * terminated; a worker that dies fails every statement at once (internal/pgliteHost.ts).
  *
  * Memory: PGlite keeps Postgres's shared buffers inside its WASM heap, all resident, and its default is Postgres's
- * own 128 MB; Corral's working set (recent turns, the session rows) is a few MB, so 32 MB is plenty and takes the idle
- * process from ~480 to ~330 MB. Durability is untouched (WAL and fsync as before). The first open of a new directory
- * runs initdb, whose WASM instance keeps ~450 MB of memory alive for as long as that database object lives: a new
- * directory is therefore initialised, closed and opened again, once.
+ * own 128 MB; Corral's working set (recent turns, the session rows) is a few MB, so 32 MB is plenty. Durability is
+ * untouched (WAL and fsync as before). The first open of a new directory runs initdb, whose WASM instance keeps
+ * hundreds of MB alive after it is closed: a new directory is therefore initialised in a worker of its own that exits
+ * (returning all of it) before the database is opened for use (internal/pgliteHost.ts; docs/benchmarks.md, issue 42).
  *
- * Limits that follow from one backend: cancelling a running statement is impossible (an interrupted query runs to
- * its end before the next one starts), and one data directory belongs to one process at a time: opening a
- * directory takes its lock file first (internal/dataDirLock.ts), so a second process is refused instead of
- * corrupting it, and a lock left by a killed process is taken over.
+ * Limits that follow from one backend: cancelling a running statement is impossible (one that outlives its timeout
+ * runs to its end in the worker, and the next one waits behind it, each with its own bound), and one data directory
+ * belongs to one process at a time: opening a directory takes its lock file first (internal/dataDirLock.ts), so a
+ * second process is refused instead of corrupting it, and a lock left by a killed process is taken over.
  */
 import type { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { SqlError } from "@effect/sql/SqlError"
-import { PGlite } from "@electric-sql/pglite"
-import { createPgConfig } from "@electric-sql/pglite/node-postgres"
-import { Effect, Layer } from "effect"
-import { existsSync } from "node:fs"
+import { Duration, Effect, Layer } from "effect"
 import { mkdir } from "node:fs/promises"
 import { join } from "node:path"
 import { Pool } from "pg"
 import { PersistenceFailed } from "../domain/Errors.js"
 import * as DataDirLock from "./internal/dataDirLock.js"
 import { describe } from "./internal/failure.js"
+import * as PgliteHost from "./internal/pgliteHost.js"
 
 /** The data directory value that keeps the database in memory (gone when the layer is released). */
 export const inMemory = "memory://"
@@ -45,58 +49,85 @@ export interface Options {
    * database that lives and dies with the layer. Default: in memory.
    */
   readonly dataDir?: string
+  /** The persistence timeout (default 10 s): the most one statement's round trip to the database may take. */
+  readonly timeoutMs?: number
+  /** The most opening the database may take (default 3 min; a new directory runs initdb first). */
+  readonly openTimeoutMs?: number
 }
 
 const opening = (dataDir: string) => (cause: unknown) =>
   new SqlError({ cause, message: `could not open the embedded database in ${dataDir}` })
 
 /** Postgres settings for the embedded backend (see the header). */
-const settings = { postgresqlconf: ["shared_buffers=32MB"] }
+const postgresqlconf = ["shared_buffers=32MB"]
 
-/** Opens the database, in memory or under `dataDir` (created if missing, locked first; see the header). */
-const open = (dataDir: string) =>
-  dataDir === inMemory
-    ? Effect.tryPromise({ try: () => PGlite.create(inMemory, settings), catch: opening(dataDir) })
-    : Effect.gen(function*() {
-      const path = join(dataDir, "pgdata")
-      yield* Effect.tryPromise({ try: () => mkdir(path, { recursive: true }), catch: opening(dataDir) })
-      // Released after the database is closed (finalizers run in reverse). The refusal keeps its own message.
+/** How long closing may take before the worker is terminated (well inside the shutdown's 2 s margin). */
+const closeTimeoutMs = 1_500
+
+/** Starts the worker with the database open, in memory or under `dataDir` (locked first; see the header). */
+const open = (dataDir: string, options: Options) =>
+  Effect.gen(function*() {
+    if (dataDir !== inMemory) {
+      yield* Effect.tryPromise({ try: () => mkdir(dataDir, { recursive: true }), catch: opening(dataDir) })
+      // Released after the worker has closed the database (finalizers run in reverse). The refusal keeps its message.
       yield* Effect.acquireRelease(
         DataDirLock.acquire(dataDir).pipe(Effect.mapError((cause) => new SqlError({ cause, message: cause.message }))),
         (release) => release
       )
-      const fresh = !existsSync(join(path, "PG_VERSION"))
-      return yield* Effect.tryPromise({
-        try: async () => {
-          if (fresh) await (await PGlite.create(path, settings)).close()
-          return await PGlite.create(path, settings)
-        },
+    }
+    const bounds = {
+      openTimeoutMs: Math.max(1, Math.floor(options.openTimeoutMs ?? 180_000)),
+      timeoutMs: Math.max(1, Math.floor(options.timeoutMs ?? 10_000)),
+      closeTimeoutMs
+    }
+    return yield* Effect.acquireRelease(
+      Effect.tryPromise({
+        try: () =>
+          PgliteHost.Host.start(
+            { path: dataDir === inMemory ? undefined : join(dataDir, "pgdata"), postgresqlconf },
+            bounds
+          ),
         catch: opening(dataDir)
-      })
-    })
+      }),
+      (host) => Effect.promise(() => host.close())
+    )
+  })
 
 /**
- * A `PgClient` (also provided as `SqlClient`) over an embedded PGlite. Fails with `PersistenceFailed` when the
- * data directory cannot be created or opened, or is in use by another live process (the message names the
- * directory and the holder's pid); closes the pool, then the database, then releases the directory's lock when the
- * layer is released.
+ * A `PgClient` (also provided as `SqlClient`) over an embedded PGlite in a worker thread. Fails with
+ * `PersistenceFailed` when the data directory cannot be created or opened (or not within `openTimeoutMs`), or is in
+ * use by another live process (the message names the directory and the holder's pid); a statement the worker does not
+ * answer within `timeoutMs`, or one sent after the worker died, fails with `SqlError`. Releasing the layer closes the
+ * database (at most 1.5 s, then the worker is terminated: a statement in flight fails), then the pool (at most
+ * 1 s), then releases the directory's lock.
  */
 export const layerEmbedded = (
   options: Options = {}
 ): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, PersistenceFailed> =>
   PgClient.layerFromPool({
     acquire: Effect.gen(function*() {
-      const pglite = yield* Effect.acquireRelease(open(options.dataDir ?? inMemory), (db) =>
-        Effect.promise(() => db.close()).pipe(Effect.ignore))
+      const host = yield* open(options.dataDir ?? inMemory, options)
       return yield* Effect.acquireRelease(
         Effect.sync(() => {
           // max 1 is the whole concurrency story (see header); no idle timeout, so the one client stays open.
-          const pool = new Pool({ ...createPgConfig(pglite), max: 1, idleTimeoutMillis: 0 })
+          const pool = new Pool({
+            user: "postgres",
+            database: "postgres",
+            stream: () => new PgliteHost.Socket(host),
+            max: 1,
+            idleTimeoutMillis: 0
+          })
           pool.on("error", () => {})
           return pool
         }),
+        // The database closes first: a statement still running in the worker (PGlite cannot cancel it) would keep
+        // its client checked out and `end` waiting; closed, it fails at once. `end` stays bounded all the same.
         (pool) =>
-          Effect.promise(() => pool.end()).pipe(Effect.ignore)
+          Effect.promise(() => host.close()).pipe(
+            Effect.zipRight(
+              Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(Duration.seconds(1)))
+            )
+          )
       )
     }),
     applicationName: "corral-embedded"

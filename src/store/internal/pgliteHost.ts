@@ -1,0 +1,294 @@
+/**
+ * The server's side of the embedded database's worker (pgliteWorker.ts): starts it, carries node-postgres's
+ * wire-protocol bytes to it and its answers back, and bounds every wait on it, so a worker that hangs or dies fails
+ * statements (node-postgres reports the socket's error, @effect/sql a `SqlError`, the store `PersistenceFailed`)
+ * instead of leaving their callers waiting.
+ *
+ * - Opening waits at most `openTimeoutMs` for the worker's `ready` (a new directory runs initdb first).
+ * - A round trip waits at most `timeoutMs` (the persistence timeout). PGlite cannot cancel a statement, so one that
+ *   runs over is left to finish in the worker; its connection is given up (`release`: the worker drops what that
+ *   connection still had queued and rolls back a transaction it left open) and the pool opens a new one, whose
+ *   messages queue behind it, each with its own bound.
+ * - A worker that exits (a crash, an out-of-memory abort) fails every request in flight at once and every later one
+ *   immediately, naming its exit code: the store reports it and `/readyz` says not ready; nothing waits for it.
+ * - Closing asks the worker to close the database and waits at most `closeTimeoutMs` for it, then terminates it
+ *   (as a kill would: Postgres recovers the directory from its WAL at the next open).
+ *
+ * The worker is referenced (keeps the process alive) only while a request is in flight, so a forgotten open database
+ * never holds the process open, and a CLI waiting for a statement is never left without a reason to stay.
+ */
+import { existsSync, readFileSync } from "node:fs"
+import { createRequire } from "node:module"
+import { join } from "node:path"
+import { Duplex } from "node:stream"
+import { fileURLToPath, pathToFileURL } from "node:url"
+import { Worker } from "node:worker_threads"
+import type { FromHost, Open, ToHost } from "./pgliteProtocol.js"
+
+/** Bounds of a worker (see the header). */
+export interface Bounds {
+  readonly openTimeoutMs: number
+  readonly timeoutMs: number
+  readonly closeTimeoutMs: number
+}
+
+/** The part of tsx's package.json that locates its ESM API. */
+interface TsxManifest {
+  readonly exports: { readonly "./esm/api": { readonly import: { readonly default: string } } }
+}
+
+/**
+ * How to start the worker from where this module runs: the sources (a `.ts` module, under tsx or vitest) load
+ * `pgliteWorker.ts` through tsx's loader, registered in the worker first; built code loads `pgliteWorker.js` next to
+ * this module (tsc's dist/) or in the CLI bundle's folder (dist/cli/bundle/, whose chunks sit in chunks/ below it:
+ * scripts/build-cli.mjs builds the worker as an entry of its own).
+ */
+const workerScript = (): { readonly code: string; readonly eval: true } | { readonly url: URL } | string => {
+  const here = import.meta.url
+  if (here.endsWith(".ts")) {
+    // tsx's ESM API (its `import` export, read from its package.json: `require.resolve` would give the CJS one).
+    const manifest = createRequire(here).resolve("tsx/package.json")
+    const exported = (JSON.parse(readFileSync(manifest, "utf8")) as TsxManifest).exports["./esm/api"].import.default
+    const tsx = new URL(exported, pathToFileURL(manifest)).href
+    const worker = new URL("./pgliteWorker.ts", here).href
+    return {
+      code: `import(${JSON.stringify(tsx)}).then((tsx) => { tsx.register(); return import(${
+        JSON.stringify(worker)
+      }) })`,
+      eval: true
+    }
+  }
+  const candidates = ["./pgliteWorker.js", "../pgliteWorker.js"].map((path) => new URL(path, here))
+  const found = candidates.find((url) => existsSync(fileURLToPath(url)))
+  return found === undefined
+    ? `the embedded database's worker (pgliteWorker.js) is missing: looked for ${
+      candidates.map((url) => fileURLToPath(url)).join(" and ")
+    }`
+    : { url: found }
+}
+
+/** A request waiting for the worker's answer. */
+interface Pending {
+  readonly resolve: (bytes: Uint8Array) => void
+  readonly reject: (error: Error) => void
+  readonly timer: ReturnType<typeof setTimeout>
+}
+
+/** A started worker with its database open. */
+export class Host {
+  private nextId = 1
+  private nextConn = 1
+  private readonly pending = new Map<number, Pending>()
+  /** Why requests fail at once: the worker exited, or is closing. */
+  private stopped: string | undefined
+  private exited: Promise<void>
+
+  private constructor(private readonly worker: Worker, private readonly bounds: Bounds) {
+    this.exited = new Promise((resolve) => worker.once("exit", () => resolve()))
+    worker.on("message", (message: ToHost) => {
+      if (message._tag !== "answer" && message._tag !== "failed") return
+      const waiting = this.pending.get(message.id)
+      if (waiting === undefined) return
+      this.settle(message.id, waiting)
+      if (message._tag === "answer") waiting.resolve(message.bytes)
+      else waiting.reject(new Error(message.message))
+    })
+    worker.on("exit", (code) => this.fail(`the embedded database's worker exited (code ${code})`))
+    worker.on("error", (error) => this.fail(`the embedded database's worker failed: ${error.message}`))
+  }
+
+  /**
+   * Starts a worker and opens the database in it. Rejects with the reason when the worker file is missing, the
+   * database cannot be opened, or it is not open within `openTimeoutMs` (the worker is then terminated).
+   */
+  static async start(open: Open, bounds: Bounds): Promise<Host> {
+    const deadline = Date.now() + bounds.openTimeoutMs
+    // A new directory: initdb runs in a worker of its own, whose exit returns every byte initdb's WASM instance held
+    // (hundreds of MB, kept by V8 long after the database object is closed). docs/benchmarks.md, issue 42.
+    if (open.path !== undefined && !existsSync(join(open.path, "PG_VERSION"))) {
+      const init = await Host.spawn({ ...open, initOnly: true }, bounds)
+      await init.close()
+    }
+    return await Host.spawn(open, { ...bounds, openTimeoutMs: Math.max(1, deadline - Date.now()) })
+  }
+
+  private static spawn(open: Open, bounds: Bounds): Promise<Host> {
+    const script = workerScript()
+    if (typeof script === "string") return Promise.reject(new Error(script))
+    return new Promise((resolve, reject) => {
+      const worker = "url" in script
+        ? new Worker(script.url, { workerData: open })
+        : new Worker(script.code, { eval: true, workerData: open, execArgv: [] })
+      let settled = false
+      const give = (error: Error) => {
+        if (settled) return
+        settled = true
+        clearTimeout(timer)
+        void worker.terminate()
+        reject(error)
+      }
+      const timer = setTimeout(
+        () => give(new Error(`the embedded database did not open within ${bounds.openTimeoutMs} ms`)),
+        bounds.openTimeoutMs
+      )
+      worker.on("message", (message: ToHost) => {
+        if (settled) return
+        if (message._tag === "openFailed") return give(new Error(message.message))
+        if (message._tag !== "ready") return
+        settled = true
+        clearTimeout(timer)
+        worker.unref()
+        resolve(new Host(worker, bounds))
+      })
+      worker.once("error", (error) => give(error))
+      worker.once(
+        "exit",
+        (code) => give(new Error(`the embedded database's worker exited (code ${code}) while opening`))
+      )
+    })
+  }
+
+  /** A new connection's id: its requests run in order, and `release` gives them up. */
+  connection(): number {
+    return this.nextConn++
+  }
+
+  /** Runs wire-protocol `bytes` of connection `conn`; rejects at `timeoutMs`, or at once when the worker is gone. */
+  run(conn: number, bytes: Uint8Array): Promise<Uint8Array> {
+    if (this.stopped !== undefined) return Promise.reject(new Error(this.stopped))
+    const id = this.nextId++
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        const waiting = this.pending.get(id)
+        if (waiting === undefined) return
+        this.settle(id, waiting)
+        reject(new Error(`the embedded database did not answer within ${this.bounds.timeoutMs} ms`))
+      }, this.bounds.timeoutMs)
+      if (this.pending.size === 0) this.worker.ref()
+      this.pending.set(id, { resolve, reject, timer })
+      const copy = new Uint8Array(bytes)
+      this.post({ _tag: "run", id, conn, bytes: copy.buffer }, [copy.buffer])
+    })
+  }
+
+  /** Gives connection `conn` up (see the header). */
+  release(conn: number): void {
+    if (this.stopped === undefined) this.post({ _tag: "release", conn })
+  }
+
+  /**
+   * Closes the database and ends the worker: fails what is in flight, waits at most `closeTimeoutMs` for the
+   * database to close, then terminates the worker. Never rejects.
+   */
+  async close(): Promise<void> {
+    if (this.stopped === undefined) {
+      this.fail("the embedded database is closing")
+      this.worker.ref()
+      this.post({ _tag: "close" })
+    }
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const late = new Promise<"late">((resolve) => {
+      timer = setTimeout(() => resolve("late"), this.bounds.closeTimeoutMs)
+    })
+    const outcome = await Promise.race([this.exited.then(() => "exited" as const), late])
+    clearTimeout(timer)
+    if (outcome === "late") await this.worker.terminate()
+  }
+
+  private post(message: FromHost, transfer: Array<ArrayBuffer> = []): void {
+    this.worker.postMessage(message, transfer)
+  }
+
+  private settle(id: number, waiting: Pending): void {
+    clearTimeout(waiting.timer)
+    this.pending.delete(id)
+    if (this.pending.size === 0 && this.stopped === undefined) this.worker.unref()
+  }
+
+  /** Fails every request in flight and every later one with `reason`. */
+  private fail(reason: string): void {
+    if (this.stopped !== undefined) return
+    this.stopped = reason
+    for (const [id, waiting] of this.pending) {
+      this.settle(id, waiting)
+      waiting.reject(new Error(reason))
+    }
+  }
+}
+
+/**
+ * The socket node-postgres is given (its `stream` option): what it writes goes to the worker as one request per
+ * event-loop turn (a query's Parse, Bind, Describe, Execute and Sync together), the answer is what it reads. A failed
+ * request destroys the socket with that error: node-postgres fails the query and the pool discards the connection.
+ */
+export class Socket extends Duplex {
+  private readonly conn: number
+  private outgoing: Array<Uint8Array> = []
+  private flushing = false
+
+  constructor(private readonly host: Host) {
+    super()
+    this.conn = host.connection()
+  }
+
+  connect(): this {
+    process.nextTick(() => this.emit("connect"))
+    return this
+  }
+
+  setNoDelay(): this {
+    return this
+  }
+
+  setKeepAlive(): this {
+    return this
+  }
+
+  ref(): this {
+    return this
+  }
+
+  unref(): this {
+    return this
+  }
+
+  override _read(): void {}
+
+  override _write(chunk: Uint8Array, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
+    this.outgoing.push(chunk)
+    if (!this.flushing) {
+      this.flushing = true
+      queueMicrotask(() => this.flush())
+    }
+    callback()
+  }
+
+  override _final(callback: (error?: Error | null) => void): void {
+    this.push(null)
+    callback()
+  }
+
+  override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
+    this.host.release(this.conn)
+    callback(error)
+  }
+
+  private flush(): void {
+    this.flushing = false
+    const chunks = this.outgoing
+    this.outgoing = []
+    // Terminate ('X') alone is the client saying goodbye: nothing to run.
+    if (chunks.length === 1 && chunks[0]!.length === 5 && chunks[0]![0] === 0x58) return
+    const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)
+    this.host.run(this.conn, bytes).then(
+      (answer) => {
+        if (!this.destroyed && answer.byteLength > 0) {
+          this.push(Buffer.from(answer.buffer, answer.byteOffset, answer.byteLength))
+        }
+      },
+      (error: Error) => {
+        if (!this.destroyed) this.destroy(error)
+      }
+    )
+  }
+}
