@@ -283,6 +283,7 @@ const decodeSections = (raw: Record<string, unknown>): { shape: FileShape; issue
   const server = section("server", sections.server).value
   const cluster = section("cluster", sections.cluster).value
   const limits = section("limits", sections.limits).value
+  const orgBudgets = section("orgBudgets", sections.orgBudgets).value
   const approvals = section("approvals", sections.approvals).value
   const demo = section("demo", sections.demo).value
   const shape: FileShape = {
@@ -291,6 +292,7 @@ const decodeSections = (raw: Record<string, unknown>): { shape: FileShape; issue
     ...(server === undefined ? {} : { server }),
     ...(cluster === undefined ? {} : { cluster }),
     ...(limits === undefined ? {} : { limits }),
+    ...(orgBudgets === undefined ? {} : { orgBudgets }),
     ...(approvals === undefined ? {} : { approvals }),
     ...(demo === undefined ? {} : { demo })
   }

@@ -200,6 +200,31 @@ describe("Config.load", () => {
         expect(ok.limits?.costPerBurst).toBe(100_000)
       })))
 
+  it.effect("reads org budgets (file and CORRAL_ORG_BUDGETS); refuses them over unpriced providers and bad values", () =>
+    withFile({
+      providers: {
+        priced: { api: "openai", model: "gpt-5", pricing: { inputPerMTok: 1.25, outputPerMTok: 10 } },
+        free: { api: "anthropic", model: "claude-sonnet-4-5" }
+      },
+      tiers: { default: ["priced", "free"] },
+      orgBudgets: { acme: { perDay: 5_000_000 } }
+    }, (path) =>
+      Effect.gen(function*() {
+        expect(issues(yield* Effect.flip(load({ CORRAL_CONFIG: path })))).toEqual([
+          "providers.free.pricing: required: orgBudgets bounds what sessions spend, and this provider has no prices"
+        ])
+        const priced = {
+          providers: { priced: { api: "openai", model: "gpt-5", pricing: { inputPerMTok: 1.25, outputPerMTok: 10 } } },
+          tiers: { default: ["priced"] }
+        }
+        const ok = yield* withFile({ ...priced, orgBudgets: { acme: { perDay: 5_000_000 } } }, (p) =>
+          load({ CORRAL_CONFIG: p, CORRAL_ORG_BUDGETS: "{\"*\": {\"perDay\": 1000000}}" }))
+        expect(ok.orgBudgets).toEqual({ "*": { perDay: 1_000_000 } })
+        const bad = yield* withFile({ ...priced, orgBudgets: { acme: { perDay: -1 } } }, (p) =>
+          Effect.flip(load({ CORRAL_CONFIG: p })))
+        expect(issues(bad)[0]).toMatch(/^orgBudgets\.acme\.perDay: /)
+      })))
+
   it.effect("refuses an explicit CORRAL_CONFIG that does not exist, and a file that is not a JSON object", () =>
     Effect.gen(function*() {
       const missing = yield* Effect.flip(load({ CORRAL_CONFIG: "/nonexistent/corral.json" }))

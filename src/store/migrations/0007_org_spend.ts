@@ -4,6 +4,7 @@
  * - `org_spend`: one row per org and UTC day: what settled calls cost (`spent_micros`) and what the calls in flight
  *   hold (`held_micros`, counted while `held_until` is ahead: the holds of a process that died stop counting when the
  *   org has taken none for the hold lifetime).
+ * - `trajectories_org_started_idx`: `GET /v1/usage` reads an org's runs by start time without scanning the org's rows.
  * - `corral_hold_spend`: the grant, in one call: the row is created if missing and locked (`FOR UPDATE`: holds of
  *   one org are taken one at a time, whichever process or node asks), the grant is what is left after the spend and
  *   the live holds, at most what was asked, and it is added to the holds. Each statement of a plpgsql function reads
@@ -22,6 +23,7 @@ export default Effect.gen(function*() {
     held_until double precision NOT NULL DEFAULT 0,
     PRIMARY KEY (org_id, day)
   )`
+  yield* sql`CREATE INDEX trajectories_org_started_idx ON trajectories (org_id, started_at)`
   yield* sql`CREATE FUNCTION corral_hold_spend(
     p_org text, p_day text, p_per_day bigint, p_want bigint, p_at double precision, p_until double precision
   ) RETURNS TABLE (granted bigint, spent bigint, held bigint) LANGUAGE plpgsql AS $fn$

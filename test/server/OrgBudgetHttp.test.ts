@@ -1,0 +1,96 @@
+/**
+ * An org's daily budget over HTTP: a priced provider (a fake over real HTTP) whose every reply bills 1,000 input and
+ * 100 output tokens at $2 / $8 per million (2,800 µ$), and a budget of 5,000 µ$ a day for org acme. Its first session
+ * spends it; its next start is a 429 `BudgetExhausted` naming the org, what it spent and when it resets, with
+ * `Retry-After` counting down to that UTC midnight, and nothing created; org globex (no budget) is served as before.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import { sha256 } from "../../src/server/Authentication.js"
+import * as Server from "../../src/server/Server.js"
+import * as Fake from "../support/FakeProvider.js"
+import { baseUrl, settings } from "../support/ServerHarness.js"
+
+const acme = "ck_budget_acme_0123456789abcdef"
+const globex = "ck_budget_globex_0123456789abcd"
+const agent = { id: "triage", version: 1, name: "Triage", instructions: "Find out.", tools: ["demo_status"] }
+
+describe("Org budgets over HTTP", () => {
+  it.live(
+    "a spent org gets 429 BudgetExhausted with Retry-After until UTC midnight; another org is served",
+    () =>
+      Effect.gen(function*() {
+        const fake = yield* Fake.make({
+          fallback: (request) => {
+            const final = Fake.demo(request)
+            return final._tag === "Reply" ? Fake.reply({ ...final.reply, usage: { input: 1_000, output: 100 } }) : final
+          }
+        })
+        const context = yield* Layer.build(Server.layer(settings({
+          apiKeys: [
+            { sha256: sha256(acme), orgId: "acme", userId: "ops" },
+            { sha256: sha256(globex), orgId: "globex", userId: "ops" }
+          ],
+          models: {
+            providers: {
+              gpt: {
+                api: "openai",
+                baseUrl: fake.openAiBaseUrl,
+                model: "gpt-4.1",
+                pricing: { inputPerMTok: 2, outputPerMTok: 8 }
+              }
+            },
+            tiers: { default: ["gpt"] }
+          },
+          orgBudgets: { acme: { perDay: 5_000 } }
+        })))
+        const url = yield* Effect.provide(baseUrl, context)
+        const call = (key: string, method: string, path: string, body?: unknown) =>
+          Effect.promise(async () => {
+            const response = await fetch(`${url}${path}`, {
+              method,
+              headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+              ...(body === undefined ? {} : { body: JSON.stringify(body) })
+            })
+            return {
+              status: response.status,
+              retryAfter: response.headers.get("retry-after"),
+              body: await response.json() as Record<string, unknown>
+            }
+          })
+        const start = (key: string) =>
+          call(key, "POST", "/v1/sessions?wait=true", { agentId: "triage", scope: "s", prompt: "Why?" })
+        expect((yield* call(acme, "POST", "/v1/agents", agent)).status).toBe(201)
+        expect((yield* call(globex, "POST", "/v1/agents", agent)).status).toBe(201)
+
+        // The fake bills 1,000 input tokens whatever it is sent (more than the request's size): the session may spend
+        // past the budget by that error on its last call, and no further.
+        const first = yield* start(acme)
+        const spent = first.body.costMicros as number
+        expect(spent).toBeGreaterThanOrEqual(5_000)
+
+        const refused = yield* start(acme)
+        expect(refused.status).toBe(429)
+        const midnight = new Date(new Date().toISOString().slice(0, 10) + "T00:00:00.000Z").getTime() + 86_400_000
+        expect(refused.body).toMatchObject({
+          _tag: "BudgetExhausted",
+          orgId: "acme",
+          perDayMicros: 5_000,
+          spentMicros: spent,
+          resetsAt: new Date(midnight).toISOString()
+        })
+        expect(String(refused.body.message)).toContain("daily budget")
+        const retryAfter = Number(refused.retryAfter)
+        expect(retryAfter).toBeGreaterThanOrEqual(1)
+        expect(Math.abs(retryAfter - (midnight - Date.now()) / 1000)).toBeLessThan(30)
+        // Nothing was created: the org still has one session.
+        expect(((yield* call(acme, "GET", "/v1/sessions")).body.sessions as Array<unknown>).length).toBe(1)
+        // A follow-up is refused the same way.
+        const followUp = yield* call(acme, "POST", `/v1/sessions/${String(first.body.id)}/messages`, { text: "more" })
+        expect(followUp.status).toBe(429)
+
+        expect((yield* start(globex)).body.exitReason).toBe("completed")
+      }).pipe(Effect.scoped),
+    { timeout: 60_000 }
+  )
+})
