@@ -85,8 +85,11 @@ export interface Landed {
 
 /**
  * The tools an agent may call: its allowlist ∩ what the executor offers, sorted by name. An allowed tool that is
- * unavailable now (its server is down) is left out, and so is one the executor does not know at all (its server
- * was removed, or renamed it): each with a note for the trajectory saying why.
+ * unavailable now (its server is down) is not offered to the model, and neither is one the executor does not know
+ * at all (its server was removed, or renamed it): each with a note for the trajectory saying why. The unavailable one
+ * stays callable: a model that calls it anyway (it knows the tool from earlier turns) reaches the executor, which
+ * tries its server at once and, if it is still down, answers that the tool is temporarily unavailable — never
+ * "unknown tool", which would tell the model the tool does not exist.
  */
 const allowedTools = (all: ReadonlyArray<ToolDef>, spec: AgentSpec) => {
   const allow = new Set(spec.tools)
@@ -99,6 +102,7 @@ const allowedTools = (all: ReadonlyArray<ToolDef>, spec: AgentSpec) => {
     if (!allow.has(def.name)) continue
     if (def.unavailable !== undefined) {
       notes.push({ code: "tool_unavailable", message: `tool "${def.name}" was not offered: ${def.unavailable}` })
+      tools.set(def.name, def)
       continue
     }
     tools.set(def.name, def)
