@@ -1,8 +1,8 @@
 /**
- * `/mcp` shared by several orgs (issue 42, item 3): places are held per org, so one org that opens sessions and never
- * ends them — raw `initialize` calls, or SDK clients whose `close()` sends no DELETE — recycles its own places and never
- * locks another org out. Against the real bundled server with API keys, over real HTTP, with the default bounds (20
- * per org, 100 in all, 10 minutes of idleness), and with a small global backstop.
+ * `/mcp` shared by several orgs (issue 42, item 3): places are held per org, so one org that opens sessions and
+ * never ends them — raw `initialize` calls, or SDK clients whose `close()` sends no DELETE — recycles its own places
+ * and never locks another org out. Against the real bundled server with API keys, over real HTTP, with the default
+ * bounds (20 per org, 100 in all, 10 minutes of idleness), and with a small global backstop.
  */
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"

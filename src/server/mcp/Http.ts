@@ -6,19 +6,21 @@
  * the server drains (503) · DNS rebinding: a `Host` (servers without API keys) or an `Origin` whose host is not
  * allowed (403) · the bearer key (401 with `WWW-Authenticate`, same keys and messages as the API) · a body over
  * `server.bodyLimitBytes` (413), not arriving within 30 s (408), or not JSON (400, -32700) · a session id nobody
- * opened, one that expired or was closed to make room, or one opened by another principal (404: the client starts a new
- * session) · a new session beyond its org's places or the server's, when none of them is idle (429 / 503 naming the
- * limit: internal/admission).
+ * opened, one that expired or was closed to make room, or one opened by another principal (404: the client starts a
+ * new session) · a new session beyond its org's places or the server's, when none of them is idle (429 / 503 naming
+ * the limit: internal/admission).
  *
  * Streams are resumable (SEP-1699): every SSE event has an id, kept in the session's bounded event store, so a host
  * whose stream dropped mid-call reconnects with `Last-Event-ID` and gets the rest — the answer of a run included.
  *
  * Bounds: a session with no request in flight for `idleMs` is closed (the sweep logs it with its id); at most
- * `maxSessionsPerOrg` are open per org and `maxSessions` in all, a new session past either closing the least recently
- * used idle one (internal/admission: why per org, and who makes room). Why DNS-rebinding protection keys on API keys: a server without keys serves only
- * 127.0.0.1 and answers anyone who reaches it, so a web page whose name resolves to 127.0.0.1 must be refused by
- * its `Host`; a server with keys is protected by the key a page cannot know, and its `Host` is whatever name
- * operators give it — there only a browser's `Origin` (another site's page) is checked.
+ * `maxSessionsPerOrg` are open per org and `maxSessions` in all, a new session past either closing the least
+ * recently used idle one (internal/admission: why per org, and who makes room).
+ *
+ * Why DNS-rebinding protection keys on API keys: a server without keys serves only 127.0.0.1 and answers anyone who
+ * reaches it, so a web page whose name resolves to 127.0.0.1 must be refused by its `Host`; a server with keys is
+ * protected by the key a page cannot know, and its `Host` is whatever name operators give it — there only a
+ * browser's `Origin` (another site's page) is checked.
  */
 import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"

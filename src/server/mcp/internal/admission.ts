@@ -32,7 +32,7 @@ export interface Bounds {
   readonly maxSessionsPerOrg: number
 }
 
-/** Open at once; open after closing `evict`; or refuse with `status` and a message saying which bound and what to do. */
+/** Open at once; open after closing `evict`; or refuse with `status` and a message naming the bound and what to do. */
 export type Decision =
   | { readonly _tag: "Open" }
   | { readonly _tag: "Evict"; readonly evict: Held; readonly why: string }
