@@ -69,10 +69,12 @@ const HostName = Schema.String.pipe(
  * absent = the endpoint's default (`src/server/mcp/Http.ts`, `Protocol.ts`; docs/mcp.md).
  */
 export const McpEndpointSection = Schema.Struct({
-  /** A session with no request in flight for this long is closed (default 1 h). */
+  /** A session with no request in flight for this long is closed (default 10 min). */
   idleMs: Schema.optional(Positive),
-  /** Sessions open at once; a new one beyond is refused with 503 (default 100). */
+  /** Sessions open at once, all orgs together: a backstop (default 100). */
   maxSessions: Schema.optional(Positive),
+  /** Sessions open at once per org; a new one beyond closes the org's least recently used idle one (default 20). */
+  maxSessionsPerOrg: Schema.optional(Positive),
   /** Host names besides the loopback ones that `Host` and `Origin` may name (DNS-rebinding protection). */
   allowedHosts: Schema.optional(Schema.Array(HostName)),
   /** How long a host's person has to answer an approval asked through elicitation (default 10 min). */
@@ -469,6 +471,10 @@ export const load: Effect.Effect<Settings, ConfigInvalid> = Effect.gen(function*
         ...shape.server?.mcp,
         ...Option.match(env.mcpIdleMs, { onNone: () => ({}), onSome: (idleMs) => ({ idleMs }) }),
         ...Option.match(env.mcpMaxSessions, { onNone: () => ({}), onSome: (maxSessions) => ({ maxSessions }) }),
+        ...Option.match(env.mcpMaxSessionsPerOrg, {
+          onNone: () => ({}),
+          onSome: (maxSessionsPerOrg) => ({ maxSessionsPerOrg })
+        }),
         ...Option.match(env.mcpAllowedHosts, { onNone: () => ({}), onSome: (allowedHosts) => ({ allowedHosts }) }),
         ...Option.match(env.mcpElicitationWaitMs, {
           onNone: () => ({}),
@@ -587,6 +593,7 @@ const environment = (file: FileShape) =>
     ),
     mcpIdleMs: optionalPositive("CORRAL_MCP_IDLE_MS"),
     mcpMaxSessions: optionalPositive("CORRAL_MCP_MAX_SESSIONS"),
+    mcpMaxSessionsPerOrg: optionalPositive("CORRAL_MCP_MAX_SESSIONS_PER_ORG"),
     mcpAllowedHosts: EffectConfig.option(described(
       "CORRAL_MCP_ALLOWED_HOSTS",
       EffectConfig.array(EffectConfig.nonEmptyString(), "CORRAL_MCP_ALLOWED_HOSTS").pipe(

@@ -152,13 +152,19 @@ export const all: ReadonlyArray<EnvVar> = [
     name: "CORRAL_MCP_IDLE_MS",
     key: "server.mcp.idleMs",
     description: "/mcp: close a session with no request in flight for this long",
-    default: "3600000 (1 h)"
+    default: "600000 (10 min)"
   },
   {
     name: "CORRAL_MCP_MAX_SESSIONS",
     key: "server.mcp.maxSessions",
-    description: "/mcp: sessions open at once (a new one beyond is refused with 503)",
+    description: "/mcp: sessions open at once, all orgs together (a backstop; see the per-org cap)",
     default: "100"
+  },
+  {
+    name: "CORRAL_MCP_MAX_SESSIONS_PER_ORG",
+    key: "server.mcp.maxSessionsPerOrg",
+    description: "/mcp: sessions open at once per org (a new one beyond closes the org's least recently used idle one)",
+    default: "20"
   },
   {
     name: "CORRAL_MCP_ALLOWED_HOSTS",

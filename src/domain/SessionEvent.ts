@@ -80,8 +80,8 @@ export const ReportEvent = Schema.TaggedStruct("report", { sessionId: Schema.Str
 /**
  * The burst could not go on because infrastructure failed (the store did not answer or refused a write): published
  * live (the store may be down, so it is not persisted) before the burst ends; `code` is `store_unavailable`. The
- * session is then `interrupted` (resume with a follow-up once the store is back) and its `exit` (`crashed`) and
- * `report` follow as soon as the store takes them.
+ * burst's `exit` (`crashed`) and `report` follow at once, live, even while the store is down; the session reads
+ * `interrupted` (resume with a follow-up) once the store takes the landing.
  */
 export const ErrorEvent = Schema.TaggedStruct("error", {
   sessionId: Schema.String,

@@ -215,8 +215,16 @@ export const ReplayRecord = Schema.Struct({
   /** The exit policy's checks, in order. */
   policy: Schema.Array(Schema.String),
   route: Schema.Array(RouteEntry),
-  /** The tools offered to the model. */
-  tools: Schema.Array(Schema.Struct({ name: Schema.String, effect: Schema.String, source: Schema.String })),
+  /**
+   * The tools offered to the model, then those it could call without being offered them: allowed tools whose server
+   * was down, each with `unavailable`, the reason (absent in older records: none).
+   */
+  tools: Schema.Array(Schema.Struct({
+    name: Schema.String,
+    effect: Schema.String,
+    source: Schema.String,
+    unavailable: Schema.optional(Schema.String)
+  })),
   /** The session's counters when the burst opened. */
   before: Schema.Struct({
     modelCalls: Schema.Int,

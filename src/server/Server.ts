@@ -217,6 +217,7 @@ export const mcpOptions = (settings: Settings, given: McpHttp.Options = {}): Mcp
   return {
     ...(configured.idleMs === undefined ? {} : { idleMs: configured.idleMs }),
     ...(configured.maxSessions === undefined ? {} : { maxSessions: configured.maxSessions }),
+    ...(configured.maxSessionsPerOrg === undefined ? {} : { maxSessionsPerOrg: configured.maxSessionsPerOrg }),
     ...(configured.allowedHosts === undefined ? {} : { allowedHosts: configured.allowedHosts }),
     ...given,
     protocol: { ...given.protocol, ...(waitMs === undefined ? {} : { approvalWaitMs: waitMs }) }

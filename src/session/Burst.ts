@@ -312,10 +312,21 @@ const replayRecord = (ctx: Context, burst: Burst): ReplayRecord => ({
     ...(p.pricing === undefined ? {} : { pricing: p.pricing }),
     ...(p.maxOutputTokens === undefined ? {} : { maxOutputTokens: p.maxOutputTokens })
   }))),
-  tools: intern(ctx.toolSpecs.map((spec) => {
-    const def = ctx.tools.get(spec.name)
-    return { name: spec.name, effect: def?.effect ?? "read", source: def?.source ?? "none" }
-  })),
+  tools: intern([
+    ...ctx.toolSpecs.map((spec) => {
+      const def = ctx.tools.get(spec.name)
+      return { name: spec.name, effect: def?.effect ?? "read", source: def?.source ?? "none" }
+    }),
+    // Callable though not offered (their server was down): a replay must dispatch a call to one the same way.
+    ...Array.from(ctx.tools.values()).flatMap((def) =>
+      def.unavailable === undefined ? [] : [{
+        name: def.name,
+        effect: def.effect,
+        source: def.source,
+        unavailable: def.unavailable
+      }]
+    )
+  ]),
   before: burst.before,
   promptChars: ctx.promptChars,
   cancelledAt: burst.cancelledAt,

@@ -242,7 +242,8 @@ const replayExecutor = (
     description: "",
     parameters: { type: "object" },
     effect: tool.effect === "write" ? "write" : "read",
-    source: tool.source
+    source: tool.source,
+    ...(tool.unavailable === undefined ? {} : { unavailable: tool.unavailable })
   }))
   return {
     list: () => Effect.succeed(defs),

@@ -10,10 +10,12 @@
  * Infrastructure is not an analysis outcome, but it must still end the burst visibly: when the store fails (a write
  * refused or not answered within the persistence timeout), the burst stops at once, an `error` event goes out on the
  * session's stream, an ERROR line names the session, and the burst lands as `crashed` with the session
- * `interrupted` (a follow-up resumes it). That landing is saved now if the store takes it, else handed to the host
- * (`later`), which retries until the store answers; either way the burst then fails with `PersistenceFailed`, so the
- * actor rebuilds from the store (a timed-out write may still have landed). A trajectory the store refuses at an
- * otherwise clean landing is logged and recorded on the session (`storeError`), never in the record that failed.
+ * `interrupted` (a follow-up resumes it); its `exit` and `report` go out live at once, whatever the store does, so
+ * a follower never waits for the store to hear how the burst ended. That landing is saved now if the store takes
+ * it, else handed to the host (`later`), which retries until the store answers; either way the burst then fails with
+ * `PersistenceFailed`, so the actor rebuilds from the store (a timed-out write may still have landed). A trajectory
+ * the store refuses at an otherwise clean landing is logged and recorded on the session (`storeError`), never in the
+ * record that failed.
  */
 import { Cause, Clock, Deferred, Effect, Either, Option, Random } from "effect"
 import { AgentSpec } from "../domain/AgentSpec.js"
@@ -87,8 +89,11 @@ export interface Landed {
 
 /**
  * The tools an agent may call: its allowlist ∩ what the executor offers, sorted by name. An allowed tool that is
- * unavailable now (its server is down) is left out, and so is one the executor does not know at all (its server
- * was removed, or renamed it): each with a note for the trajectory saying why.
+ * unavailable now (its server is down) is not offered to the model, and neither is one the executor does not know
+ * at all (its server was removed, or renamed it): each with a note for the trajectory saying why. The unavailable one
+ * stays callable: a model that calls it anyway (it knows the tool from earlier turns) reaches the executor, which
+ * tries its server at once and, if it is still down, answers that the tool is temporarily unavailable — never
+ * "unknown tool", which would tell the model the tool does not exist.
  */
 const allowedTools = (all: ReadonlyArray<ToolDef>, spec: AgentSpec) => {
   const allow = new Set(spec.tools)
@@ -101,6 +106,7 @@ const allowedTools = (all: ReadonlyArray<ToolDef>, spec: AgentSpec) => {
     if (!allow.has(def.name)) continue
     if (def.unavailable !== undefined) {
       notes.push({ code: "tool_unavailable", message: `tool "${def.name}" was not offered: ${def.unavailable}` })
+      tools.set(def.name, def)
       continue
     }
     tools.set(def.name, def)
@@ -189,28 +195,21 @@ export const unreported = (pending: ReadonlyArray<PendingConfirmation>): Readonl
 
 /**
  * Saves the landing of a burst the store stopped: its trajectory, then — if no one has moved the session on since —
- * its state, then announces `exit` and `report`. Safe to run again (the trajectory is upserted by run id).
+ * its state. Safe to run again (the trajectory is upserted by run id). Its `exit` and `report` were announced live
+ * before (see `stopped`), so this publishes nothing.
  */
 const settleStopped = (
-  ports: { readonly store: SessionStore["Type"]; readonly events: SessionEvents["Type"] },
+  ports: { readonly store: SessionStore["Type"] },
   session: Session,
-  landed: {
-    readonly trajectory: Trajectory
-    readonly state: SessionState
-    readonly seq: number
-    readonly report: Report
-  }
+  landed: { readonly trajectory: Trajectory; readonly state: SessionState }
 ): Effect.Effect<void, PersistenceFailed> =>
   Effect.gen(function*() {
-    const { store, events } = ports
+    const { store } = ports
     yield* store.saveTrajectory(landed.trajectory)
     const current = yield* store.getSession(session.principal.orgId, session.id)
     if (Option.isSome(current) && current.value.state.status === "running") {
       yield* store.saveState(session.id, landed.state, landed.trajectory.endedAt)
     }
-    const reason = landed.trajectory.exitReason
-    yield* events.publish({ _tag: "exit", sessionId: session.id, seq: landed.seq, reason })
-    yield* events.publish({ _tag: "report", sessionId: session.id, seq: landed.seq, report: landed.report })
   })
 
 /**
@@ -335,11 +334,14 @@ const run = (
           ...(yield* Burst.toState(b, before, reason, endedAt, report)),
           status: "interrupted"
         }
-        const settle = settleStopped({ store, events }, session, {
+        // Announced live now, not once the store takes the landing: a follower waiting for `exit` must not wait
+        // for the store (a partition may last longer than the follower does). Saved later, they are replayed from
+        // the trajectory to whoever subscribes after.
+        yield* events.publish({ _tag: "exit", sessionId: session.id, seq: b.lastSeq, reason })
+        yield* events.publish({ _tag: "report", sessionId: session.id, seq: b.lastSeq, report })
+        const settle = settleStopped({ store }, session, {
           trajectory: Burst.trajectory(ctx, b, reason, endedAt, report),
-          state,
-          seq: b.lastSeq,
-          report
+          state
         })
         const settled = yield* settle.pipe(Effect.as(true), Effect.orElseSucceed(() => false))
         if (!settled) {

@@ -7,7 +7,10 @@
  * tools are known only by config (`tools` and `effects` names) and marked unavailable, and it is retried in the
  * background with the jittered, capped restart schedule; when it comes up its tools are listed and swapped in.
  * `list` returns every known tool, those of a server that is not up marked `unavailable` with the reason (so a burst
- * leaves them out and says why, and publishing an agent naming them is still accepted); `servers` tells each
+ * leaves them out and says why, and publishing an agent naming them is still accepted); before it answers, a
+ * Streamable HTTP server that is down is tried at once (the backoff cut short, bounded by `probeMs`, one attempt
+ * shared by every caller: `internal/mcpConnection`'s `probe`), so a server that is back is offered to the next burst
+ * rather than when a backoff grown during the outage fires; `servers` tells each
  * server's state, since when, and its last error. A tool name exported by two servers at start fails the start —
  * silently picking one would let a config change reroute a call to a different server. The merged list is
  * advertised sorted by name, with source `mcp:<server>` and effect `read` only when the server promises
@@ -30,7 +33,21 @@
  * happened; lost servers are restarted (see `internal/mcpConnection`). A call's progress and its server's log
  * messages go to `ToolNotices` when the runtime provides one.
  */
-import { Chunk, Clock, Deferred, Effect, Either, Fiber, Layer, Option, Queue, Runtime, Schedule, Schema } from "effect"
+import {
+  Chunk,
+  Clock,
+  Deferred,
+  Duration,
+  Effect,
+  Either,
+  Fiber,
+  Layer,
+  Option,
+  Queue,
+  Runtime,
+  Schedule,
+  Schema
+} from "effect"
 import type { Context, Scope } from "effect"
 import { Elicitations } from "./Elicitations.js"
 import * as McpCall from "./internal/mcpCall.js"
@@ -89,6 +106,12 @@ export interface MakeOptions {
   readonly connectTimeoutMs?: number
   /** Delays between failed restart attempts of a lost server. Default: jittered exponential from 200 ms, ≤ 30 s. */
   readonly restartSchedule?: Schedule.Schedule<unknown, unknown>
+  /**
+   * How long `list` waits for a down server it tried at once (and for its tools to be listed again) before it answers
+   * with the server still unavailable. Default 1 s: a server that is back answers `initialize` and `tools/list` well
+   * within it, and a burst starting while a server stays down is held at most that long.
+   */
+  readonly probeMs?: number
   /**
    * Whether an OAuth authorization URL (`auth.grant: "authorization_code"`) may be followed by Corral itself
    * (`"follow"`: `corral mcp inspect`, tests) or needs a person this host does not have (`"none"`, the default: the
@@ -357,6 +380,24 @@ export const make = (
       }
     }
 
+    const probeMs = options?.probeMs ?? 1_000
+    // Every down server tried at once, concurrently; the re-list of those that came back awaited too; all within
+    // `probeMs`.
+    const probeDown = Effect.suspend(() => {
+      // Streamable HTTP servers only: they come back by themselves, and trying one costs a request. A stdio server is
+      // down because Corral could not run it; spawning it for every burst would not bring it back sooner.
+      const down = handles.filter((h) => !McpConfig.isStdio(h.config) && Connection.phaseOf(h) === "down")
+      if (down.length === 0) return Effect.void
+      return Effect.forEach(down, (h) => Connection.probe(h, probeMs), { concurrency: "unbounded", discard: true })
+        .pipe(
+          Effect.zipRight(
+            Effect.suspend(() => down.some((h) => Connection.phaseOf(h) === "up") ? refreshed : Effect.void)
+          ),
+          Effect.timeout(Duration.millis(probeMs)),
+          Effect.ignore
+        )
+    })
+
     const statuses = Effect.sync(() =>
       handles.map((handle): ToolServerStatus => {
         let tools = 0
@@ -378,7 +419,7 @@ export const make = (
       },
       refreshed,
       servers: statuses,
-      list: () => Effect.sync(() => known(current, handles)),
+      list: () => Effect.zipRight(probeDown, Effect.sync(() => known(current, handles))),
       call: (name, argumentsJson, ctx) =>
         Effect.suspend(() =>
           current.core !== undefined && name === current.core.def.name

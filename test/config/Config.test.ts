@@ -52,7 +52,7 @@ describe("Config.load", () => {
         keepAliveMs: 15_000,
         maxRunningBursts: 256,
         maxRequestsInFlight: 256,
-        mcp: {}
+        mcp: { idleMs: 600_000, maxSessions: 100, maxSessionsPerOrg: 20 }
       })
       expect(settings.limits).toEqual({ modelCallsPerBurst: 12, toolCalls: 40 })
       expect(settings.approvals).toEqual({ ttlMs: 3_600_000 })
@@ -140,14 +140,23 @@ describe("Config.load", () => {
 
   it.effect("reads the /mcp bounds (server.mcp), variables winning key by key, and names a bad one", () =>
     Effect.gen(function*() {
-      const file = { server: { mcp: { idleMs: 60_000, maxSessions: 5, allowedHosts: ["corral.example.com"] } } }
+      const file = {
+        server: { mcp: { idleMs: 60_000, maxSessions: 5, maxSessionsPerOrg: 4, allowedHosts: ["corral.example.com"] } }
+      }
       const settings = yield* withFile(
         file,
-        (path) => load({ CORRAL_CONFIG: path, CORRAL_MCP_MAX_SESSIONS: "7", CORRAL_MCP_ELICITATION_WAIT_MS: "30000" })
+        (path) =>
+          load({
+            CORRAL_CONFIG: path,
+            CORRAL_MCP_MAX_SESSIONS: "7",
+            CORRAL_MCP_MAX_SESSIONS_PER_ORG: "3",
+            CORRAL_MCP_ELICITATION_WAIT_MS: "30000"
+          })
       )
       expect(settings.server.mcp).toEqual({
         idleMs: 60_000,
         maxSessions: 7,
+        maxSessionsPerOrg: 3,
         allowedHosts: ["corral.example.com"],
         elicitationWaitMs: 30_000
       })
@@ -155,11 +164,16 @@ describe("Config.load", () => {
         allowedHosts: ["a.example.com", "b.example.com"]
       })
       const error = yield* Effect.flip(withFile(
-        { server: { mcp: { idleMs: 0, allowedHosts: ["https://corral.example.com:443"], waitMs: 1 } } },
+        {
+          server: {
+            mcp: { idleMs: 0, maxSessionsPerOrg: 0, allowedHosts: ["https://corral.example.com:443"], waitMs: 1 }
+          }
+        },
         (path) => load({ CORRAL_CONFIG: path, CORRAL_MCP_MAX_SESSIONS: "many" })
       ))
       const found = issues(error)
       expect(found.find((i) => i.startsWith("server.mcp.idleMs"))).toBeDefined()
+      expect(found.find((i) => i.startsWith("server.mcp.maxSessionsPerOrg"))).toBeDefined()
       expect(found.find((i) => i.startsWith("server.mcp.allowedHosts[0]"))).toContain("without scheme or port")
       expect(found.find((i) => i.startsWith("server.mcp.waitMs"))).toContain("unknown key")
       expect(found.find((i) => i.startsWith("CORRAL_MCP_MAX_SESSIONS"))).toBeDefined()

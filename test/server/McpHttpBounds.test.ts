@@ -1,8 +1,8 @@
 /**
  * The bounds of `/mcp` on a local server (no API keys): a host that cancels its call cancels the session's burst
  * (it lands `cancelled`, transcript kept), a page reached through DNS rebinding (another `Host`) is refused, the
- * number of open MCP sessions is bounded with an error that says what to do, and an idle session expires (the host
- * learns it with a 404 and opens a new one).
+ * number of open MCP sessions is bounded (a new one closes the least recently used idle one), and an idle session expires (the host
+ * learns it with a 404 and opens a new one). Sessions of several orgs: McpOrgs.test.ts.
  */
 import { describe, expect, it, layer } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
@@ -133,7 +133,7 @@ layer(Server.layer(slow), {
         expect((yield* send(`127.0.0.1:${port}`)).status).toBe(200)
       }))
 
-    it.effect("bounds the open sessions with an error that says what to do, and closes idle ones", () =>
+    it.effect("bounds the open sessions: a new one closes the least recently used idle one, and idle ones expire", () =>
       Effect.gen(function*() {
         const url = yield* mcpUrl
         const mcp = yield* McpHttp.McpHttp
@@ -144,20 +144,26 @@ layer(Server.layer(slow), {
           opened.push(yield* raw(url, { method: "POST", body: initialize, headers: mcpHeaders }))
         }
         expect(opened.map((o) => o.status)).toEqual([200, 200, 200])
-        const refused = yield* raw(url, { method: "POST", body: initialize, headers: mcpHeaders })
-        expect(refused.status).toBe(503)
-        expect(refused.headers["retry-after"]).toBe("30")
-        expect(JSON.parse(refused.text).error.message).toMatch(
-          /too many open MCP sessions \(at most 3\): close one \(DELETE \/mcp .*\) or retry once an idle one expires/
+        // A fourth: the server holds its 3, all idle (never closed by their host): the oldest makes room.
+        const fourth = yield* raw(url, { method: "POST", body: initialize, headers: mcpHeaders })
+        expect(fourth.status).toBe(200)
+        expect(mcp.sessions()).toBe(3)
+        const list = JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list" })
+        const listWith = (o: { readonly headers: Readonly<Record<string, string>> }) =>
+          raw(url, {
+            method: "POST",
+            body: list,
+            headers: { ...mcpHeaders, "mcp-session-id": o.headers["mcp-session-id"]! }
+          })
+        const closed = yield* listWith(opened[0]!)
+        expect(closed.status).toBe(404)
+        expect(JSON.parse(closed.text).error.message).toMatch(
+          /Session not found: it was idle and was closed to make room for a new session \(the server is at 3 sessions \(server\.mcp\.maxSessions\)/
         )
+        expect((yield* listWith(opened[1]!)).status).toBe(200)
         // Idle sessions expire: an expired id is then unknown (404), and the host opens a new session.
         yield* eventually("the idle sessions to expire", Effect.sync(() => mcp.sessions() === 0 ? true : undefined))
-        const list = JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list" })
-        const expired = yield* raw(url, {
-          method: "POST",
-          body: list,
-          headers: { ...mcpHeaders, "mcp-session-id": opened[0]!.headers["mcp-session-id"]! }
-        })
+        const expired = yield* listWith(opened[1]!)
         expect(expired.status).toBe(404)
         expect(JSON.parse(expired.text).error.message).toMatch(/Session not found: it expired or was closed/)
         expect((yield* raw(url, { method: "POST", body: initialize, headers: mcpHeaders })).status).toBe(200)

@@ -63,7 +63,9 @@ describe("McpRegistry with a server that is down", () => {
       // A call that names it anyway is told the server is unavailable, never that the tool does not exist.
       const refused = yield* mcp.call("ghost_search", "{}", ctx)
       expect(refused).toMatchObject({ isError: true, failure: "tool_error" })
-      expect(refused.content).toMatch(/^tool "ghost_search" was not run: MCP server "ghost" is unavailable/)
+      expect(refused.content).toMatch(
+        /^tool "ghost_search" was not run: it is temporarily unavailable because MCP server "ghost" is down since /
+      )
       const ghost = yield* stateOf(mcp, "ghost")
       expect(ghost).toMatchObject({ transport: "stdio", state: "down", tools: 2 })
       expect(ghost!.failures).toBeGreaterThanOrEqual(1)

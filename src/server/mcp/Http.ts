@@ -6,17 +6,21 @@
  * the server drains (503) · DNS rebinding: a `Host` (servers without API keys) or an `Origin` whose host is not
  * allowed (403) · the bearer key (401 with `WWW-Authenticate`, same keys and messages as the API) · a body over
  * `server.bodyLimitBytes` (413), not arriving within 30 s (408), or not JSON (400, -32700) · a session id nobody
- * opened, one that expired, or one opened by another principal (404: the client starts a new session) · a new session
- * beyond `maxSessions` (503 naming the limit).
+ * opened, one that expired or was closed to make room, or one opened by another principal (404: the client starts a
+ * new session) · a new session beyond its org's places or the server's, when none of them is idle (429 / 503 naming
+ * the limit: internal/admission).
  *
  * Streams are resumable (SEP-1699): every SSE event has an id, kept in the session's bounded event store, so a host
  * whose stream dropped mid-call reconnects with `Last-Event-ID` and gets the rest — the answer of a run included.
  *
  * Bounds: a session with no request in flight for `idleMs` is closed (the sweep logs it with its id); at most
- * `maxSessions` are open at once. Why DNS-rebinding protection keys on API keys: a server without keys serves only
- * 127.0.0.1 and answers anyone who reaches it, so a web page whose name resolves to 127.0.0.1 must be refused by
- * its `Host`; a server with keys is protected by the key a page cannot know, and its `Host` is whatever name
- * operators give it — there only a browser's `Origin` (another site's page) is checked.
+ * `maxSessionsPerOrg` are open per org and `maxSessions` in all, a new session past either closing the least
+ * recently used idle one (internal/admission: why per org, and who makes room).
+ *
+ * Why DNS-rebinding protection keys on API keys: a server without keys serves only 127.0.0.1 and answers anyone who
+ * reaches it, so a web page whose name resolves to 127.0.0.1 must be refused by its `Host`; a server with keys is
+ * protected by the key a page cannot know, and its `Host` is whatever name operators give it — there only a
+ * browser's `Origin` (another site's page) is checked.
  */
 import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
@@ -32,6 +36,7 @@ import * as Authentication from "../Authentication.js"
 import { bodyReadTimeoutMs } from "../BodyGuard.js"
 import * as AgentFeed from "./AgentFeed.js"
 import * as Catalog from "./Catalog.js"
+import * as Admission from "./internal/admission.js"
 import * as EventStore from "./internal/eventStore.js"
 import * as Protocol from "./Protocol.js"
 
@@ -39,8 +44,13 @@ import * as Protocol from "./Protocol.js"
 export interface Options {
   /** A session without a request in flight for this long is closed. */
   readonly idleMs?: number
-  /** At most this many sessions are open at once; a new one beyond it is refused (503). */
+  /** At most this many sessions are open at once (a backstop: see `maxSessionsPerOrg`). */
   readonly maxSessions?: number
+  /**
+   * At most this many sessions are open per org: a new one beyond closes the org's least recently used idle session,
+   * or is refused (429) when every one is busy.
+   */
+  readonly maxSessionsPerOrg?: number
   /**
    * Host names (no port) besides localhost, 127.0.0.1 and [::1] that `Host` and `Origin` may name. Given, the `Host`
    * is checked with API keys too (without keys it always is).
@@ -50,13 +60,22 @@ export interface Options {
   readonly protocol?: Protocol.Options
 }
 
-/** Defaults: an hour of idleness (a host keeps a session across a working session), 100 sessions. */
-export const defaults = { idleMs: 60 * 60_000, maxSessions: 100 } as const
+/**
+ * Defaults. 10 minutes of idleness: a host that is still there holds its `GET /mcp` stream open (which is not idle)
+ * or calls again; a session nobody uses for longer was left behind (the SDK's `Client.close()` sends no DELETE), and a
+ * host whose session expired opens a new one on the 404. 20 places per org: more than one person's hosts use at
+ * once, and five orgs' worth under the global backstop of 100.
+ */
+export const defaults = { idleMs: 10 * 60_000, maxSessions: 100, maxSessionsPerOrg: 20 } as const
 
-/** The `/mcp` endpoint: answers any request whose path is `/mcp`, and how many sessions are open. */
+/**
+ * The `/mcp` endpoint: answers any request whose path is `/mcp`; how many sessions are open, and how many of them
+ * are busy (a request or stream open: never closed to make room).
+ */
 export class McpHttp extends Context.Tag("corral/server/mcp/McpHttp")<McpHttp, {
   readonly handle: Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest>
   readonly sessions: () => number
+  readonly busySessions: () => number
 }>() {}
 
 interface Entry {
@@ -170,10 +189,26 @@ export const layer = (
       const feed = Option.getOrUndefined(yield* Effect.serviceOption(AgentFeed.AgentFeed))
       const idleMs = options.idleMs ?? defaults.idleMs
       const maxSessions = options.maxSessions ?? defaults.maxSessions
+      const bounds = { maxSessions, maxSessionsPerOrg: options.maxSessionsPerOrg ?? defaults.maxSessionsPerOrg }
       const allowed = [...loopback, ...(options.allowedHosts ?? []).map((h) => h.toLowerCase())]
       const keyed = settings.apiKeys.length > 0
       const checkHost = !keyed || (options.allowedHosts ?? []).length > 0
       const sessions = new Map<string, Entry>()
+      // Sessions whose `initialize` is being answered: they hold a place (two racing newcomers must not both take the
+      // last one), and are never closed to make room.
+      const opening = new Set<Admission.Held>()
+      // Ids closed to make room (the latest 1,000), so their host is told why they are gone.
+      const evicted = new Map<string, string>()
+      const heldNow = (): ReadonlyArray<Admission.Held> => [
+        ...opening,
+        ...Array.from(sessions, ([id, e]) => ({
+          id,
+          orgId: e.principal.orgId,
+          userId: e.principal.userId,
+          lastSeen: e.lastSeen,
+          inFlight: e.inFlight
+        }))
+      ]
 
       const closeEntry = (id: string, why: string) =>
         Effect.suspend(() => {
@@ -202,8 +237,11 @@ export const layer = (
         )
       )
 
-      /** Opens a session for `principal`: its SDK server connected to a fresh transport. */
-      const open = (principal: Principal) =>
+      /**
+       * Opens a session for `principal`: its SDK server connected to a fresh transport. Once the session is initialized
+       * it holds its own place, and `place` (held meanwhile) is given back.
+       */
+      const open = (principal: Principal, place: Admission.Held) =>
         Effect.promise(async () => {
           const server = Protocol.make(catalog, principal, runtime, {
             ...options.protocol,
@@ -215,6 +253,7 @@ export const layer = (
             eventStore: EventStore.make(),
             retryInterval: RETRY_MS,
             onsessioninitialized: (id) => {
+              opening.delete(place)
               sessions.set(id, { transport, principal, close: () => server.close(), lastSeen: Date.now(), inFlight: 1 })
             },
             onsessionclosed: (id) => {
@@ -296,36 +335,64 @@ export const layer = (
               "Bad Request: no Mcp-Session-Id header; open a session with `initialize` first"
             )
           }
-          if (sessions.size >= maxSessions) {
-            yield* Effect.logWarning(`MCP: a new session was refused: ${sessions.size} are open (the limit)`)
-            return rpcError(
-              503,
-              -32000,
-              `too many open MCP sessions (at most ${maxSessions}): close one (DELETE /mcp with its Mcp-Session-Id) ` +
-                `or retry once an idle one expires (after ${idleMs} ms without requests)`,
-              { "retry-after": "30" }
+          // Decided and the place taken in one synchronous step: no other request runs in between.
+          const decision = Admission.decide(heldNow(), auth.principal, bounds)
+          if (decision._tag === "Refuse") {
+            yield* Effect.logWarning(
+              `MCP: a new session for org ${auth.principal.orgId} was refused (${decision.status}): ${decision.message}`
             )
+            return rpcError(decision.status, -32000, decision.message, { "retry-after": "30" })
           }
-          const { server, transport } = yield* open(auth.principal)
-          yield* serve(request, transport, body)
-          const opened = transport.sessionId === undefined ? undefined : sessions.get(transport.sessionId)
-          // An initialize the SDK refused (a bad version, a batch) opened nothing: its server is closed at once.
-          if (opened === undefined) yield* Effect.promise(() => server.close().catch(() => undefined))
-          else {
-            opened.inFlight--
-            opened.lastSeen = Date.now()
-            yield* Effect.logInfo(`MCP session ${transport.sessionId} opened for org ${auth.principal.orgId}`)
+          const place: Admission.Held = {
+            id: "",
+            orgId: auth.principal.orgId,
+            userId: auth.principal.userId,
+            lastSeen: 0,
+            inFlight: 1
           }
-          return HttpServerResponse.empty()
+          opening.add(place)
+          return yield* Effect.gen(function*() {
+            if (decision._tag === "Evict") {
+              evicted.set(decision.evict.id, decision.why)
+              if (evicted.size > 1_000) evicted.delete(evicted.keys().next().value!)
+              yield* closeEntry(decision.evict.id, `closed to make room for a new session: ${decision.why}`)
+            }
+            const { server, transport } = yield* open(auth.principal, place)
+            yield* serve(request, transport, body)
+            const opened = transport.sessionId === undefined ? undefined : sessions.get(transport.sessionId)
+            // An initialize the SDK refused (a bad version, a batch) opened nothing: its server is closed at once.
+            if (opened === undefined) yield* Effect.promise(() => server.close().catch(() => undefined))
+            else {
+              opened.inFlight--
+              opened.lastSeen = Date.now()
+              yield* Effect.logInfo(`MCP session ${transport.sessionId} opened for org ${auth.principal.orgId}`)
+            }
+            return HttpServerResponse.empty()
+          }).pipe(Effect.ensuring(Effect.sync(() => void opening.delete(place))))
         }
         const entry = sessions.get(id)
         if (entry === undefined || !samePrincipal(entry.principal, auth.principal)) {
-          return rpcError(404, -32001, "Session not found: it expired or was closed; open a new one with `initialize`")
+          return rpcError(
+            404,
+            -32001,
+            entry === undefined && evicted.has(id)
+              ? `Session not found: it was idle and was closed to make room for a new session (${evicted.get(id)}); ` +
+                "open a new one with `initialize`"
+              : "Session not found: it expired or was closed; open a new one with `initialize`"
+          )
         }
         yield* tracked(entry, serve(request, entry.transport, body))
         return HttpServerResponse.empty()
       })
 
-      return { handle, sessions: () => sessions.size }
+      return {
+        handle,
+        sessions: () => sessions.size,
+        busySessions: () => {
+          let busy = 0
+          for (const entry of sessions.values()) if (entry.inFlight > 0) busy++
+          return busy
+        }
+      }
     })
   )

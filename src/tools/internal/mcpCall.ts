@@ -94,7 +94,7 @@ const send = (
     Effect.flatMap(
       Connection.acquire(handle),
       Either.match({
-        onLeft: (detail) => Effect.succeed(Texts.serverUnavailable(server, name, detail)),
+        onLeft: (detail) => Effect.succeed(Texts.serverUnavailable(server, name, detail, handle.since)),
         onRight: (conn) => {
           track.sent = true
           const onprogress = (p: Progress) => {
@@ -179,7 +179,9 @@ const errorOutcome = (server: string, name: string, ms: number, error: unknown, 
 /** The timeout outcome: not sent (the server never came back), silent for a whole window, or at the hard cap. */
 const expired = (entry: Entry, ms: number, capMs: number, track: Track, why: Deadline.Expiry): ToolOutcome => {
   const name = entry.def.name
-  if (!track.sent) return Texts.serverUnavailable(entry.handle.name, name, `it did not come back within ${ms} ms`)
+  if (!track.sent) {
+    return Texts.serverUnavailable(entry.handle.name, name, `it did not come back within ${ms} ms`, entry.handle.since)
+  }
   return why === "cap"
     ? Texts.progressCapReached(name, capMs, track.progress)
     : Texts.timedOutAfterProgress(name, ms, track.progress)

@@ -23,7 +23,10 @@
  * must happen in the same tick, before any call can pick the dead client. A call that finds the server down waits
  * for the restart, cutting the backoff short (someone needs the server now), but only until one attempt made after
  * it arrived has failed: then it fails fast instead of spending its whole timeout on a server that is not coming
- * back soon.
+ * back soon. A listing of the tools probes the same way (`probe`, bounded by its caller): a server that is back is
+ * offered again at the next burst, not when a backoff that grew during a long outage fires. Kicks share the one
+ * attempt in progress, and attempts a kick starts are at least `KICK_GAP_MS` apart, so a busy host asking for a
+ * server that stays down reconnects a few times a second, never in a tight loop.
  *
  * A server's tools can change while it runs (it sends `notifications/tools/list_changed`) and across a restart (a
  * new version, a different config). Both are reported to the handle's owner through `Options.onToolsChanged`, which
@@ -102,6 +105,10 @@ export interface Handle {
   lastError: string | undefined
   /** Failed (re)start attempts since it was last up. */
   failures: number
+  /** Whether a (re)start attempt is under way now. */
+  attempting: boolean
+  /** When the last failed (re)start attempt ended (epoch ms, `Clock`); `undefined` before any. */
+  lastFailedAt: number | undefined
   /**
    * Told every `notifications/message` (MCP log) the server sends. MCP log messages are not tied to a request, so
    * each call in flight on the server registers here for its duration and hears them all.
@@ -189,6 +196,12 @@ const MAX_PAGES = 1000
 const CLIENT_INFO = { name: "corral", version: "0.1.0" }
 /** Up this long, a server is not crash-looping: its next loss restarts it at once, with a fresh backoff. */
 const STABLE_MS = 30_000
+/**
+ * The least time between the starts of two attempts when the second was asked for by a call or a listing: short next
+ * to a person's wait for a tool, long next to a refused connection (which fails in a millisecond and would otherwise
+ * be retried as fast as callers arrive).
+ */
+export const KICK_GAP_MS = 250
 
 /** Switches the handle from `Up` on `conn` to `Down`; a no-op when `conn` is not the live connection. */
 const goDown = (handle: Handle, conn: Conn, loss: Loss): void => {
@@ -503,15 +516,26 @@ const reconnect = (
 ): Effect.Effect<{ conn: Conn; tools: ReadonlyArray<Tool> }> =>
   Effect.gen(function*() {
     let wait = backoffFirst
+    let lastStart: number | undefined
     while (true) {
       if (wait) {
         const kick = handle.state._tag === "Down" ? Deferred.await(handle.state.kick) : Effect.never
-        yield* Effect.raceFirst(driver.next(undefined).pipe(Effect.catchAll(() => Effect.never)), kick)
+        const kicked = yield* Effect.raceFirst(
+          driver.next(undefined).pipe(Effect.as(false), Effect.catchAll(() => Effect.never)),
+          Effect.as(kick, true)
+        )
+        const since = lastStart === undefined ? KICK_GAP_MS : (yield* Clock.currentTimeMillis) - lastStart
+        if (kicked && since < KICK_GAP_MS) yield* Effect.sleep(Duration.millis(KICK_GAP_MS - since))
       }
       wait = true
+      lastStart = yield* Clock.currentTimeMillis
       const failed = attemptStarts(handle)
-      const opened = yield* Effect.either(open(handle, options))
+      handle.attempting = true
+      const opened = yield* Effect.either(open(handle, options)).pipe(
+        Effect.ensuring(Effect.sync(() => void (handle.attempting = false)))
+      )
       if (Either.isRight(opened)) return opened.right
+      handle.lastFailedAt = yield* Clock.currentTimeMillis
       const changed = opened.left !== handle.lastError
       handle.failures++
       handle.lastError = opened.left
@@ -596,6 +620,8 @@ export const makeHandle = (
   since: now,
   lastError: undefined,
   failures: 0,
+  attempting: false,
+  lastFailedAt: undefined,
   logListeners: new Set(),
   callers: new Set()
 })
@@ -672,6 +698,32 @@ export const acquire = (handle: Handle): Effect.Effect<Either.Either<Conn, strin
       case "Starting":
         return Effect.succeed(Either.left("it has not started yet"))
     }
+  })
+
+/**
+ * Asks a down server to be tried now (the backoff cut short, as a call does) and waits until it is back or that
+ * attempt failed, at most `waitMs`. Does not wait when an attempt is already under way (a server slow to answer is
+ * not back: its outcome shows in the state later) or one failed less than `KICK_GAP_MS` ago (it is still down), so
+ * listing often while a server is down costs almost nothing. Returns at once when the server is up or still
+ * starting. Never fails: the caller reads the state afterwards.
+ */
+export const probe = (handle: Handle, waitMs: number): Effect.Effect<void> =>
+  Effect.flatMap(Clock.currentTimeMillis, (now) => {
+    if (handle.state._tag === "Up" && handle.state.conn.loss !== undefined) {
+      goDown(handle, handle.state.conn, handle.state.conn.loss)
+    }
+    const s = handle.state
+    if (s._tag !== "Down") return Effect.void
+    const kick = Deferred.succeed(s.kick, undefined)
+    const fresh = handle.lastFailedAt !== undefined && now - handle.lastFailedAt < KICK_GAP_MS
+    if (handle.attempting || fresh) return Effect.asVoid(kick)
+    return Effect.zipRight(
+      kick,
+      Effect.raceFirst(Effect.asVoid(Deferred.await(s.ready)), Effect.asVoid(Deferred.await(s.nextFailed))).pipe(
+        Effect.timeout(Duration.millis(waitMs)),
+        Effect.ignore
+      )
+    )
   })
 
 /**

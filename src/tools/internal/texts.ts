@@ -153,12 +153,17 @@ export const connectionLost = (server: string, name: string, detail: string): To
       "re-established; retry the call if it is safe."
   )
 
-/** `tool_error`: the call was never sent because its MCP server is down and has not come back yet. */
-export const serverUnavailable = (server: string, name: string, detail: string): ToolOutcome =>
+/**
+ * `tool_error`: the call was never sent because its MCP server is down and has not come back yet. Says the tool
+ * exists and is only unavailable for now (a model told "unknown tool" would stop using it for good), and since when
+ * when it is known (epoch ms).
+ */
+export const serverUnavailable = (server: string, name: string, detail: string, since?: number): ToolOutcome =>
   failed(
     "tool_error",
-    `tool "${name}" was not run: MCP server "${server}" is unavailable (${detail}); Corral is bringing it back. ` +
-      "Try again later or use another tool."
+    `tool "${name}" was not run: it is temporarily unavailable because MCP server "${server}" is down` +
+      `${since === undefined ? "" : ` since ${new Date(since).toISOString()}`} (${detail}). The tool exists and ` +
+      "Corral is reconnecting to its server: try the call again later, or use another tool meanwhile."
   )
 
 /** `timeout` for a tool that reported progress before its deadline: how far it got helps size the next request. */
