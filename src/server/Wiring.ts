@@ -25,6 +25,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Config, ConfigError, Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import type { Scope } from "effect"
 import { randomUUID } from "node:crypto"
+import { layerCluster } from "../cluster.js"
 import * as ClusterEvents from "../cluster/ClusterEvents.js"
 import * as Watchdog from "../cluster/Watchdog.js"
 import type { Settings } from "../config/Config.js"
@@ -532,7 +533,7 @@ export const layer = (
         ? Corral.layer(hosting)
         : Layer.provide(
           // The sweep runs as often as a shard lock lives: about as soon as a dead node's shards move anyway.
-          Corral.layerCluster({ ...hosting, sweepInterval: Duration.millis(settings.cluster.lockExpirationMs) }),
+          layerCluster({ ...hosting, sweepInterval: Duration.millis(settings.cluster.lockExpirationMs) }),
           cluster.runner
         )
     ),
