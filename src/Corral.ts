@@ -10,14 +10,15 @@
  * `corral/cluster` entry, src/cluster.ts) runs them as @effect/cluster entities over the same `make`. It lives apart
  * so that this module, and with it the `corral` entry, never loads @effect/cluster and its peers.
  */
-import { Clock, Context, Duration, Effect, Layer, Option, ParseResult, Schema } from "effect"
-import type { Scope as EffectScope, Stream } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Option, Schema } from "effect"
+import type { ParseResult, Scope as EffectScope, Stream } from "effect"
 import { AgentSpec } from "./domain/AgentSpec.js"
 import type { AgentSpecInput } from "./domain/AgentSpec.js"
 import type { PersistenceFailed, SendError } from "./domain/Errors.js"
 import {
   AgentNotFound,
   FieldIssue,
+  fieldIssues,
   InvalidRequest,
   InvalidSessionState,
   ScopeMismatch,
@@ -253,12 +254,7 @@ export interface MemoryOptions extends Supervisor.Options {
 }
 
 const issuesOf = (error: ParseResult.ParseError, prefix = ""): ReadonlyArray<FieldIssue> =>
-  ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) =>
-    new FieldIssue({
-      path: [prefix, ...issue.path.map(String)].filter((p) => p.length > 0).join(".") || "(root)",
-      message: issue.message
-    })
-  )
+  fieldIssues(error, { prefix: [prefix] })
 
 const invalid = (message: string, issues: ReadonlyArray<FieldIssue>) => new InvalidRequest({ message, issues })
 
