@@ -12,6 +12,8 @@
 #   (d) compile the repository's examples/*.ts there with tsc (strict, NodeNext, skipLibCheck off) and run each with
 #       plain node: openai-compatible against the fake provider (started from this checkout), durable-postgres on
 #       CORRAL_TEST_DATABASE_URL when set (it prints "skipped" without one),
+#   (f) run the first agent (examples/first-agent.ts: Agent.run, one call) in the project of (0), where only corral
+#       and effect are installed, against the fake provider,
 #   (e) start `corral serve` from the installed package (the bundled CLI) on the embedded store in a new directory,
 #       wait for /readyz, land a demo session, and stop it with SIGTERM (exit 0); prints ready time and RSS.
 # Catches what the repository's own tests cannot: exports that point at missing files, declarations that do not
@@ -112,6 +114,9 @@ for compiled in examples-out/*.js; do
     exit 1
   fi
 done
+echo "pack-check (f): the first agent (examples/first-agent.ts, compiled above) where only corral and effect are installed"
+cp examples-out/first-agent.js "$bare/"
+(cd "$bare" && OPENAI_BASE_URL="$base_url" node first-agent.js)
 echo "pack-check (e): corral serve from the installed package (the bundled CLI, embedded store in a new directory)"
 serve_smoke "$work/serve" "pack-check" node node_modules/corral/bin/corral.js serve
 echo "pack-check: ok"
