@@ -27,8 +27,12 @@ await build({
   platform: "node",
   target: "node20",
   sourcemap: "linked",
-  // Maps point into the shipped src/ (the package ships it for the library's maps too) instead of carrying it again.
+  // Maps give stack traces their original files and lines; the sources themselves are not shipped (the package has
+  // no src/), so the maps do not carry them either.
   sourcesContent: false,
+  // Whitespace and syntax only: identifiers keep their names, so a stack trace still reads without the map.
+  minifyWhitespace: true,
+  minifySyntax: true,
   external: ["@electric-sql/pglite", "@electric-sql/pglite/*", "pg-native"],
   // CommonJS dependencies (pg, ajv, …) call `require` for Node's built-ins; an ES module has none.
   banner: {

@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
-# The package as a stranger gets it: build, `npm pack`, install the tarball into an empty temporary project next to
-# the peer dependencies of the stated ranges (package.json `peerDependencies`), and there
+# The package as a stranger gets it: build, `npm pack`, and
+#   (0) install the tarball with `effect` alone (`npm i --legacy-peer-deps`: no peer installed for us), report the
+#       packages installed and the import cost of `corral` (scripts/pack-check/import-time.mjs), run the in-memory
+#       embed (embed.mjs), and require that each entry needing an optional peer names it and the install line
+#       (optional-entries.mjs), and that `corral/providers` loads with @effect/platform-node alone;
+# then install the tarball into an empty temporary project next to the peer dependencies of the stated ranges
+# (package.json `peerDependencies`), and there
 #   (a) run a plain Node ESM program that embeds Corral (scripts/pack-check/embed.mjs: one session, must complete),
 #   (b) type-check a TypeScript file against the shipped declarations (strict, NodeNext, skipLibCheck off),
 #   (c) run `npx corral --help` (exit 0),
 #   (d) compile the repository's examples/*.ts there with tsc (strict, NodeNext, skipLibCheck off) and run each with
 #       plain node: openai-compatible against the fake provider (started from this checkout), durable-postgres on
 #       CORRAL_TEST_DATABASE_URL when set (it prints "skipped" without one),
+#   (f) run the first agent (examples/first-agent.ts: Agent.run, one call) in the project of (0), where only corral
+#       and effect are installed, against the fake provider,
 #   (e) start `corral serve` from the installed package (the bundled CLI) on the embedded store in a new directory,
 #       wait for /readyz, land a demo session, and stop it with SIGTERM (exit 0); prints ready time and RSS.
 # Catches what the repository's own tests cannot: exports that point at missing files, declarations that do not
@@ -32,6 +39,25 @@ read -r tarball size unpacked files < <(node -e '
   const [p] = JSON.parse(require("node:fs").readFileSync(0, "utf8"))
   console.log(p.filename, p.size, p.unpackedSize, p.entryCount)' <<< "$pack_json")
 echo "pack-check: ${tarball}: $((size / 1024)) KB packed, $((unpacked / 1024)) KB unpacked, ${files} files"
+
+echo "pack-check (0): npm i --legacy-peer-deps corral effect — nothing else"
+bare="$work/bare"
+mkdir -p "$bare"
+cp scripts/pack-check/embed.mjs scripts/pack-check/optional-entries.mjs scripts/pack-check/import-time.mjs "$bare/"
+printf '{ "name": "corral-pack-check-bare", "private": true, "type": "module" }\n' > "$bare/package.json"
+effect_range="$(node -p 'require(process.argv[1]).peerDependencies.effect' "$root/package.json")"
+(
+  cd "$bare"
+  npm install --no-audit --no-fund --prefer-offline --loglevel=error --legacy-peer-deps "$work/$tarball" "effect@$effect_range"
+  echo "pack-check (0): $(npm ls --all --parseable 2> /dev/null | tail -n +2 | sort -u | wc -l) packages installed"
+  node import-time.mjs --runs 3 effect corral corral/testing
+  node embed.mjs
+  node optional-entries.mjs
+  npm install --no-audit --no-fund --prefer-offline --loglevel=error --legacy-peer-deps \
+    "@effect/platform-node@$(node -p 'require("./node_modules/corral/package.json").peerDependencies["@effect/platform-node"]')"
+  node --input-type=module -e 'const { layerHttpClient } = await import("corral/providers"); if (!layerHttpClient) process.exit(1)'
+  echo "pack-check (0): corral/providers loads with @effect/platform-node alone"
+)
 
 # Peers of the stated ranges, and the compiler of the repository's own range for (b).
 mapfile -t extras < <(node -e '
@@ -88,6 +114,9 @@ for compiled in examples-out/*.js; do
     exit 1
   fi
 done
+echo "pack-check (f): the first agent (examples/first-agent.ts, compiled above) where only corral and effect are installed"
+cp examples-out/first-agent.js "$bare/"
+(cd "$bare" && OPENAI_BASE_URL="$base_url" node first-agent.js)
 echo "pack-check (e): corral serve from the installed package (the bundled CLI, embedded store in a new directory)"
 serve_smoke "$work/serve" "pack-check" node node_modules/corral/bin/corral.js serve
 echo "pack-check: ok"

@@ -6,15 +6,12 @@
  * unknown agent, a session bound to another scope, or an inherited artifact from another scope is refused with a
  * typed error naming what is wrong.
  *
- * Hosting: `Corral.layer` runs every session in this process (a local `Supervisor`); `Corral.layerCluster` runs them
- * as @effect/cluster entities (cluster/SessionEntity) on the runners of a cluster, over a `Sharding` the embedder
- * provides (for example `NodeClusterSocket.layer({ storage: "sql" })` with a Postgres `SqlClient`), with the same
- * service in front: any node answers any call and routes the message to the session's owner.
+ * Hosting: `Corral.layer` runs every session in this process (a local `Supervisor`); `layerCluster` (the
+ * `corral/cluster` entry, src/cluster.ts) runs them as @effect/cluster entities over the same `make`. It lives apart
+ * so that this module, and with it the `corral` entry, never loads @effect/cluster and its peers.
  */
-import type { Sharding } from "@effect/cluster"
-import { Clock, Context, Duration, Effect, Layer, Option, ParseResult, Schema } from "effect"
-import type { Scope as EffectScope, Stream } from "effect"
-import * as SessionEntity from "./cluster/SessionEntity.js"
+import { Clock, Context, Duration, Effect, Layer, Option, Schema } from "effect"
+import type { ParseResult, Scope as EffectScope, Stream } from "effect"
 import { AgentSpec } from "./domain/AgentSpec.js"
 import type { AgentSpecInput } from "./domain/AgentSpec.js"
 import { BudgetExhausted } from "./domain/Errors.js"
@@ -22,6 +19,7 @@ import type { PersistenceFailed, SendError } from "./domain/Errors.js"
 import {
   AgentNotFound,
   FieldIssue,
+  fieldIssues,
   InvalidRequest,
   InvalidSessionState,
   ScopeMismatch,
@@ -230,21 +228,6 @@ export class Corral extends Context.Tag("corral/Corral")<Corral, Service>() {
   > => Layer.effect(Corral, make).pipe(Layer.provideMerge(Supervisor.layer(options)))
 
   /**
-   * The service over the ports, hosting sessions as cluster entities: this process is a runner of the `Sharding` it
-   * is given (it hosts the sessions of the shards it owns) and a client of the others. Every message goes to the
-   * session's owner; readers read the shared store. The store must be shared by every runner (Postgres): each owner
-   * rebuilds a session from it when the session moves. The `Supervisor` it provides routes through the cluster;
-   * its `live`/`running` describe this runner's own actors.
-   */
-  static readonly layerCluster = (
-    options: SessionEntity.Options = {}
-  ): Layer.Layer<
-    Corral | Supervisor.Supervisor,
-    PersistenceFailed,
-    SessionStore | SessionEvents | ToolExecutor | Providers | Sharding.Sharding
-  > => Layer.effect(Corral, make).pipe(Layer.provideMerge(SessionEntity.layer(options)))
-
-  /**
    * An all-in-memory runtime: memory store, live events, in-process tools, the given provider routes (`providers`
    * is the `default` tier). `limits` tightens the ceilings (loosening fails with `InvalidRequest`).
    */
@@ -281,12 +264,7 @@ export interface MemoryOptions extends Supervisor.Options {
 }
 
 const issuesOf = (error: ParseResult.ParseError, prefix = ""): ReadonlyArray<FieldIssue> =>
-  ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) =>
-    new FieldIssue({
-      path: [prefix, ...issue.path.map(String)].filter((p) => p.length > 0).join(".") || "(root)",
-      message: issue.message
-    })
-  )
+  fieldIssues(error, { prefix: [prefix] })
 
 const invalid = (message: string, issues: ReadonlyArray<FieldIssue>) => new InvalidRequest({ message, issues })
 

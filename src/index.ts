@@ -3,6 +3,8 @@
  * `CorralError` (one union of tagged errors, recognised by `isCorralError`).
  */
 export { Corral } from "./Corral.js"
+/** The one-call path to a tool-using agent on a real model: `Agent.run({ prompt, tools })` (see README). */
+export * as Agent from "./Agent.js"
 export type { MemoryOptions, Service as CorralService, StartRequest } from "./Corral.js"
 export type { EventsOptions, SendOptions } from "./Corral.js"
 export { defineAgent } from "./domain/AgentSpec.js"

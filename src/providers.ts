@@ -16,7 +16,7 @@
  * ```
  */
 import type { HttpClient } from "@effect/platform"
-import { NodeHttpClient } from "@effect/platform-node"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import type { Layer } from "effect"
 
 /** The OpenAI Chat Completions adapter (OpenAI, Ollama, vLLM, llama.cpp, LM Studio, OpenRouter…): `make`, `layer`. */

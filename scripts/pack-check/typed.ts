@@ -2,6 +2,7 @@
 // NodeNext, and every declaration file checked (skipLibCheck off), Corral's and Effect's alike.
 import type { CorralError, SessionView } from "corral"
 import { Corral, isCorralError, ToolRegistry } from "corral"
+import type * as Cluster from "corral/cluster"
 import type * as Mcp from "corral/mcp"
 import type * as Providers from "corral/providers"
 import type * as Sql from "corral/sql"
@@ -39,4 +40,4 @@ export const exitReason: Effect.Effect<string, never> = program.pipe(
 export const refused = Effect.flatMap(Corral, (corral) => corral.run(me, { scope: "s", prompt: "p" }))
 
 // The entry points resolve to declarations (placeholders until the public-surface work fills them).
-export type Entries = [typeof Mcp, typeof Providers, typeof Sql]
+export type Entries = [typeof Cluster, typeof Mcp, typeof Providers, typeof Sql]

@@ -5,10 +5,11 @@
  * Command-line flags override environment variables, which override the file: a flag is turned into the variable
  * it stands for and read through the same `Config` path, so there is one precedence rule and one set of checks.
  */
-import { ConfigProvider, Effect } from "effect"
+import { ConfigProvider, Effect, Redacted } from "effect"
 import * as Config from "../config/Config.js"
 import { Principal } from "../domain/Principal.js"
 import * as Authentication from "../server/Authentication.js"
+import { isSchemaName } from "../sql.js"
 import type * as Args from "./Args.js"
 
 /** One command. `run` resolves to the process exit code and never fails (errors are printed, code 1). */
@@ -38,6 +39,34 @@ export const withOverrides = <A, E, R>(
 /** The configuration, with `--config FILE` honoured. */
 export const settings = (args: Args.Parsed, overrides: ReadonlyArray<readonly [string, string | undefined]> = []) =>
   withOverrides([["CORRAL_CONFIG", args.strings.get("config")], ...overrides], Config.load)
+
+/**
+ * `--schema NAME`: the Postgres schema that holds Corral's tables, as `corral/sql`'s `layerSql({ url, schema })`
+ * keeps them, so the CLI reads (and writes) an embedder's sessions. It goes on every connection's `search_path`
+ * through the URL's `options` parameter (a startup option: no statement runs with another). Fails with a message
+ * naming the flag for a name that is not a plain lowercase identifier, or without a Postgres server (DATABASE_URL).
+ */
+export const withSchema = (args: Args.Parsed, settings: Config.Settings): Effect.Effect<Config.Settings, string> => {
+  const schema = args.strings.get("schema")
+  if (schema === undefined) return Effect.succeed(settings)
+  if (!isSchemaName(schema)) {
+    return Effect.fail(
+      `--schema: "${schema}" is not a schema name (a lowercase identifier: letters, digits and '_', at most 63 ` +
+        "characters, not starting with pg_)"
+    )
+  }
+  const database = settings.database
+  if (database._tag !== "Postgres") {
+    return Effect.fail("--schema: needs a Postgres server (DATABASE_URL); the embedded database has one schema")
+  }
+  const url = new URL(Redacted.value(database.url))
+  url.searchParams.set("options", `-c search_path=${schema}`)
+  return Effect.succeed({ ...settings, database: { ...database, url: Redacted.make(url.toString()) } })
+}
+
+/** The help line for `--schema`. */
+export const schemaHelp =
+  "  --schema NAME   the Postgres schema of Corral's tables (corral/sql's `schema`; needs DATABASE_URL)"
 
 /**
  * The principal a local command acts as: `--org` (and `--user`), else the local principal without API keys, else

@@ -20,7 +20,8 @@ import * as Output from "./Output.js"
 import * as Printer from "./Printer.js"
 import * as Remote from "./Remote.js"
 
-const usage = "Usage: corral replay SESSION_ID [--verify [--time-slack MS]] [--server URL] [--org ORG] [--config FILE]"
+const usage =
+  "Usage: corral replay SESSION_ID [--verify [--time-slack MS]] [--server URL] [--org ORG] [--schema NAME] [--config FILE]"
 
 const print = (session: SessionView, turns: ReadonlyArray<Turn>) =>
   Effect.gen(function*() {
@@ -44,7 +45,7 @@ interface Loaded {
 
 const local = (args: Args.Parsed, sessionId: string) =>
   Effect.gen(function*() {
-    const settings = yield* Command.settings(args)
+    const settings = yield* Command.withSchema(args, yield* Command.settings(args))
     const by = yield* Command.principal(args, settings)
     return yield* Effect.provide(
       Effect.gen(function*() {
@@ -161,7 +162,14 @@ const slackOf = (args: Args.Parsed): Effect.Effect<number, string> => {
 /** The `replay` command: exit code 0 when the session was printed, 1 otherwise. */
 export const replay: Command.Command = {
   name: "replay",
-  options: { ...Command.common, server: "string", org: "string", verify: "boolean", "time-slack": "string" },
+  options: {
+    ...Command.common,
+    server: "string",
+    org: "string",
+    verify: "boolean",
+    "time-slack": "string",
+    schema: "string"
+  },
   help: [
     usage,
     "",
@@ -179,6 +187,7 @@ export const replay: Command.Command = {
     "                  store writes took real time in the recording)",
     "  --server URL    read from a running server (also CORRAL_SERVER; key in CORRAL_API_KEY)",
     "  --org ORG       the session's org, locally (default: the local org, or the only configured org)",
+    Command.schemaHelp,
     Command.commonHelp
   ].join("\n"),
   run: (args) =>

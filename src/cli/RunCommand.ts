@@ -103,12 +103,21 @@ const requireKeys = (models: ProviderConfig.ModelConfig, spec: unknown) =>
     )
   })
 
-const usage = "Usage: corral run (--agent FILE | --demo) [--scope S] [--org ORG] [--memory] [--config FILE] \"prompt\""
+const usage =
+  "Usage: corral run (--agent FILE | --demo) [--scope S] [--org ORG] [--memory] [--schema NAME] [--config FILE] \"prompt\""
 
 /** The `run` command. */
 export const run: Command.Command = {
   name: "run",
-  options: { ...Command.common, agent: "string", scope: "string", demo: "boolean", org: "string", memory: "boolean" },
+  options: {
+    ...Command.common,
+    agent: "string",
+    scope: "string",
+    demo: "boolean",
+    org: "string",
+    memory: "boolean",
+    schema: "string"
+  },
   interruptedCode: 2,
   help: [
     usage,
@@ -127,6 +136,7 @@ export const run: Command.Command = {
     "  --scope S       what the session investigates (required with --agent; default demo:<random> with --demo)",
     "  --org ORG       the org to act as (default: the local org, or the only configured org)",
     "  --memory        do not persist the session (also CORRAL_STORE=memory)",
+    Command.schemaHelp + " (it must exist)",
     Command.commonHelp
   ].join("\n"),
   run: (args: Args.Parsed) =>
@@ -139,10 +149,13 @@ export const run: Command.Command = {
       const scope = args.strings.get("scope") ??
         (demo && file === undefined ? `demo:${Math.random().toString(36).slice(2, 8)}` : undefined)
       if (scope === undefined) return yield* Effect.fail(`give --scope S\n${usage}`)
-      const settings = yield* Command.settings(args, [
-        ["CORRAL_DEMO", demo ? "true" : undefined],
-        ["CORRAL_STORE", args.booleans.has("memory") ? "memory" : undefined]
-      ])
+      const settings = yield* Command.withSchema(
+        args,
+        yield* Command.settings(args, [
+          ["CORRAL_DEMO", demo ? "true" : undefined],
+          ["CORRAL_STORE", args.booleans.has("memory") ? "memory" : undefined]
+        ])
+      )
       const by = yield* Command.principal(args, settings)
       const spec = file === undefined ? undefined : yield* readJson(file)
       if (!demo) yield* requireKeys(settings.models, spec)

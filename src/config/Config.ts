@@ -13,10 +13,10 @@
  * Everything is read through effect's `Config` (so tests swap the `ConfigProvider`); this folder is the only
  * place in Corral that reads the environment. Secrets (`DATABASE_URL`) stay `Redacted`.
  */
-import type { ConfigError } from "effect"
-import { Config as EffectConfig, Effect, Either, Option, ParseResult, Redacted, Schema } from "effect"
+import type { ConfigError, ParseResult } from "effect"
+import { Config as EffectConfig, Effect, Either, Option, Redacted, Schema } from "effect"
 import { readFile } from "node:fs/promises"
-import { FieldIssue } from "../domain/Errors.js"
+import { FieldIssue, fieldIssues } from "../domain/Errors.js"
 import { LimitsOverride } from "../domain/Limits.js"
 import * as ProviderConfig from "../model/ProviderConfig.js"
 import * as Cost from "../rails/Cost.js"
@@ -251,21 +251,9 @@ const pathOf = (path: ReadonlyArray<PropertyKey>): string =>
     ""
   )
 
-const issuesOf = (error: ParseResult.ParseError, prefix: string): Array<FieldIssue> => {
-  const all = ParseResult.ArrayFormatter.formatErrorSync(error)
-  const paths = all.map((issue) => pathOf([prefix, ...issue.path]))
-  return all.flatMap((issue, i) => {
-    // An optional key that fails reports twice (its type, and "not undefined either"): keep the useful one.
-    const echo = issue.message.startsWith("Expected undefined, actual") &&
-      paths.filter((p) => p === paths[i]).length > 1
-    return echo ? [] : [
-      new FieldIssue({
-        path: paths[i]!,
-        message: issue._tag === "Unexpected" ? "unknown key" : issue.message
-      })
-    ]
-  })
-}
+// One line per field: union alternatives merged, the optional-key "Expected undefined" echo dropped (fieldIssues).
+const issuesOf = (error: ParseResult.ParseError, prefix: string): Array<FieldIssue> =>
+  fieldIssues(error, { prefix: [prefix], render: pathOf, unexpected: "unknown key" })
 
 /** Decodes each section on its own, so one bad section never hides another's problems. */
 const decodeSections = (raw: Record<string, unknown>): { shape: FileShape; issues: Array<FieldIssue> } => {

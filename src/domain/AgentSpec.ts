@@ -63,6 +63,9 @@ export type AgentSpecInput = typeof AgentSpec.Encoded
 
 /**
  * Types an agent spec where it is written (autocomplete and type errors in the editor); returns it unchanged.
- * Validation happens when it is published.
+ * A key the spec does not have (`toolz: []`) is a type error, as it is in a literal passed to `publishAgent`: a
+ * generic parameter alone would take it silently. Validation happens when it is published.
  */
-export const defineAgent = <const S extends AgentSpecInput>(spec: S): S => spec
+export const defineAgent = <const S extends AgentSpecInput>(
+  spec: S & { readonly [K in Exclude<keyof S, keyof AgentSpecInput>]: never }
+): S => spec

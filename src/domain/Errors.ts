@@ -2,7 +2,7 @@
  * Expected boundary errors. Tagged schemas, so they serialise to the store, to HTTP and over RPC.
  * A tripped rail is never one of these: it is an exit reason.
  */
-import { Schema } from "effect"
+import { ParseResult, Schema } from "effect"
 import { ErrorKind } from "./ErrorKind.js"
 import { Usage } from "./Usage.js"
 
@@ -48,7 +48,7 @@ export class SessionNotFound extends Schema.TaggedError<SessionNotFound>()("Sess
   }
 }
 
-/** No agent with this id (and version) is published in the caller's org. `message` defaults to saying which. */
+/** No agent with this id (and version) is published in the caller's org. `message` defaults to naming both. */
 export class AgentNotFound extends Schema.TaggedError<AgentNotFound>()("AgentNotFound", {
   agentId: Schema.String,
   version: Schema.optional(Schema.Int),
@@ -63,8 +63,8 @@ export class AgentNotFound extends Schema.TaggedError<AgentNotFound>()("AgentNot
       ...(props.version === undefined ? {} : { version: props.version }),
       message: props.message ??
         (props.version === undefined
-          ? "no agent with this id is published in your org"
-          : `no version ${props.version} of this agent is published in your org`)
+          ? `no agent ${JSON.stringify(props.agentId)} is published in your org`
+          : `no version ${props.version} of agent ${JSON.stringify(props.agentId)} is published in your org`)
     }, options)
   }
 }
@@ -74,6 +74,64 @@ export class FieldIssue extends Schema.Class<FieldIssue>("FieldIssue")({
   path: Schema.String,
   message: Schema.String
 }) {}
+
+/** How `fieldIssues` renders a path (default: dotted keys, `(root)` for none). */
+export interface FieldIssuesOptions {
+  readonly prefix?: ReadonlyArray<PropertyKey>
+  readonly render?: (path: ReadonlyArray<PropertyKey>) => string
+  /** The message for a key the schema does not know (default: Effect's own, "is unexpected"). */
+  readonly unexpected?: string
+}
+
+const dotted = (path: ReadonlyArray<PropertyKey>): string =>
+  path.map(String).filter((key) => key.length > 0).join(".") || "(root)"
+
+const expectedActual = /^Expected ([\s\S]*), actual ([\s\S]*)$/
+
+/**
+ * A parse error as one `FieldIssue` per field. Effect reports a union member by member (a bad exit reason was eight
+ * "Expected "burst_limit", actual …" lines, an optional field two, the second "Expected undefined"); a person
+ * reading the error wants one line for one bad value: the alternatives are merged ("Expected one of …, actual …"),
+ * and the "Expected undefined" echo of an optional field is dropped when the field has a better line, or when the
+ * problem is reported deeper inside it.
+ */
+export const fieldIssues = (error: ParseResult.ParseError, options: FieldIssuesOptions = {}): Array<FieldIssue> => {
+  const render = options.render ?? dotted
+  const byPath = new Map<string, Array<ParseResult.ArrayFormatterIssue>>()
+  for (const issue of ParseResult.ArrayFormatter.formatErrorSync(error)) {
+    const path = render([...(options.prefix ?? []), ...issue.path])
+    byPath.set(path, [...(byPath.get(path) ?? []), issue])
+  }
+  const paths = [...byPath.keys()]
+  const deeper = (path: string) =>
+    paths.some((other) => other !== path && (other.startsWith(`${path}.`) || other.startsWith(`${path}[`)))
+  return paths.flatMap((path) => {
+    const all = byPath.get(path)!
+    const echo = (issue: ParseResult.ArrayFormatterIssue) => issue.message.startsWith("Expected undefined, actual")
+    const useful = all.filter((issue) => !echo(issue))
+    if (useful.length === 0 && deeper(path)) return []
+    const kept = useful.length === 0 ? all.slice(0, 1) : useful
+    const expected: Array<string> = []
+    let actual: string | undefined
+    const others: Array<string> = []
+    for (const issue of kept) {
+      const match = issue._tag === "Unexpected" ? null : expectedActual.exec(issue.message)
+      if (match !== null && (actual === undefined || actual === match[2])) {
+        if (!expected.includes(match[1]!)) expected.push(match[1]!)
+        actual = match[2]
+      } else {
+        const message = issue._tag === "Unexpected" && options.unexpected !== undefined
+          ? options.unexpected
+          : issue.message
+        if (!others.includes(message)) others.push(message)
+      }
+    }
+    const merged = expected.length === 0 ? [] : [
+      `Expected ${expected.length === 1 ? expected[0] : `one of ${expected.join(", ")}`}, actual ${actual}`
+    ]
+    return [new FieldIssue({ path, message: [...merged, ...others].join("; ") })]
+  })
+}
 
 /** An agent spec (or another request) is invalid; every problem is listed with its field. */
 export class InvalidRequest extends Schema.TaggedError<InvalidRequest>()("InvalidRequest", {

@@ -16,7 +16,7 @@
  * that lists it and every session that calls it.
  */
 import type { HttpClient } from "@effect/platform"
-import { NodeHttpClient } from "@effect/platform-node"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Array as Arr, Config, ConfigError, Effect, Either, Layer, Option, ParseResult, Redacted, Schema } from "effect"
 import { FieldIssue } from "../domain/Errors.js"
 import { HttpUrl } from "../domain/HttpUrl.js"

@@ -151,14 +151,23 @@ export interface Scripted extends ModelProvider {
   readonly remaining: number
 }
 
-/** The default answer to a finalize call: valid against `domain/Report` `defaultReportSchema`. */
-export const defaultReport = (_request: ModelRequest): Step =>
-  text(JSON.stringify({
-    summary: "The scripted session ended; no findings were recorded.",
+/**
+ * The default answer to a finalize call: valid against `domain/Report` `defaultReportSchema`, its summary what the
+ * model last said in the transcript (a scripted session that answered must not report "no findings").
+ */
+export const defaultReport = (request: ModelRequest): Step => {
+  const said = [...request.messages].reverse().find((entry) =>
+    entry.kind === "assistant" && entry.text.trim().length > 0
+  )
+  return text(JSON.stringify({
+    summary: said?.kind === "assistant"
+      ? `The model said: ${said.text.trim()}`
+      : "The scripted session ended before the model said anything.",
     findings: [],
     confidence: "low",
     nextSteps: []
   }))
+}
 
 /**
  * A provider that plays `script` one step per request, then `whenDone` (default: a text reply saying the script has

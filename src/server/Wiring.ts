@@ -25,6 +25,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Config, ConfigError, Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import type { Scope } from "effect"
 import { randomUUID } from "node:crypto"
+import { layerCluster } from "../cluster.js"
 import * as ClusterEvents from "../cluster/ClusterEvents.js"
 import * as Ownership from "../cluster/Ownership.js"
 import * as Watchdog from "../cluster/Watchdog.js"
@@ -537,7 +538,7 @@ export const layer = (
           // The sweep runs as often as a shard lock lives: about as soon as a dead node's shards move anyway. A view
           // of a session no live node owns says so (cluster/Ownership).
           Ownership.layer.pipe(Layer.provideMerge(
-            Corral.layerCluster({ ...hosting, sweepInterval: Duration.millis(settings.cluster.lockExpirationMs) })
+            layerCluster({ ...hosting, sweepInterval: Duration.millis(settings.cluster.lockExpirationMs) })
           )),
           Layer.merge(cluster.runner, cluster.sql)
         )

@@ -19,6 +19,7 @@ import { Context, Effect, Layer, Redacted, Ref, Schedule } from "effect"
 import type { ConfigError } from "effect"
 import * as TelemetryConfig from "../config/Telemetry.js"
 import type { TelemetrySettings } from "../config/Telemetry.js"
+import { missingPeer } from "../internal/optionalPeers.js"
 import * as Metrics from "./Metrics.js"
 import * as OtlpSpans from "./OtlpSpans.js"
 import * as Spans from "./Spans.js"
@@ -35,7 +36,10 @@ const loadSdk = Effect.promise(() =>
     import("@opentelemetry/exporter-metrics-otlp-http"),
     import("@opentelemetry/otlp-exporter-base/node-http"),
     import("@opentelemetry/otlp-transformer")
-  ])
+  ]).catch((error: unknown) => {
+    // @effect/opentelemetry is an optional peer: say which package to install, not where Node looked for it.
+    throw missingPeer("Telemetry.layer", error) ?? error
+  })
 )
 
 type TraceSdk = typeof TraceSdkModule

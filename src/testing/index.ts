@@ -6,6 +6,11 @@
 export * as ScriptedModel from "../model/Scripted.js"
 /** fast-check arbitraries of model behaviour: replies of every shape and provider faults of every kind. */
 export * as Arbitraries from "./Arbitraries.js"
+/**
+ * The fast-check the arbitraries are built on: Effect's bundled copy (fast-check 3). Use this one (`FastCheck as
+ * fc`) for overrides and your own properties: `fast-check` 4 from npm has other types and does not fit (TS2739).
+ */
+export { FastCheck } from "effect"
 /** A spec against a script in one call: the in-memory `layer`, `runBurst`, `drive`. */
 export * as Harness from "./Harness.js"
 export { replay } from "./replay.js"

@@ -19,8 +19,9 @@
  */
 import { Ajv } from "ajv"
 import type { ValidateFunction } from "ajv"
-import { Cause, Context, Effect, Either, Exit, Fiber, JSONSchema, Layer, ParseResult, Runtime, Schema } from "effect"
+import { Cause, Context, Effect, Either, Exit, Fiber, JSONSchema, Layer, Runtime, Schema } from "effect"
 import type { JsonSchema } from "../domain/AgentSpec.js"
+import { fieldIssues } from "../domain/Errors.js"
 import * as BoundedWait from "../internal/boundedWait.js"
 import { Limits } from "../rails/Limits.js"
 import * as Arguments from "./internal/arguments.js"
@@ -121,14 +122,11 @@ const decoderOf = <A, I>(schema: Schema.Schema<A, I, never>) => {
   const decode = Schema.decodeUnknownEither(schema, { errors: "all", onExcessProperty: "error" })
   return (args: unknown): Either.Either<unknown, string> =>
     Either.mapLeft(decode(args), (error) => {
-      const issues = ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) => ({
-        path: issue.path.length === 0 ? "(arguments)" : issue.path.map(String).join("."),
-        message: issue.message
-      }))
-      // An optional field's `undefined` alternative means nothing in JSON: drop it when the field has another issue.
-      const told = (i: { readonly path: string; readonly message: string }) =>
-        !i.message.startsWith("Expected undefined") || !issues.some((o) => o.path === i.path && o !== i)
-      return issues.filter(told).map((i) => `- ${i.path}: ${i.message}`).join("\n")
+      // One line per field: a union's alternatives merged, an optional field's `undefined` echo dropped.
+      const issues = fieldIssues(error, {
+        render: (path) => path.length === 0 ? "(arguments)" : path.map(String).join(".")
+      })
+      return issues.map((i) => `- ${i.path}: ${i.message}`).join("\n")
     })
 }
 

@@ -1,6 +1,7 @@
 import { MessageStorage, TestRunner } from "@effect/cluster"
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer, Option } from "effect"
+import { layerCluster } from "../../src/cluster.js"
 import { Corral } from "../../src/Corral.js"
 import { Principal } from "../../src/domain/Principal.js"
 import type { Session } from "../../src/domain/Session.js"
@@ -96,7 +97,7 @@ const acceptFollowUp = (first: { readonly id: string }, id: string, text: string
   )
 
 const cluster = (model: ReturnType<typeof Scripted.make>) =>
-  Corral.layerCluster().pipe(Layer.provideMerge(ports(model)), Layer.provideMerge(TestRunner.layer))
+  layerCluster().pipe(Layer.provideMerge(ports(model)), Layer.provideMerge(TestRunner.layer))
 
 describe("cluster/SessionEntity", () => {
   // TestRunner's sharding runs on the live clock (it hangs under TestClock): scopedLive, and the scripted model

@@ -22,6 +22,7 @@ import { describe, expect, it } from "@effect/vitest"
 import type { Duration } from "effect"
 import { Clock, Effect, Layer, Option } from "effect"
 import { randomUUID } from "node:crypto"
+import { layerCluster } from "../../src/cluster.js"
 import { Corral } from "../../src/Corral.js"
 import { PersistenceFailed } from "../../src/domain/Errors.js"
 import { Principal } from "../../src/domain/Principal.js"
@@ -149,7 +150,7 @@ const alice = new Principal({ orgId: "org_a", userId: "alice" })
 
 /** A cluster of one test runner over `store`, sweeping every `sweepInterval`; every model call answers at once. */
 const inProcessWith = (sweepInterval: Duration.DurationInput, store: Layer.Layer<SessionStore>) =>
-  Corral.layerCluster({ sweepInterval }).pipe(
+  layerCluster({ sweepInterval }).pipe(
     Layer.provideMerge(
       Layer.mergeAll(
         LiveEvents.layer,

@@ -23,6 +23,7 @@ describe("docs/api.md", () => {
       "corral/providers",
       "corral/sql",
       "corral/mcp",
+      "corral/cluster",
       "corral/testing"
     ])
     const names = computed.flatMap((section) => section.rows.map((row) => `${section.specifier}:${row.name}`))

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { ExitPolicy, ToolRegistry } from "corral"
-import { Arbitraries, Harness, replay, runScript, ScriptedModel } from "corral/testing"
+// `FastCheck` is the fast-check the arbitraries are built on (3, inside effect): fast-check 4 from npm does not fit.
+import { Arbitraries, FastCheck as fc, Harness, replay, runScript, ScriptedModel } from "corral/testing"
 import { Effect, Either } from "effect"
 
 // Your tool: any Effect. The registry validates arguments against `parameters` before `run` is called.
@@ -75,7 +76,12 @@ describe("my triage agent", () => {
 
   it.effect.prop(
     "whatever the model and the provider do, one report lands and my rails hold",
-    { script: Arbitraries.script(["lookup"]) },
+    // Calls derived from the tool's own schema; `q` pinned to names the tool knows (its invalid calls follow from them).
+    {
+      script: Arbitraries.script([lookup], {
+        overrides: { lookup: fc.record({ q: fc.constantFrom("checkout", "db") }) }
+      })
+    },
     ({ script }) =>
       Effect.gen(function*() {
         const run = yield* runScript({ spec: agent, tools: [lookup], script }).pipe(
@@ -86,6 +92,7 @@ describe("my triage agent", () => {
         expect(run.trajectory.budgets.length).toBeLessThanOrEqual(8)
         expect((yield* replay(run, { policy: frugal }))._tag).toBe("Verified")
       }),
-    { fastCheck: { numRuns: 200, seed: 1 } }
+    // 200 runs take seconds, more than vitest's default 5 s per test: give a property test its own timeout.
+    { timeout: 120_000, fastCheck: { numRuns: 200, seed: 1 } }
   )
 })

@@ -7,4 +7,11 @@ describe("README", () => {
     const example = readFileSync(new URL("./PropertyTesting.test.ts", import.meta.url), "utf8").trimEnd()
     expect(readme).toContain(example)
   })
+
+  it("opens with the first agent exactly as CI runs it from the packed package (examples/first-agent.ts)", () => {
+    const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8")
+    const example = readFileSync(new URL("../../examples/first-agent.ts", import.meta.url), "utf8").trimEnd()
+    expect(readme).toContain(example)
+    expect(readme.indexOf(example)).toBeLessThan(readme.indexOf("## Embedding Corral"))
+  })
 })
