@@ -5,14 +5,10 @@
  * `Retry-After` counting down to that UTC midnight, and nothing created; org globex (no budget) is served as before.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
-import { sha256 } from "../../src/server/Authentication.js"
-import * as Server from "../../src/server/Server.js"
+import { Effect } from "effect"
 import * as Fake from "../support/FakeProvider.js"
-import { baseUrl, settings } from "../support/ServerHarness.js"
+import { acme, caller, globex, pricedServer } from "../support/PricedServer.js"
 
-const acme = "ck_budget_acme_0123456789abcdef"
-const globex = "ck_budget_globex_0123456789abcd"
 const agent = { id: "triage", version: 1, name: "Triage", instructions: "Find out.", tools: ["demo_status"] }
 
 describe("Org budgets over HTTP", () => {
@@ -26,38 +22,8 @@ describe("Org budgets over HTTP", () => {
             return final._tag === "Reply" ? Fake.reply({ ...final.reply, usage: { input: 1_000, output: 100 } }) : final
           }
         })
-        const context = yield* Layer.build(Server.layer(settings({
-          apiKeys: [
-            { sha256: sha256(acme), orgId: "acme", userId: "ops" },
-            { sha256: sha256(globex), orgId: "globex", userId: "ops" }
-          ],
-          models: {
-            providers: {
-              gpt: {
-                api: "openai",
-                baseUrl: fake.openAiBaseUrl,
-                model: "gpt-4.1",
-                pricing: { inputPerMTok: 2, outputPerMTok: 8 }
-              }
-            },
-            tiers: { default: ["gpt"] }
-          },
-          orgBudgets: { acme: { perDay: 5_000 } }
-        })))
-        const url = yield* Effect.provide(baseUrl, context)
-        const call = (key: string, method: string, path: string, body?: unknown) =>
-          Effect.promise(async () => {
-            const response = await fetch(`${url}${path}`, {
-              method,
-              headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-              ...(body === undefined ? {} : { body: JSON.stringify(body) })
-            })
-            return {
-              status: response.status,
-              retryAfter: response.headers.get("retry-after"),
-              body: await response.json() as Record<string, unknown>
-            }
-          })
+        const url = yield* pricedServer(fake.openAiBaseUrl, { orgBudgets: { acme: { perDay: 5_000 } } })
+        const call = caller(url)
         const start = (key: string) =>
           call(key, "POST", "/v1/sessions?wait=true", { agentId: "triage", scope: "s", prompt: "Why?" })
         expect((yield* call(acme, "POST", "/v1/agents", agent)).status).toBe(201)

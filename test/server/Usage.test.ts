@@ -13,15 +13,11 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { Settings } from "../../src/config/Config.js"
 import { utcDay } from "../../src/domain/Usage.js"
-import { sha256 } from "../../src/server/Authentication.js"
-import * as Server from "../../src/server/Server.js"
 import * as Database from "../../src/store/Database.js"
 import { skipReason, testDatabaseUrl } from "../store/PostgresFixture.js"
 import * as Fake from "../support/FakeProvider.js"
-import { baseUrl, settings } from "../support/ServerHarness.js"
+import { acme, caller, globex, pricedServer } from "../support/PricedServer.js"
 
-const acme = "ck_usage_acme_0123456789abcdef"
-const globex = "ck_usage_globex_0123456789abcde"
 const agent = { id: "triage", version: 1, name: "Triage", instructions: "Find out.", tools: ["demo_status"] }
 const billed = { input: 1_000, output: 100 }
 
@@ -39,34 +35,8 @@ const scenario = (database: Settings["database"]) =>
         return final._tag === "Reply" ? Fake.reply({ ...final.reply, usage: billed }) : final
       }
     })
-    const context = yield* Layer.build(Server.layer(settings({
-      database,
-      apiKeys: [
-        { sha256: sha256(acme), orgId: "acme", userId: "ops" },
-        { sha256: sha256(globex), orgId: "globex", userId: "ops" }
-      ],
-      models: {
-        providers: {
-          gpt: {
-            api: "openai",
-            baseUrl: fake.openAiBaseUrl,
-            model: "gpt-4.1",
-            pricing: { inputPerMTok: 2, outputPerMTok: 8 }
-          }
-        },
-        tiers: { default: ["gpt"] }
-      }
-    })))
-    const url = yield* Effect.provide(baseUrl, context)
-    const call = (key: string, method: string, path: string, body?: unknown) =>
-      Effect.promise(async () => {
-        const response = await fetch(`${url}${path}`, {
-          method,
-          headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-          ...(body === undefined ? {} : { body: JSON.stringify(body) })
-        })
-        return { status: response.status, body: await response.json() as Record<string, unknown> }
-      })
+    const url = yield* pricedServer(fake.openAiBaseUrl, { database })
+    const call = caller(url)
     expect((yield* call(acme, "POST", "/v1/agents", agent)).status).toBe(201)
     const landed = yield* call(acme, "POST", "/v1/sessions?wait=true", {
       agentId: "triage",
