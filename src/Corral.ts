@@ -26,7 +26,7 @@ import {
   SessionNotFound
 } from "./domain/Errors.js"
 import { AgentId, SessionId } from "./domain/Ids.js"
-import type { InboxMessage } from "./domain/Inbox.js"
+import type { IdempotencyRecord, InboxMessage } from "./domain/Inbox.js"
 import type { LimitsOverride } from "./domain/Limits.js"
 import type { Turn } from "./domain/Message.js"
 import type { Principal } from "./domain/Principal.js"
@@ -113,7 +113,7 @@ export interface Service {
   /**
    * Creates a session and starts its first burst in the background; returns once the session and its prompt are
    * stored (a process that dies right after still runs the prompt at its next start), with status `running`. With `idempotencyKey`, a retry
-   * answers the first view and creates nothing (`InvalidRequest` when the key was used for another request). An
+   * answers the session as it stands now and creates nothing (`InvalidRequest` when the key was used for another request). An
    * inherited artifact that is not found is `SessionNotFound`; one of another scope is `ScopeMismatch`.
    */
   readonly start: (
@@ -146,7 +146,8 @@ export interface Service {
   /**
    * Sends a follow-up without awaiting it: returns once the message is stored (it runs after the bursts before it,
    * and survives a crash of this process). A session that waits for a decision on a write refuses it
-   * (`InvalidSessionState`). A retry with the same `idempotencyKey` answers the first view and sends nothing.
+   * (`InvalidSessionState`). A retry with the same `idempotencyKey` answers the session as it stands now and sends
+   * nothing.
    */
   readonly post: (
     by: Principal,
@@ -596,6 +597,16 @@ export const make: Effect.Effect<
           ...(from.until === undefined ? {} : { until: from.until })
         })
     )
+  /**
+   * A retried request's session as it stands: its view once anything happened since the first answer (a burst
+   * landed, one runs or waits for a decision), else the first answer (`running`: the message waits to be taken up).
+   */
+  const asItStands = (by: Principal, first: IdempotencyRecord) =>
+    Effect.map(load(by, first.sessionId), (session) => {
+      const now = view(session)
+      return now.status === "idle" && now.bursts <= first.answer.bursts ? first.answer : now
+    })
+
   const service: Service = {
     publishAgent,
     getAgent,
@@ -603,7 +614,9 @@ export const make: Effect.Effect<
     start: (by, input, options = {}) =>
       Effect.gen(function*() {
         const created = yield* create(by, input, options)
-        if (created._tag === "Replay") return created.first.answer
+        // A retry answers the session as it stands now (a landed one with its view), never the first answer's stale
+        // `running`.
+        if (created._tag === "Replay") return yield* asItStands(by, created.first)
         // The first burst runs on the actor; nobody awaits it here.
         yield* detach(by, created.session.id, created.opening)
         return created.answer
@@ -621,7 +634,7 @@ export const make: Effect.Effect<
     post: (by, sessionId, text, options = {}) =>
       Effect.flatMap(accept(by, sessionId, text, options, true), (accepted) =>
         accepted._tag === "Replay"
-          ? Effect.succeed(accepted.first.answer)
+          ? asItStands(by, accepted.first)
           : Effect.as(detach(by, sessionId, accepted.opening), accepted.answer)),
     approve: (by, sessionId, token, decision = "approve") =>
       send(by, sessionId, { _tag: "Approve", by, tokenHash: Approvals.hashToken(token), decision }),

@@ -153,7 +153,8 @@ export type UsageReport = typeof UsageReport.Type
 /** What the POSTs that create sessions or messages say about retries (the header is read by the handlers). */
 const idempotencyNote = "The message is stored before the answer: a 202 survives a crash of the server. Send an " +
   "`Idempotency-Key` header (1–255 printable ASCII characters, e.g. a UUID) to make the request safe to retry: a " +
-  "retry with the same key answers the first answer and creates nothing; the same key with a different request is " +
+  "retry with the same key creates nothing and answers the session as it stands now: 202 while it runs, 200 with " +
+  "its view once it has landed; the same key with a different request is " +
   "refused (422)."
 
 /** The persisted transcript after a sequence number. */

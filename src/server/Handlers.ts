@@ -63,6 +63,10 @@ const accepted = (session: SessionView): Accepted => ({
   viewer: `/ui/sessions/${encodeURIComponent(session.id)}`
 })
 
+/** 202 with the links while the session runs; a session that is no longer running (a retried key) is its view. */
+const landedOrAccepted = (session: SessionView): Accepted | SessionView =>
+  session.status === "running" ? accepted(session) : session
+
 /**
  * The `Idempotency-Key` header (optional, on the POSTs that create sessions or messages) as the Corral call's option.
  * Read from the request rather than declared on the endpoints, so typed clients need not pass an empty header; its
@@ -162,8 +166,9 @@ const sessions = (options: Options) =>
             }
             const options = yield* idempotencyKey
             if (urlParams.wait === true) return yield* noDecision(orUnavailable(corral.run(by, request, options)))
-            // Answered only once the session and its prompt are stored (Corral.start).
-            return accepted(yield* noDecision(orUnavailable(corral.start(by, request, options))))
+            // Answered only once the session and its prompt are stored (Corral.start). A retry under the same key
+            // whose session has landed is answered 200 with its view, as `?wait=true` would.
+            return landedOrAccepted(yield* noDecision(orUnavailable(corral.start(by, request, options))))
           }))
         .handle("listSessions", ({ urlParams }) =>
           Effect.gen(function*() {
@@ -225,7 +230,7 @@ const sessions = (options: Options) =>
             }
             // Stored before the 202; a follow-up to a session that waits for a decision is refused (409) by
             // Corral.post, after a retry under the same Idempotency-Key was answered with its first answer.
-            return accepted(yield* noDecision(orUnavailable(corral.post(by, path.id, payload.text, options))))
+            return landedOrAccepted(yield* noDecision(orUnavailable(corral.post(by, path.id, payload.text, options))))
           }))
         .handle("decide", ({ path, payload, urlParams }) =>
           Effect.gen(function*() {
