@@ -95,11 +95,15 @@ const routeOf = (models: ProviderConfig.ModelConfig, spec: unknown): ReadonlyArr
  */
 const requireKeys = (models: ProviderConfig.ModelConfig, spec: unknown) =>
   Effect.gen(function*() {
-    const missing = (yield* ProviderConfig.missingKeys(models, routeOf(models, spec))).filter((m) => !m.loopback)
+    const route = routeOf(models, spec)
+    const missing = (yield* ProviderConfig.requiredKeysMissing(models)).filter((m) =>
+      route === undefined || route.includes(m.provider)
+    )
     if (missing.length === 0) return
     return yield* Effect.fail(
       `${missing.map(ProviderConfig.describeMissingKey).join("\n")}\n` +
-        "(only a provider whose baseUrl is a loopback address may run without its key)"
+        "(only a provider whose baseUrl is a loopback address, or one with \"apiKeyOptional\": true, may run " +
+        "without its key)"
     )
   })
 

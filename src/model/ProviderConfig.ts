@@ -8,8 +8,9 @@
  * environment variable holding each key (`apiKeyEnv`), read through `Config.redacted` so the value stays
  * `Redacted` everywhere — logs, errors, spans — and only the adapter's header sees it. An absent variable does not
  * fail the layer — local servers (Ollama, vLLM, llama.cpp) need no key — but it is never silent: `missingKeys`
- * lists every provider whose `apiKeyEnv` names an unset variable, and the entry points say so (`serve` warns at
- * start; `corral run` refuses unless the provider's `baseUrl` is a loopback address). Without that, the requests go
+ * lists every provider whose `apiKeyEnv` names an unset variable, and the entry points say so (`serve` and `corral run`
+ * refuse to start unless the provider's `baseUrl` is a loopback address or it says `apiKeyOptional`; a loopback one is
+ * a warning). Without that, the requests go
  * out without a key and fail much later, as a 401 that fails over and ends the session `provider_failed`.
  *
  * Every adapter is wrapped in a `StormGuard` once, here: one guard per configured provider, shared by every tier
@@ -105,6 +106,11 @@ export const ProviderSettings = Schema.Struct({
   baseUrl: optional(HttpUrl),
   /** The environment variable holding the key; absent (or unset) = no key, for local servers. */
   apiKeyEnv: optional(EnvName),
+  /**
+   * Whether the server may start while `apiKeyEnv` is unset although `baseUrl` is not a loopback address (a gateway
+   * that authenticates otherwise). Default false: `serve` refuses to start without the key.
+   */
+  apiKeyOptional: optional(Schema.Boolean),
   model: Schema.NonEmptyTrimmedString,
   /** Per-attempt timeout in ms (default 120 000). */
   timeoutMs: optional(Positive),
@@ -355,6 +361,17 @@ export const missingKeys = (
     }
     return missing
   })
+
+/**
+ * The providers `serve` refuses to start without: an unset `apiKeyEnv`, a base URL that is not a loopback address,
+ * and no `apiKeyOptional`. Their requests would all be refused (401), each session ending `provider_failed` long
+ * after start-up said nothing.
+ */
+export const requiredKeysMissing = (config: ModelConfig): Effect.Effect<ReadonlyArray<MissingKey>> =>
+  Effect.map(
+    missingKeys(config),
+    (missing) => missing.filter((m) => !m.loopback && config.providers?.[m.provider]?.apiKeyOptional !== true)
+  )
 
 /** One line for a person: which provider, which variable, and what happens without it. */
 export const describeMissingKey = (missing: MissingKey): string =>

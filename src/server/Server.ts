@@ -23,7 +23,9 @@ import { Context, Effect, Exit, Layer, Scope } from "effect"
 import { EventEmitter } from "node:events"
 import { createServer } from "node:http"
 import type { IncomingMessage, Server as NodeServer, ServerResponse } from "node:http"
+import { ConfigInvalid } from "../config/Config.js"
 import type { Settings } from "../config/Config.js"
+import { FieldIssue } from "../domain/Errors.js"
 import * as ProviderConfig from "../model/ProviderConfig.js"
 import * as Tracing from "../telemetry/Tracing.js"
 import { Api } from "./Api.js"
@@ -72,7 +74,8 @@ const announce = (settings: Settings) =>
           "corral.json (or CORRAL_PROVIDERS / CORRAL_TIERS) to run real agents — see docs/server.md#configuration."
       )
     }
-    // A key variable that is unset is not fatal here (a local server may need none), but it is never silent.
+    // A key variable that is unset is not fatal for a loopback server (it may need none) or one marked
+    // `apiKeyOptional` (`launch` refuses the others), but it is never silent.
     for (const missing of yield* ProviderConfig.missingKeys(settings.models)) {
       yield* Effect.logWarning(ProviderConfig.describeMissingKey(missing))
     }
@@ -181,7 +184,31 @@ const awaitAtMost = <A, E>(self: Effect.Effect<A, E>, ms: number): Effect.Effect
  * the total bound (a finalizer waiting on a database that does not answer) is left behind with a log line, so the
  * process can exit. Fails with what `layer` fails with.
  */
-export const launch = (settings: Settings) =>
+export const launch = (settings: Settings) => Effect.zipRight(requireKeys(settings), serveUntilInterrupted(settings))
+
+/**
+ * Refuses to start (`ConfigInvalid`, a field error per provider) when a provider's key variable is unset and its
+ * base URL is not a loopback address, unless the provider says `apiKeyOptional`: every request would be refused.
+ */
+const requireKeys = (settings: Settings) =>
+  Effect.flatMap(
+    ProviderConfig.requiredKeysMissing(settings.models),
+    (missing) =>
+      missing.length === 0 ? Effect.void : Effect.fail(
+        new ConfigInvalid({
+          source: settings.file ?? "environment",
+          issues: missing.map((m) =>
+            new FieldIssue({
+              path: `providers.${m.provider}.apiKeyEnv`,
+              message: `${m.variable} is not set, and ${m.baseUrl} is not a loopback address: every request would be ` +
+                `refused (401). Set ${m.variable}, or add "apiKeyOptional": true for a server that needs no key`
+            })
+          )
+        })
+      )
+  )
+
+const serveUntilInterrupted = (settings: Settings) =>
   Effect.acquireUseRelease(
     Scope.make(),
     (scope) => Effect.zipRight(Layer.buildWithScope(layer(settings), scope), Effect.never),

@@ -20,13 +20,13 @@ const tempDir = Effect.acquireRelease(
 )
 
 /** A corral.json with one provider `primary` reading its key from `UNSET`, and an agent routed to it. */
-const files = (dir: string, baseUrl: string) => {
+const files = (dir: string, baseUrl: string, extra: Record<string, unknown> = {}) => {
   const config = join(dir, "corral.json")
   const agent = join(dir, "agent.json")
   writeFileSync(
     config,
     JSON.stringify({
-      providers: { primary: { api: "openai", baseUrl, apiKeyEnv: UNSET, model: "fake-model" } },
+      providers: { primary: { api: "openai", baseUrl, apiKeyEnv: UNSET, model: "fake-model", ...extra } },
       tiers: { default: ["primary"] }
     })
   )
@@ -68,11 +68,27 @@ describe("an apiKeyEnv naming an unset variable", () => {
   )
 
   it.scopedLive(
-    "corral serve starts and warns at start, naming the provider and the variable",
+    "corral serve refuses to start (the field named) unless the provider says apiKeyOptional: then it warns",
     () =>
       Effect.gen(function*() {
+        const refused = corral(
+          ["serve", "--port", "0"],
+          { CORRAL_CONFIG: files(yield* tempDir, "https://llm.example.com/v1").config, CORRAL_STORE: "memory" },
+          yield* tempDir
+        )
+        yield* Effect.addFinalizer(() => Effect.sync(() => refused.process.kill("SIGKILL")))
+        const code = yield* eventually(
+          "serve to exit",
+          Effect.sync(() => refused.process.exitCode ?? undefined),
+          "90 seconds"
+        )
+        expect(code).toBe(1)
+        expect(refused.stderr()).toContain(`providers.primary.apiKeyEnv: ${UNSET} is not set`)
+        expect(refused.stderr()).toContain("\"apiKeyOptional\": true")
+        expect(refused.stdout()).not.toMatch(/listening on http/)
+
         const dir = yield* tempDir
-        const { config } = files(dir, "https://llm.example.com/v1")
+        const { config } = files(dir, "https://llm.example.com/v1", { apiKeyOptional: true })
         const child = corral(["serve", "--port", "0"], { CORRAL_CONFIG: config, CORRAL_STORE: "memory" }, dir)
         yield* Effect.addFinalizer(() => Effect.sync(() => child.process.kill("SIGKILL")))
         const output = () => child.stdout() + child.stderr()

@@ -14,7 +14,10 @@ import { describe as describeFailure } from "../../src/store/internal/failure.js
 import { baseUrl, raw, settings } from "../support/ServerHarness.js"
 
 /** One statement that keeps PGlite busy for a while (a few hundred ms on the CI machine). */
-const busy = (sql: SqlClient.SqlClient) => sql`SELECT count(*) AS n FROM generate_series(1, 300000)`
+// At least 200 ms on any machine (a sleep inside the statement: it holds the database's thread like real work does),
+// plus some real work.
+const busy = (sql: SqlClient.SqlClient) =>
+  sql`SELECT pg_sleep(0.2) AS slept, (SELECT count(*) FROM generate_series(1, 100000)) AS n`
 
 const sinceMs = (start: number) => performance.now() - start
 

@@ -131,7 +131,18 @@ describe("McpRegistry with a server that is down", () => {
       const remote = yield* stateOf(mcp, "remote")
       expect(remote).toMatchObject({ transport: "http", state: "down" })
       expect(remote!.lastError).toMatch(/401/)
+      // The fix is named: the configuration has no "auth" and no Authorization header.
+      expect(remote!.lastError).toContain("mcpServers.remote has none: add \"auth\"")
+      expect(remote!.lastError).toContain("corral mcp login remote")
       expect((yield* mcp.list(ctx))[0]?.unavailable).toMatch(/401/)
+      // With an Authorization header that is wrong, the 401 is reported without the hint: the header is the fix.
+      const wrong = yield* McpRegistry.make(
+        { remote: { url: server.url, tools: ["echo"], headers: { Authorization: "Bearer nope" } } },
+        quick
+      )
+      const refused = yield* stateOf(wrong, "remote")
+      expect(refused!.lastError).toMatch(/401/)
+      expect(refused!.lastError).not.toContain("add \"auth\"")
     }))
 
   it.scopedLive("starts without a URL nobody listens on", () =>

@@ -259,6 +259,21 @@ export const describeError = (error: unknown): string => {
   return cause === undefined || cause === "{}" || message.includes(cause) ? message : `${message}: ${cause}`
 }
 
+/**
+ * The fix for a 401 from a server whose configuration says nothing about authorization: without it, the operator
+ * reads "HTTP 401" and must guess which of the two ways the server wants.
+ */
+const unauthorizedHint = (handle: Handle, error: unknown): string => {
+  const unauthorized = (error instanceof StreamableHTTPError && error.code === 401) ||
+    error instanceof UnauthorizedError
+  if (!unauthorized || !("url" in handle.config)) return ""
+  const headers = Object.keys(handle.config.headers ?? {}).map((h) => h.toLowerCase())
+  if (handle.config.auth !== undefined || headers.includes("authorization")) return ""
+  return ` — the server requires authorization and mcpServers.${handle.name} has none: add "auth" (OAuth; then ` +
+    `\`corral mcp login ${handle.name}\`) or an Authorization header in "headers" (e.g. ` +
+    `{ "Authorization": { "env": "TOKEN_VAR", "prefix": "Bearer " } })`
+}
+
 /** What a loss means, for texts and logs. */
 export const describeLoss = (loss: Loss): string => {
   switch (loss._tag) {
@@ -476,7 +491,8 @@ const open = (
         catch: (error) => {
           if (error === REAUTHORIZED) return REAUTHORIZED
           const tail = conn.stderr.trim().split("\n").slice(-5).join("\n")
-          return tail.length > 0 ? `${describeError(error)}; stderr: ${tail}` : describeError(error)
+          const described = describeError(error) + unauthorizedHint(handle, error)
+          return tail.length > 0 ? `${described}; stderr: ${tail}` : described
         }
       }).pipe(
         Effect.timeoutFail({
