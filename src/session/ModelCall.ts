@@ -217,7 +217,8 @@ const attempt = Effect.fnUntraced(function*(
   asked: ModelRequest,
   sampleOf?: SampleSlot
 ) {
-  const org = yield* holdFor(ctx, burst, asked)
+  // Without an org budget, nothing is asked of the store and nothing added to the call.
+  const org = ctx.org === undefined ? free : yield* holdFor(ctx, burst, asked)
   if (org._tag === "Blocked") return yield* Effect.fail(org.decision)
   const passed = yield* gate(ctx, burst, asked, org._tag === "Held" ? org.maxTokens : undefined)
   if (passed._tag === "Blocked") {
@@ -289,9 +290,11 @@ const attempt = Effect.fnUntraced(function*(
         // Recorded as it happens: a process that dies during the next attempt keeps this one and its usage.
         burst.touch()
       })
-  }).pipe(
-    // However the call ended (a reply, a failure, the burst's cancel), what its attempts cost is the org's.
-    Effect.ensuring(org._tag === "Held" ? Effect.suspend(() => ctx.org!.settle(org.hold, spent)) : Effect.void)
+  }).pipe((call) =>
+    org._tag === "Held"
+      // However the call ended (a reply, a failure, the burst's cancel), what its attempts cost is the org's.
+      ? Effect.ensuring(call, Effect.suspend(() => ctx.org!.settle(org.hold, spent)))
+      : call
   )
 })
 
