@@ -5,12 +5,20 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Admission from "../../src/server/mcp/internal/admission.js"
 
-const held = (id: string, orgId: string, userId: string, lastSeen: number, inFlight = 0): Admission.Held => ({
+const held = (
+  id: string,
+  orgId: string,
+  userId: string,
+  lastSeen: number,
+  inFlight = 0,
+  streams = 0
+): Admission.Held => ({
   id,
   orgId,
   userId,
   lastSeen,
-  inFlight
+  inFlight,
+  streams
 })
 
 const bounds = { maxSessions: 6, maxSessionsPerOrg: 3 }
@@ -70,5 +78,28 @@ describe("Admission.decide", () => {
         _tag: "Refuse",
         status: 503
       })
+  })
+
+  it("closes a session with nothing open before a listener (a GET stream only), and a listener before refusing", () => {
+    const acme = { orgId: "acme", userId: "alice" }
+    const sessions = [
+      held("listener-old", "acme", "alice", 1, 0, 1),
+      held("idle-new", "acme", "alice", 9),
+      held("busy", "acme", "alice", 0, 1, 1)
+    ]
+    expect(Admission.decide(sessions, acme, bounds)).toMatchObject({ _tag: "Evict", evict: { id: "idle-new" } })
+    // Another principal's session with nothing open goes before the principal's own listener.
+    const mixed = [held("own-listener", "acme", "alice", 1, 0, 1), held("anns-idle", "acme", "ann", 9), sessions[2]!]
+    expect(Admission.decide(mixed, acme, bounds)).toMatchObject({ _tag: "Evict", evict: { id: "anns-idle" } })
+    // Every session listening (hosts that never closed their clients): the least recently used listener makes room.
+    const listening = [held("l2", "acme", "alice", 5, 0, 1), held("l1", "acme", "alice", 2, 0, 1), sessions[2]!]
+    expect(Admission.decide(listening, acme, bounds)).toMatchObject({ _tag: "Evict", evict: { id: "l1" } })
+    // Only a request in flight makes a session busy: then the newcomer is refused.
+    const busy = listening.map((h) => ({ ...h, inFlight: 1 }))
+    expect(Admission.decide(busy, acme, bounds)).toMatchObject({
+      _tag: "Refuse",
+      status: 429,
+      message: expect.stringContaining("each with a request in flight")
+    })
   })
 })

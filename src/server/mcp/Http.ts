@@ -7,15 +7,15 @@
  * allowed (403) · the bearer key (401 with `WWW-Authenticate`, same keys and messages as the API) · a body over
  * `server.bodyLimitBytes` (413), not arriving within 30 s (408), or not JSON (400, -32700) · a session id nobody
  * opened, one that expired or was closed to make room, or one opened by another principal (404: the client starts a
- * new session) · a new session beyond its org's places or the server's, when none of them is idle (429 / 503 naming
- * the limit: internal/admission).
+ * new session) · a new session beyond its org's places or the server's, when each of them has a request in flight
+ * (429 / 503 naming the limit: internal/admission).
  *
  * Streams are resumable (SEP-1699): every SSE event has an id, kept in the session's bounded event store, so a host
  * whose stream dropped mid-call reconnects with `Last-Event-ID` and gets the rest — the answer of a run included.
  *
- * Bounds: a session with no request in flight for `idleMs` is closed (the sweep logs it with its id); at most
- * `maxSessionsPerOrg` are open per org and `maxSessions` in all, a new session past either closing the least
- * recently used idle one (internal/admission: why per org, and who makes room).
+ * Bounds: a session with no request in flight and no stream open for `idleMs` is closed (the sweep logs it with its
+ * id); at most `maxSessionsPerOrg` are open per org and `maxSessions` in all, a new session past either closing the
+ * least recently used one with no request in flight, listeners last (internal/admission: why per org, who makes room).
  *
  * Why DNS-rebinding protection keys on API keys: a server without keys serves only 127.0.0.1 and answers anyone who
  * reaches it, so a web page whose name resolves to 127.0.0.1 must be refused by its `Host`; a server with keys is
@@ -61,29 +61,34 @@ export interface Options {
 }
 
 /**
- * Defaults. 10 minutes of idleness: a host that is still there holds its `GET /mcp` stream open (which is not idle)
- * or calls again; a session nobody uses for longer was left behind (the SDK's `Client.close()` sends no DELETE), and a
+ * Defaults. 10 minutes of idleness: a host that is still there holds its `GET /mcp` stream open (which the sweep
+ * leaves alone; only a newcomer at the cap may close it) or calls again; a session nobody uses for longer was left behind (the SDK's `Client.close()` sends no DELETE), and a
  * host whose session expired opens a new one on the 404. 20 places per org: more than one person's hosts use at
  * once, and five orgs' worth under the global backstop of 100.
  */
 export const defaults = { idleMs: 10 * 60_000, maxSessions: 100, maxSessionsPerOrg: 20 } as const
 
 /**
- * The `/mcp` endpoint: answers any request whose path is `/mcp`; how many sessions are open, and how many of them
- * are busy (a request or stream open: never closed to make room).
+ * The `/mcp` endpoint: answers any request whose path is `/mcp`; how many sessions are open, how many of them are
+ * busy (a request in flight: never closed to make room), and how many only listen (a `GET /mcp` stream open).
  */
 export class McpHttp extends Context.Tag("corral/server/mcp/McpHttp")<McpHttp, {
   readonly handle: Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest>
   readonly sessions: () => number
   readonly busySessions: () => number
+  readonly listeningSessions: () => number
 }>() {}
 
 interface Entry {
   readonly transport: StreamableHTTPServerTransport
   readonly close: () => Promise<void>
   readonly principal: Principal
+  /** When its last request (not stream) started or ended. */
   lastSeen: number
+  /** Requests being answered (POST): busy. */
   inFlight: number
+  /** `GET /mcp` streams open: a listening host (see internal/admission.ts). */
+  streams: number
 }
 
 /** How long a host waits before it resumes a dropped stream (the SSE `retry` field). */
@@ -206,7 +211,8 @@ export const layer = (
           orgId: e.principal.orgId,
           userId: e.principal.userId,
           lastSeen: e.lastSeen,
-          inFlight: e.inFlight
+          inFlight: e.inFlight,
+          streams: e.streams
         }))
       ]
 
@@ -230,7 +236,9 @@ export const layer = (
         Effect.repeat(
           Effect.suspend(() => {
             const now = Date.now()
-            const idle = [...sessions].filter(([, e]) => e.inFlight === 0 && now - e.lastSeen >= idleMs)
+            const idle = [...sessions].filter(([, e]) =>
+              e.inFlight === 0 && e.streams === 0 && now - e.lastSeen >= idleMs
+            )
             return Effect.forEach(idle, ([id]) => closeEntry(id, `idle for ${idleMs} ms`), { discard: true })
           }),
           Schedule.spaced(Math.max(50, Math.min(30_000, Math.floor(idleMs / 4))))
@@ -254,7 +262,14 @@ export const layer = (
             retryInterval: RETRY_MS,
             onsessioninitialized: (id) => {
               opening.delete(place)
-              sessions.set(id, { transport, principal, close: () => server.close(), lastSeen: Date.now(), inFlight: 1 })
+              sessions.set(id, {
+                transport,
+                principal,
+                close: () => server.close(),
+                lastSeen: Date.now(),
+                inFlight: 1,
+                streams: 0
+              })
             },
             onsessionclosed: (id) => {
               sessions.delete(id)
@@ -289,19 +304,26 @@ export const layer = (
           })
         })
 
-      const tracked = (entry: Entry, self: Effect.Effect<void>) =>
-        Effect.acquireUseRelease(
-          Effect.sync(() => {
-            entry.inFlight++
-            entry.lastSeen = Date.now()
-          }),
-          () => self,
-          () =>
+      /** A request (POST, DELETE) counts in flight and as use; a `GET` stream counts only as a listener. */
+      const tracked = (entry: Entry, method: string, self: Effect.Effect<void>) =>
+        method === "GET"
+          ? Effect.acquireUseRelease(
+            Effect.sync(() => void entry.streams++),
+            () => self,
+            () => Effect.sync(() => void entry.streams--)
+          )
+          : Effect.acquireUseRelease(
             Effect.sync(() => {
-              entry.inFlight--
+              entry.inFlight++
               entry.lastSeen = Date.now()
-            })
-        )
+            }),
+            () => self,
+            () =>
+              Effect.sync(() => {
+                entry.inFlight--
+                entry.lastSeen = Date.now()
+              })
+          )
 
       const handle = Effect.gen(function*() {
         const request = yield* HttpServerRequest.HttpServerRequest
@@ -348,7 +370,8 @@ export const layer = (
             orgId: auth.principal.orgId,
             userId: auth.principal.userId,
             lastSeen: 0,
-            inFlight: 1
+            inFlight: 1,
+            streams: 0
           }
           opening.add(place)
           return yield* Effect.gen(function*() {
@@ -381,7 +404,7 @@ export const layer = (
               : "Session not found: it expired or was closed; open a new one with `initialize`"
           )
         }
-        yield* tracked(entry, serve(request, entry.transport, body))
+        yield* tracked(entry, request.method, serve(request, entry.transport, body))
         return HttpServerResponse.empty()
       })
 
@@ -392,6 +415,11 @@ export const layer = (
           let busy = 0
           for (const entry of sessions.values()) if (entry.inFlight > 0) busy++
           return busy
+        },
+        listeningSessions: () => {
+          let listening = 0
+          for (const entry of sessions.values()) if (entry.inFlight === 0 && entry.streams > 0) listening++
+          return listening
         }
       }
     })
