@@ -561,6 +561,23 @@ the run: ${JSON.stringify(progress)}; 503 retries ${startRetries.count}, stream 
         })
         console.log(`\nCPU profile of the measured window (${(summary.totalUs / 1e6).toFixed(2)} s sampled):\n`)
         console.log(summary.lines.join("\n"))
+        const account = CpuProfile.account({ profileFile: join(profileDir, file), bundleFile, fromUs, toUs })
+        console.log(
+          `\nAccount of a served turn by component (${(account.totalUs / 1e6).toFixed(2)} s of CPU sampled, idle ` +
+            `excluded; ms per turn = the share × the measured ${result.server_cpu_ms_per_turn} ms per turn):\n`
+        )
+        console.log(
+          "| component | share | ms per turn | where (the deciding frames, top 4) |\n| --- | --- | --- | --- |"
+        )
+        for (const row of account.rows) {
+          const share = row.us / account.totalUs
+          const where = row.frames.map((f) => `\`${f.label}\` ${((f.us / row.us) * 100).toFixed(0)}%`).join("; ")
+          console.log(
+            `| ${row.component} | ${(share * 100).toFixed(1)}% | ${
+              (share * result.server_cpu_ms_per_turn).toFixed(3)
+            } | ${where.replaceAll("|", "\\|")} |`
+          )
+        }
       }
     }
     console.log(`RESULT ${JSON.stringify(result)}`)

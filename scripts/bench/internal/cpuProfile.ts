@@ -173,3 +173,179 @@ export const summarise = (options: Options): { readonly lines: ReadonlyArray<str
   }
   return { lines: out, totalUs: total }
 }
+
+/**
+ * The components of a served turn (issue 44), in the order the account prints them. A sample is charged to the
+ * component of the INNERMOST frame on its stack that belongs to one: walking from the running function toward the
+ * root, frames of Effect's runtime, of `effect`'s Schema, of Corral's shared `src/domain` and `src/internal`, and of
+ * Node's internals are passed over (they work for whoever called them), and the first other frame decides. So a
+ * Schema decode called by the store is the store's, a socket write made by the SSE writer is "events out", and the
+ * Effect run-loop's own work between two steps of a fiber — with no component's frame above it — is its own row.
+ */
+export const components = [
+  "HTTP in (routing, body, auth, request gate, handlers)",
+  "loop and rails (session, rails, service)",
+  "provider client (request, HTTP, body, decoding)",
+  "MCP and tool calls",
+  "store (statements, encoding, driver)",
+  "events out (SSE encoding and writes, live events)",
+  "telemetry and metrics",
+  "GC",
+  "Effect runtime, no component on the stack (fiber scheduling)",
+  "Node I/O, no component on the stack (sockets, timers)",
+  "other"
+] as const
+export type Component = typeof components[number]
+
+/** The component a frame's source decides, or undefined for a frame that is passed over. */
+const componentOf = (source: string, functionName: string): Component | undefined => {
+  if (source === "") {
+    if (functionName === "(garbage collector)") return "GC"
+    return undefined
+  }
+  const lib = /node_modules\/((?:@[^/]+\/)?[^/]+)\/(.*)$/.exec(source)
+  if (lib !== null) {
+    const [, pkg, rest] = lib as unknown as [string, string, string]
+    if (pkg === "effect") return undefined
+    if (pkg.startsWith("@effect/sql") || pkg === "pg" || pkg.startsWith("pg-") || pkg === "@electric-sql/pglite") {
+      return "store (statements, encoding, driver)"
+    }
+    if (pkg === "@effect/platform" || pkg === "@effect/platform-node" || pkg === "@effect/platform-node-shared") {
+      return /HttpClient|FetchHttpClient|NodeHttpClient|Undici/.test(rest)
+        ? "provider client (request, HTTP, body, decoding)"
+        : "HTTP in (routing, body, auth, request gate, handlers)"
+    }
+    if (pkg === "undici") return "provider client (request, HTTP, body, decoding)"
+    if (pkg === "@modelcontextprotocol/sdk" || pkg === "ajv" || pkg === "zod") return "MCP and tool calls"
+    if (pkg.startsWith("@opentelemetry") || pkg === "@effect/opentelemetry") return "telemetry and metrics"
+    if (pkg === "find-my-way-ts" || pkg === "multipasta") return "HTTP in (routing, body, auth, request gate, handlers)"
+    return "other"
+  }
+  const corral = /\/src\/(.+)$/.exec(source)
+  if (corral !== null) {
+    const path = corral[1]!
+    if (path.startsWith("domain/") || path.startsWith("internal/")) return undefined
+    if (path === "server/Sse.ts" || path.startsWith("events/")) {
+      return "events out (SSE encoding and writes, live events)"
+    }
+    if (path === "server/MetricsRoute.ts" || path.startsWith("telemetry/")) return "telemetry and metrics"
+    if (path.startsWith("server/mcp/") || path.startsWith("tools/")) return "MCP and tool calls"
+    if (path.startsWith("server/")) return "HTTP in (routing, body, auth, request gate, handlers)"
+    if (path.startsWith("model/")) return "provider client (request, HTTP, body, decoding)"
+    if (path.startsWith("store/")) return "store (statements, encoding, driver)"
+    return "loop and rails (session, rails, service)"
+  }
+  if (source.includes("scripts/bench/") || source.includes("test/support/")) return "other"
+  if (source.startsWith("node:")) {
+    if (/^node:_http_(server|incoming)/.test(source)) return "HTTP in (routing, body, auth, request gate, handlers)"
+    if (/^node:_http_client/.test(source)) return "provider client (request, HTTP, body, decoding)"
+    return undefined
+  }
+  return "other"
+}
+
+/** What `account` returns: time per component, and per component the frames that decided it (the top few). */
+export interface Account {
+  /** Sampled time counted (idle excluded), µs. */
+  readonly totalUs: number
+  readonly rows: ReadonlyArray<{
+    readonly component: Component
+    readonly us: number
+    readonly frames: ReadonlyArray<{ readonly label: string; readonly us: number }>
+  }>
+}
+
+/**
+ * The account of the profile's samples by component (see `components`), over the window of `options` (as
+ * `summarise`); idle samples are not counted.
+ */
+export const account = (options: Omit<Options, "top" | "units">): Account => {
+  const profile = JSON.parse(readFileSync(options.profileFile, "utf8")) as Profile
+  const payload = JSON.parse(readFileSync(`${options.bundleFile}.map`, "utf8")) as SourceMapPayload
+  const map = new SourceMap(payload)
+  const bundleName = `/${options.bundleFile.split("/").pop()!}`
+  const parent = new Map<number, number>()
+  for (const node of profile.nodes) for (const child of node.children ?? []) parent.set(child, node.id)
+  const nodeById = new Map(profile.nodes.map((node) => [node.id, node]))
+
+  /** A frame's source (TypeScript source for the bundle's frames) and a label naming its function and line. */
+  const frameOf = (frame: CallFrame): { source: string; label: string } => {
+    if (frame.url.endsWith(bundleName)) {
+      const entry = map.findEntry(frame.lineNumber, frame.columnNumber)
+      const original = "originalSource" in entry ? entry.originalSource.replace(/^(\.\.\/)+/, "/") : "?"
+      const line = "originalLine" in entry ? entry.originalLine + 1 : 0
+      const short = original.replace(/.*?\/(src|scripts|node_modules|test)\//, "$1/")
+      return { source: original, label: `${short}:${line} ${frame.functionName || "(anonymous)"}` }
+    }
+    const source = frame.url.replace(/^file:\/\//, "")
+    const short = source.replace(/.*\/node_modules\//, "node_modules/")
+    return {
+      source,
+      label: frame.url === ""
+        ? frame.functionName
+        : `${short}:${frame.lineNumber + 1} ${frame.functionName || "(anonymous)"}`
+    }
+  }
+
+  // Per node: the component its stack decides and the deciding frame's label; or, when no frame from it to the root
+  // decides one, whether an Effect runtime frame is among them.
+  type Decision = { readonly component: Component; readonly label: string } | { readonly effectAbove: boolean }
+  const decided = new Map<number, Decision>()
+  const decide = (id: number): Decision => {
+    const path: Array<{ id: number; effect: boolean }> = []
+    let result: Decision | undefined
+    for (let at: number | undefined = id; at !== undefined; at = parent.get(at)) {
+      result = decided.get(at)
+      if (result !== undefined) break
+      const frame = nodeById.get(at)!.callFrame
+      const { label, source } = frameOf(frame)
+      const component = componentOf(source, frame.functionName)
+      if (component !== undefined) {
+        result = { component, label }
+        break
+      }
+      path.push({ id: at, effect: source.includes("node_modules/effect/") })
+    }
+    // Down the path from the root side: each frame's decision is its ancestors', or "none, Effect above or not".
+    let above: Decision = result ?? { effectAbove: false }
+    for (let i = path.length - 1; i >= 0; i--) {
+      const { effect, id: at } = path[i]!
+      if ("effectAbove" in above && effect && !above.effectAbove) above = { effectAbove: true }
+      decided.set(at, above)
+    }
+    return above
+  }
+
+  const byComponent = new Map<Component, { us: number; frames: Map<string, number> }>()
+  let total = 0
+  let at = profile.startTime
+  profile.samples.forEach((id, i) => {
+    const dt = profile.timeDeltas[i] ?? 0
+    at += dt
+    if (options.fromUs !== undefined && at < options.fromUs) return
+    if (options.toUs !== undefined && at > options.toUs) return
+    const frame = nodeById.get(id)!.callFrame
+    if (frame.functionName === "(idle)") return
+    total += dt
+    const decision = decide(id)
+    const component: Component = "component" in decision
+      ? decision.component
+      : decision.effectAbove
+      ? "Effect runtime, no component on the stack (fiber scheduling)"
+      : "Node I/O, no component on the stack (sockets, timers)"
+    const label = "label" in decision ? decision.label : frameOf(frame).label
+    const row = byComponent.get(component) ?? { us: 0, frames: new Map<string, number>() }
+    row.us += dt
+    row.frames.set(label, (row.frames.get(label) ?? 0) + dt)
+    byComponent.set(component, row)
+  })
+  return {
+    totalUs: total,
+    rows: components.flatMap((component) => {
+      const row = byComponent.get(component)
+      if (row === undefined) return []
+      const frames = [...row.frames].sort((a, b) => b[1] - a[1]).slice(0, 4).map(([label, us]) => ({ label, us }))
+      return [{ component, us: row.us, frames }]
+    })
+  }
+}
