@@ -14,14 +14,28 @@ import type { ModelReply } from "../domain/Message.js"
 import type { Session } from "../domain/Session.js"
 import type { RailDecision, Trajectory } from "../domain/Trajectory.js"
 import type { Usage } from "../domain/Usage.js"
-import type { ModelProvider, ModelRequest } from "../model/ModelProvider.js"
 import * as Metrics from "./Metrics.js"
 import * as RailEvents from "./RailEvents.js"
 import * as Spans from "./Spans.js"
 import * as Tracing from "./Tracing.js"
 
+/**
+ * What the GenAI spans read of a model provider (its name, model and vendor) and of a request (its system prompt and
+ * messages, recorded when content capture is on): structural, so telemetry sits below `model/` (a
+ * `ModelProvider` and a `ModelRequest` are both these).
+ */
+export interface ProviderFacts {
+  readonly name: string
+  readonly model: string
+  readonly vendor?: string | undefined
+}
+export interface RequestFacts {
+  readonly system: string
+  readonly messages: ReadonlyArray<unknown>
+}
+
 /** The vendor of a provider for `gen_ai.provider.name` (`_OTHER` when its adapter does not say). */
-export const vendorOf = (provider: ModelProvider | undefined): string => provider?.vendor ?? "_OTHER"
+export const vendorOf = (provider: ProviderFacts | undefined): string => provider?.vendor ?? "_OTHER"
 
 /**
  * Bursts, model calls, their attempts and tool calls are leaf spans (`Spans.span`): not put into Effect's context.
@@ -192,9 +206,9 @@ export const runStarted = (runId: string): Effect.Effect<void> =>
 
 /** What the chat wrapper needs of a model call (model/ProviderChain's `CallOptions`). */
 export interface ChatOptions {
-  readonly providers: ReadonlyArray<ModelProvider>
+  readonly providers: ReadonlyArray<ProviderFacts>
   readonly state: Ref.Ref<{ readonly index: number; readonly exhausted: boolean }>
-  readonly request: ModelRequest
+  readonly request: RequestFacts
   /** Called after every attempt with (at least) an `AttemptView`. */
   readonly onAttempt: (record: never) => Effect.Effect<void>
   readonly onDecision?: (decision: RailDecision) => Effect.Effect<void>
@@ -218,7 +232,7 @@ export interface AttemptView {
  */
 export const chat = <
   O extends ChatOptions,
-  A extends { readonly reply: ModelReply; readonly provider: ModelProvider },
+  A extends { readonly reply: ModelReply; readonly provider: ProviderFacts },
   E,
   R
 >(
@@ -367,7 +381,7 @@ const failureType = (exit: Exit.Exit<unknown, unknown>): string => {
  */
 export const attemptIn = (
   fiber: Fiber.RuntimeFiber<unknown, unknown>,
-  provider: ModelProvider,
+  provider: ProviderFacts,
   attemptNumber: number
 ) =>
   Spans.spanIn(
