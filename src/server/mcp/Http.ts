@@ -175,6 +175,141 @@ const readBody = (request: HttpServerRequest.HttpServerRequest, limitBytes: numb
   })
 
 /**
+ * The open sessions: by id, those being opened (their `initialize` not answered yet: they hold a place — two racing
+ * newcomers must not both take the last one — and are never closed to make room), and the ids closed to make room
+ * (the latest 1,000, so their host is told why they are gone).
+ */
+const makeTable = () => {
+  const sessions = new Map<string, Entry>()
+  const opening = new Set<Admission.Held>()
+  const evicted = new Map<string, string>()
+  return {
+    sessions,
+    opening,
+    evicted,
+    /** Every session open or opening, as admission sees it. */
+    held: (): ReadonlyArray<Admission.Held> => [
+      ...opening,
+      ...Array.from(sessions, ([id, e]) => ({
+        id,
+        orgId: e.principal.orgId,
+        userId: e.principal.userId,
+        lastSeen: e.lastSeen,
+        inFlight: e.inFlight,
+        streams: e.streams
+      }))
+    ],
+    /** Closes session `id` (its SDK server and streams), logged with why. */
+    close: (id: string, why: string) =>
+      Effect.suspend(() => {
+        const entry = sessions.get(id)
+        if (entry === undefined) return Effect.void
+        sessions.delete(id)
+        return Effect.zipRight(
+          Effect.promise(() => entry.close().catch(() => undefined)),
+          Effect.logInfo(`MCP session ${id} closed: ${why}`)
+        )
+      }),
+    /** Remembers that `id` was closed to make room, and why. */
+    evict: (id: string, why: string) => {
+      evicted.set(id, why)
+      if (evicted.size > 1_000) evicted.delete(evicted.keys().next().value!)
+    }
+  }
+}
+type Table = ReturnType<typeof makeTable>
+
+/** The sweep: a session nobody used for `idleMs` (no request in flight, no stream open) is closed. Runs forever. */
+const sweepIdle = (table: Table, idleMs: number) =>
+  Effect.repeat(
+    Effect.suspend(() => {
+      const now = Date.now()
+      const idle = [...table.sessions].filter(([, e]) =>
+        e.inFlight === 0 && e.streams === 0 && now - e.lastSeen >= idleMs
+      )
+      return Effect.forEach(idle, ([id]) => table.close(id, `idle for ${idleMs} ms`), { discard: true })
+    }),
+    Schedule.spaced(Math.max(50, Math.min(30_000, Math.floor(idleMs / 4))))
+  )
+
+/** Hands the request to `transport` and waits until its response is finished (or the client went away). */
+const serve = (
+  runtime: Runtime.Runtime<never>,
+  request: HttpServerRequest.HttpServerRequest,
+  transport: StreamableHTTPServerTransport,
+  body: unknown
+) =>
+  Effect.async<void>((resume) => {
+    const req = NodeHttpServerRequest.toIncomingMessage(request)
+    const res = NodeHttpServerRequest.toServerResponse(request)
+    const done = () => resume(Effect.void)
+    res.once("close", done)
+    res.once("finish", done)
+    transport.handleRequest(req, res, body).catch((error: unknown) => {
+      Runtime.runFork(runtime)(Effect.logError("MCP: a request failed in the transport", error))
+      if (!res.headersSent) {
+        res.writeHead(500, { "content-type": "application/json" })
+          .end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32603, message: "internal error" }, id: null }))
+      } else if (!res.writableEnded) res.end()
+    })
+    return Effect.sync(() => {
+      res.off("close", done)
+      res.off("finish", done)
+    })
+  })
+
+/** A request (POST, DELETE) counts in flight and as use; a `GET` stream counts only as a listener. */
+const tracked = (entry: Entry, method: string, self: Effect.Effect<void>) =>
+  method === "GET"
+    ? Effect.acquireUseRelease(
+      Effect.sync(() => void entry.streams++),
+      () => self,
+      () => Effect.sync(() => void entry.streams--)
+    )
+    : Effect.acquireUseRelease(
+      Effect.sync(() => {
+        entry.inFlight++
+        entry.lastSeen = Date.now()
+      }),
+      () => self,
+      () =>
+        Effect.sync(() => {
+          entry.inFlight--
+          entry.lastSeen = Date.now()
+        })
+    )
+
+/**
+ * Opens a session for `principal` on `server` (its SDK server) connected to a fresh transport. Once the session is
+ * initialized it holds its own place in `table`, and `place` (held meanwhile) is given back.
+ */
+const open = (table: Table, server: ReturnType<typeof Protocol.make>, principal: Principal, place: Admission.Held) =>
+  Effect.promise(async () => {
+    const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => randomUUID(),
+      // Resumable streams: a host whose stream dropped reconnects with Last-Event-ID after `retryInterval`.
+      eventStore: EventStore.make(),
+      retryInterval: RETRY_MS,
+      onsessioninitialized: (id) => {
+        table.opening.delete(place)
+        table.sessions.set(id, {
+          transport,
+          principal,
+          close: () => server.close(),
+          lastSeen: Date.now(),
+          inFlight: 1,
+          streams: 0
+        })
+      },
+      onsessionclosed: (id) => {
+        table.sessions.delete(id)
+      }
+    })
+    await server.connect(transport)
+    return { transport, server }
+  })
+
+/**
  * The endpoint for `settings`, over the runtime's Corral service and store. Its scope closes every session; the
  * idle sweep runs while it is open. `draining` tells when the server shuts down.
  */
@@ -198,132 +333,15 @@ export const layer = (
       const allowed = [...loopback, ...(options.allowedHosts ?? []).map((h) => h.toLowerCase())]
       const keyed = settings.apiKeys.length > 0
       const checkHost = !keyed || (options.allowedHosts ?? []).length > 0
-      const sessions = new Map<string, Entry>()
-      // Sessions whose `initialize` is being answered: they hold a place (two racing newcomers must not both take the
-      // last one), and are never closed to make room.
-      const opening = new Set<Admission.Held>()
-      // Ids closed to make room (the latest 1,000), so their host is told why they are gone.
-      const evicted = new Map<string, string>()
-      const heldNow = (): ReadonlyArray<Admission.Held> => [
-        ...opening,
-        ...Array.from(sessions, ([id, e]) => ({
-          id,
-          orgId: e.principal.orgId,
-          userId: e.principal.userId,
-          lastSeen: e.lastSeen,
-          inFlight: e.inFlight,
-          streams: e.streams
-        }))
-      ]
-
-      const closeEntry = (id: string, why: string) =>
-        Effect.suspend(() => {
-          const entry = sessions.get(id)
-          if (entry === undefined) return Effect.void
-          sessions.delete(id)
-          return Effect.zipRight(
-            Effect.promise(() => entry.close().catch(() => undefined)),
-            Effect.logInfo(`MCP session ${id} closed: ${why}`)
-          )
-        })
-
+      const table = makeTable()
+      const { evicted, opening, sessions } = table
       yield* Effect.addFinalizer(() =>
-        Effect.forEach([...sessions.keys()], (id) => closeEntry(id, "the server shuts down"), { discard: true })
+        Effect.forEach([...sessions.keys()], (id) => table.close(id, "the server shuts down"), { discard: true })
       )
+      yield* Effect.forkScoped(sweepIdle(table, idleMs))
 
-      // The sweep: a session nobody used for `idleMs` (and with no request in flight) is closed.
-      yield* Effect.forkScoped(
-        Effect.repeat(
-          Effect.suspend(() => {
-            const now = Date.now()
-            const idle = [...sessions].filter(([, e]) =>
-              e.inFlight === 0 && e.streams === 0 && now - e.lastSeen >= idleMs
-            )
-            return Effect.forEach(idle, ([id]) => closeEntry(id, `idle for ${idleMs} ms`), { discard: true })
-          }),
-          Schedule.spaced(Math.max(50, Math.min(30_000, Math.floor(idleMs / 4))))
-        )
-      )
-
-      /**
-       * Opens a session for `principal`: its SDK server connected to a fresh transport. Once the session is initialized
-       * it holds its own place, and `place` (held meanwhile) is given back.
-       */
-      const open = (principal: Principal, place: Admission.Held) =>
-        Effect.promise(async () => {
-          const server = Protocol.make(catalog, principal, runtime, {
-            ...options.protocol,
-            ...(feed === undefined ? {} : { feed })
-          })
-          const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
-            sessionIdGenerator: () => randomUUID(),
-            // Resumable streams: a host whose stream dropped reconnects with Last-Event-ID after `retryInterval`.
-            eventStore: EventStore.make(),
-            retryInterval: RETRY_MS,
-            onsessioninitialized: (id) => {
-              opening.delete(place)
-              sessions.set(id, {
-                transport,
-                principal,
-                close: () => server.close(),
-                lastSeen: Date.now(),
-                inFlight: 1,
-                streams: 0
-              })
-            },
-            onsessionclosed: (id) => {
-              sessions.delete(id)
-            }
-          })
-          await server.connect(transport)
-          return { transport, server }
-        })
-
-      /** Hands the request to `transport` and waits until its response is finished (or the client went away). */
-      const serve = (
-        request: HttpServerRequest.HttpServerRequest,
-        transport: StreamableHTTPServerTransport,
-        body: unknown
-      ) =>
-        Effect.async<void>((resume) => {
-          const req = NodeHttpServerRequest.toIncomingMessage(request)
-          const res = NodeHttpServerRequest.toServerResponse(request)
-          const done = () => resume(Effect.void)
-          res.once("close", done)
-          res.once("finish", done)
-          transport.handleRequest(req, res, body).catch((error: unknown) => {
-            Runtime.runFork(runtime)(Effect.logError("MCP: a request failed in the transport", error))
-            if (!res.headersSent) {
-              res.writeHead(500, { "content-type": "application/json" })
-                .end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32603, message: "internal error" }, id: null }))
-            } else if (!res.writableEnded) res.end()
-          })
-          return Effect.sync(() => {
-            res.off("close", done)
-            res.off("finish", done)
-          })
-        })
-
-      /** A request (POST, DELETE) counts in flight and as use; a `GET` stream counts only as a listener. */
-      const tracked = (entry: Entry, method: string, self: Effect.Effect<void>) =>
-        method === "GET"
-          ? Effect.acquireUseRelease(
-            Effect.sync(() => void entry.streams++),
-            () => self,
-            () => Effect.sync(() => void entry.streams--)
-          )
-          : Effect.acquireUseRelease(
-            Effect.sync(() => {
-              entry.inFlight++
-              entry.lastSeen = Date.now()
-            }),
-            () => self,
-            () =>
-              Effect.sync(() => {
-                entry.inFlight--
-                entry.lastSeen = Date.now()
-              })
-          )
+      const server = (principal: Principal) =>
+        Protocol.make(catalog, principal, runtime, { ...options.protocol, ...(feed === undefined ? {} : { feed }) })
 
       const handle = Effect.gen(function*() {
         const request = yield* HttpServerRequest.HttpServerRequest
@@ -358,7 +376,7 @@ export const layer = (
             )
           }
           // Decided and the place taken in one synchronous step: no other request runs in between.
-          const decision = Admission.decide(heldNow(), auth.principal, bounds)
+          const decision = Admission.decide(table.held(), auth.principal, bounds)
           if (decision._tag === "Refuse") {
             yield* Effect.logWarning(
               `MCP: a new session for org ${auth.principal.orgId} was refused (${decision.status}): ${decision.message}`
@@ -376,15 +394,15 @@ export const layer = (
           opening.add(place)
           return yield* Effect.gen(function*() {
             if (decision._tag === "Evict") {
-              evicted.set(decision.evict.id, decision.why)
-              if (evicted.size > 1_000) evicted.delete(evicted.keys().next().value!)
-              yield* closeEntry(decision.evict.id, `closed to make room for a new session: ${decision.why}`)
+              table.evict(decision.evict.id, decision.why)
+              yield* table.close(decision.evict.id, `closed to make room for a new session: ${decision.why}`)
             }
-            const { server, transport } = yield* open(auth.principal, place)
-            yield* serve(request, transport, body)
+            const sdk = server(auth.principal)
+            const { transport } = yield* open(table, sdk, auth.principal, place)
+            yield* serve(runtime, request, transport, body)
             const opened = transport.sessionId === undefined ? undefined : sessions.get(transport.sessionId)
             // An initialize the SDK refused (a bad version, a batch) opened nothing: its server is closed at once.
-            if (opened === undefined) yield* Effect.promise(() => server.close().catch(() => undefined))
+            if (opened === undefined) yield* Effect.promise(() => sdk.close().catch(() => undefined))
             else {
               opened.inFlight--
               opened.lastSeen = Date.now()
@@ -404,7 +422,7 @@ export const layer = (
               : "Session not found: it expired or was closed; open a new one with `initialize`"
           )
         }
-        yield* tracked(entry, request.method, serve(request, entry.transport, body))
+        yield* tracked(entry, request.method, serve(runtime, request, entry.transport, body))
         return HttpServerResponse.empty()
       })
 
