@@ -68,160 +68,166 @@ const take = (listener: Listener): Effect.Effect<ReadonlyArray<SessionEvent>> =>
   })
 }
 
+type Store = Context.Tag.Service<SessionStore>
+
+/** Joins (or opens) the session's hub for the life of `scope`; the last one out drops it. */
+const join = (hubs: Map<string, Hub>, sessionId: string): Effect.Effect<Listener, never, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      let hub = hubs.get(sessionId)
+      if (hub === undefined) {
+        hub = new Set()
+        hubs.set(sessionId, hub)
+      }
+      const listener: Listener = { events: [], wake: undefined }
+      hub.add(listener)
+      return listener
+    }),
+    (listener) =>
+      Effect.sync(() => {
+        const hub = hubs.get(sessionId)
+        if (hub === undefined) return
+        hub.delete(listener)
+        if (hub.size === 0) hubs.delete(sessionId)
+      })
+  )
+
+/**
+ * Live events after the replay: turns in order (gaps filled from the store), landings not already replayed; with
+ * `until`, up to the first `report`.
+ */
+const follow = (
+  store: Store,
+  orgId: string,
+  sessionId: string,
+  listener: Listener,
+  replay: ReadonlyArray<SessionEvent>,
+  from: { last: number; landedUpTo: number } | undefined,
+  until: boolean
+): Subscription => {
+  let last = from?.last ?? 0
+  let done = from === undefined
+  const landedUpTo = from?.landedUpTo ?? Number.POSITIVE_INFINITY
+  let pending: ReadonlyArray<SessionEvent> | undefined = replay.length > 0 ? replay : undefined
+  // Synchronous unless a gap needs the store.
+  const select = (
+    events: ReadonlyArray<SessionEvent>
+  ): Effect.Effect<ReadonlyArray<SessionEvent>, PersistenceFailed> => {
+    const out: Array<SessionEvent> = []
+    const keep = (event: SessionEvent): boolean => {
+      out.push(event)
+      if (until && event._tag === "report") done = true
+      return done
+    }
+    const from_ = (start: number): Effect.Effect<ReadonlyArray<SessionEvent>, PersistenceFailed> => {
+      for (let i = start; i < events.length; i++) {
+        const event = events[i]!
+        if (event._tag === "exit" || event._tag === "report") {
+          // Published after the subscription began but already replayed from the store.
+          if (event.seq > landedUpTo && keep(event)) break
+          continue
+        }
+        if (event._tag !== "turn") {
+          keep(event)
+          continue
+        }
+        if (event.seq <= last) continue
+        if (event.seq === last + 1) {
+          last = event.seq
+          keep(event)
+          continue
+        }
+        // A later turn overtook an earlier one between persist and publish: fill the gap from the store.
+        return Effect.flatMap(store.turns(orgId, sessionId, last), (turns) => {
+          const upTo = turns.filter((t) => t.seq <= event.seq)
+          if (upTo.length > 0) last = upTo[upTo.length - 1]!.seq
+          for (const turn of upTo) out.push(turnEvent(turn))
+          return from_(i + 1)
+        })
+      }
+      return Effect.succeed(out)
+    }
+    return from_(0)
+  }
+  // A pull that selected nothing (every event already replayed) waits for the next publish.
+  const live: Effect.Effect<ReadonlyArray<SessionEvent>, PersistenceFailed> = Effect.flatMap(
+    Effect.suspend(() => take(listener)),
+    (events) => Effect.flatMap(select(events), (out) => out.length > 0 || done ? Effect.succeed(out) : live)
+  )
+  return {
+    next: Effect.suspend(() => {
+      if (pending !== undefined) {
+        const out = pending
+        pending = undefined
+        return Effect.succeed(out)
+      }
+      return done ? Effect.succeed(ended) : live
+    })
+  }
+}
+
+/**
+ * The replay with landings, after the hub is joined. Reads in this order: trajectories (what had landed), the
+ * session (whether a burst runs or waits), trajectories again and the turns (what to replay: every landing the
+ * session read implies is in it). A burst that landed between the two trajectory reads is the one `until` waits
+ * for; otherwise its landing comes live.
+ */
+const withLandings = (
+  store: Store,
+  orgId: string,
+  sessionId: string,
+  fromSeq: number,
+  listener: Listener,
+  until: boolean
+): Effect.Effect<Subscription, PersistenceFailed> =>
+  Effect.gen(function*() {
+    const before = new Set(
+      Landings.fromStore(sessionId, yield* store.trajectories(orgId, sessionId), Option.none())
+        .map((l) => l.runId)
+    )
+    const current = yield* store.getSession(orgId, sessionId)
+    if (Option.isNone(current)) return follow(store, orgId, sessionId, listener, [], undefined, until)
+    const state = current.value.state
+    let waits = false
+    if (until) {
+      const inbox = yield* store.inbox(sessionId)
+      waits = Landings.busy(state, inbox, inbox.length === 0 ? [] : yield* store.turns(orgId, sessionId, 0))
+    }
+    const landings = Landings.fromStore(sessionId, yield* store.trajectories(orgId, sessionId), Option.some(state))
+    const stored = yield* store.turns(orgId, sessionId, fromSeq)
+    // A landing right after turn `fromSeq` is replayed: the resume point is a turn, and whether the client saw the
+    // landing that followed it is unknown — a repeated exit (same seq) is harmless, a missed one is not.
+    const shown = (upTo: number) =>
+      Landings.interleave(
+        stored.filter((t) => t.seq <= upTo),
+        landings.filter((l) => l.seq >= fromSeq && l.seq <= upTo)
+      )
+    if (until && !waits) {
+      return follow(store, orgId, sessionId, listener, shown(Number.MAX_SAFE_INTEGER), undefined, until)
+    }
+    const landedNow = landings.find((l) => !before.has(l.runId))
+    if (until && landedNow !== undefined) {
+      // The burst that ran at subscription landed meanwhile: replay up to its landing, and end there.
+      const upTo = landings.indexOf(landedNow)
+      const replay = Landings.interleave(
+        stored.filter((t) => t.seq <= landedNow.seq),
+        landings.slice(0, upTo + 1).filter((l) => l.seq >= fromSeq)
+      )
+      return follow(store, orgId, sessionId, listener, replay, undefined, until)
+    }
+    const last = Math.max(fromSeq, stored.length > 0 ? stored[stored.length - 1]!.seq : fromSeq)
+    return follow(store, orgId, sessionId, listener, shown(Number.MAX_SAFE_INTEGER), {
+      last,
+      landedUpTo: landings.at(-1)?.seq ?? -1
+    }, until)
+  })
+
 /**
  * Builds the service over the `SessionStore`. `publish` never fails; `open` fails only with the store's
  * `PersistenceFailed` (initial replay or a gap fill) and, for a session `orgId` cannot see, ends at once, empty.
  */
 export const make: Effect.Effect<LiveEvents, never, SessionStore> = Effect.map(SessionStore, (store) => {
   const hubs = new Map<string, Hub>()
-
-  /** Joins (or opens) the session's hub for the life of `scope`; the last one out drops it. */
-  const join = (sessionId: string): Effect.Effect<Listener, never, Scope.Scope> =>
-    Effect.acquireRelease(
-      Effect.sync(() => {
-        let hub = hubs.get(sessionId)
-        if (hub === undefined) {
-          hub = new Set()
-          hubs.set(sessionId, hub)
-        }
-        const listener: Listener = { events: [], wake: undefined }
-        hub.add(listener)
-        return listener
-      }),
-      (listener) =>
-        Effect.sync(() => {
-          const hub = hubs.get(sessionId)
-          if (hub === undefined) return
-          hub.delete(listener)
-          if (hub.size === 0) hubs.delete(sessionId)
-        })
-    )
-
-  /**
-   * Live events after the replay: turns in order (gaps filled from the store), landings not already replayed; with
-   * `until`, up to the first `report`.
-   */
-  const follow = (
-    orgId: string,
-    sessionId: string,
-    listener: Listener,
-    replay: ReadonlyArray<SessionEvent>,
-    from: { last: number; landedUpTo: number } | undefined,
-    until: boolean
-  ): Subscription => {
-    let last = from?.last ?? 0
-    let done = from === undefined
-    const landedUpTo = from?.landedUpTo ?? Number.POSITIVE_INFINITY
-    let pending: ReadonlyArray<SessionEvent> | undefined = replay.length > 0 ? replay : undefined
-    // Synchronous unless a gap needs the store.
-    const select = (
-      events: ReadonlyArray<SessionEvent>
-    ): Effect.Effect<ReadonlyArray<SessionEvent>, PersistenceFailed> => {
-      const out: Array<SessionEvent> = []
-      const keep = (event: SessionEvent): boolean => {
-        out.push(event)
-        if (until && event._tag === "report") done = true
-        return done
-      }
-      const from_ = (start: number): Effect.Effect<ReadonlyArray<SessionEvent>, PersistenceFailed> => {
-        for (let i = start; i < events.length; i++) {
-          const event = events[i]!
-          if (event._tag === "exit" || event._tag === "report") {
-            // Published after the subscription began but already replayed from the store.
-            if (event.seq > landedUpTo && keep(event)) break
-            continue
-          }
-          if (event._tag !== "turn") {
-            keep(event)
-            continue
-          }
-          if (event.seq <= last) continue
-          if (event.seq === last + 1) {
-            last = event.seq
-            keep(event)
-            continue
-          }
-          // A later turn overtook an earlier one between persist and publish: fill the gap from the store.
-          return Effect.flatMap(store.turns(orgId, sessionId, last), (turns) => {
-            const upTo = turns.filter((t) => t.seq <= event.seq)
-            if (upTo.length > 0) last = upTo[upTo.length - 1]!.seq
-            for (const turn of upTo) out.push(turnEvent(turn))
-            return from_(i + 1)
-          })
-        }
-        return Effect.succeed(out)
-      }
-      return from_(0)
-    }
-    // A pull that selected nothing (every event already replayed) waits for the next publish.
-    const live: Effect.Effect<ReadonlyArray<SessionEvent>, PersistenceFailed> = Effect.flatMap(
-      Effect.suspend(() => take(listener)),
-      (events) => Effect.flatMap(select(events), (out) => out.length > 0 || done ? Effect.succeed(out) : live)
-    )
-    return {
-      next: Effect.suspend(() => {
-        if (pending !== undefined) {
-          const out = pending
-          pending = undefined
-          return Effect.succeed(out)
-        }
-        return done ? Effect.succeed(ended) : live
-      })
-    }
-  }
-
-  /**
-   * The replay with landings, after the hub is joined. Reads in this order: trajectories (what had landed), the
-   * session (whether a burst runs or waits), trajectories again and the turns (what to replay: every landing the
-   * session read implies is in it). A burst that landed between the two trajectory reads is the one `until` waits
-   * for; otherwise its landing comes live.
-   */
-  const withLandings = (
-    orgId: string,
-    sessionId: string,
-    fromSeq: number,
-    listener: Listener,
-    until: boolean
-  ): Effect.Effect<Subscription, PersistenceFailed> =>
-    Effect.gen(function*() {
-      const before = new Set(
-        Landings.fromStore(sessionId, yield* store.trajectories(orgId, sessionId), Option.none())
-          .map((l) => l.runId)
-      )
-      const current = yield* store.getSession(orgId, sessionId)
-      if (Option.isNone(current)) return follow(orgId, sessionId, listener, [], undefined, until)
-      const state = current.value.state
-      let waits = false
-      if (until) {
-        const inbox = yield* store.inbox(sessionId)
-        waits = Landings.busy(state, inbox, inbox.length === 0 ? [] : yield* store.turns(orgId, sessionId, 0))
-      }
-      const landings = Landings.fromStore(sessionId, yield* store.trajectories(orgId, sessionId), Option.some(state))
-      const stored = yield* store.turns(orgId, sessionId, fromSeq)
-      // A landing right after turn `fromSeq` is replayed: the resume point is a turn, and whether the client saw the
-      // landing that followed it is unknown — a repeated exit (same seq) is harmless, a missed one is not.
-      const shown = (upTo: number) =>
-        Landings.interleave(
-          stored.filter((t) => t.seq <= upTo),
-          landings.filter((l) => l.seq >= fromSeq && l.seq <= upTo)
-        )
-      if (until && !waits) return follow(orgId, sessionId, listener, shown(Number.MAX_SAFE_INTEGER), undefined, until)
-      const landedNow = landings.find((l) => !before.has(l.runId))
-      if (until && landedNow !== undefined) {
-        // The burst that ran at subscription landed meanwhile: replay up to its landing, and end there.
-        const upTo = landings.indexOf(landedNow)
-        const replay = Landings.interleave(
-          stored.filter((t) => t.seq <= landedNow.seq),
-          landings.slice(0, upTo + 1).filter((l) => l.seq >= fromSeq)
-        )
-        return follow(orgId, sessionId, listener, replay, undefined, until)
-      }
-      const last = Math.max(fromSeq, stored.length > 0 ? stored[stored.length - 1]!.seq : fromSeq)
-      return follow(orgId, sessionId, listener, shown(Number.MAX_SAFE_INTEGER), {
-        last,
-        landedUpTo: landings.at(-1)?.seq ?? -1
-      }, until)
-    })
 
   const open = (
     orgId: string,
@@ -232,13 +238,15 @@ export const make: Effect.Effect<LiveEvents, never, SessionStore> = Effect.map(S
     Effect.gen(function*() {
       if (Option.isNone(yield* store.getSession(orgId, sessionId))) return { next: Effect.succeed(ended) }
       // Join before reading the store: that ordering is the whole no-gap guarantee.
-      const listener = yield* join(sessionId)
+      const listener = yield* join(hubs, sessionId)
       const until = options.until === "landed"
-      if (options.landings === true || until) return yield* withLandings(orgId, sessionId, fromSeq, listener, until)
+      if (options.landings === true || until) {
+        return yield* withLandings(store, orgId, sessionId, fromSeq, listener, until)
+      }
       const stored = yield* store.turns(orgId, sessionId, fromSeq)
       const last = Math.max(fromSeq, stored.length > 0 ? stored[stored.length - 1]!.seq : fromSeq)
       // Without landings nothing was replayed but turns: every live exit and report passes.
-      return follow(orgId, sessionId, listener, stored.map(turnEvent), {
+      return follow(store, orgId, sessionId, listener, stored.map(turnEvent), {
         last,
         landedUpTo: Number.NEGATIVE_INFINITY
       }, false)
