@@ -18,6 +18,7 @@
  * record that failed.
  */
 import { Cause, Clock, Deferred, Effect, Either, Option, Random } from "effect"
+import type { Context } from "effect"
 import { AgentSpec } from "../domain/AgentSpec.js"
 import type { IssuedToken } from "../domain/Approval.js"
 import type { PersistenceFailed } from "../domain/Errors.js"
@@ -221,9 +222,20 @@ export const burst = (
 ): Effect.Effect<Landed, PersistenceFailed, SessionStore | SessionEvents | ToolExecutor | Providers> =>
   Tracing.scoped(GenAi.invokeAgent(request, run))
 
-const run = (
-  request: Request
-): Effect.Effect<Landed, PersistenceFailed, SessionStore | SessionEvents | ToolExecutor | Providers> =>
+/** A burst set up to run: its context, its record, and what it started from. */
+interface Started {
+  readonly request: Request
+  readonly ctx: Burst.Context
+  readonly b: Burst.Burst
+  readonly before: SessionState
+  readonly startedAt: number
+  readonly mint: () => string
+  readonly store: Context.Tag.Service<SessionStore>
+  readonly events: Context.Tag.Service<SessionEvents>
+}
+
+/** Sets the burst up: its limits, policy, tools, route, org budget and context, and its record started. */
+const start = (request: Request) =>
   Effect.gen(function*() {
     const store = yield* SessionStore
     const events = yield* SessionEvents
@@ -292,102 +304,108 @@ const run = (
     // Decided writes not yet in any trajectory (an approval round, or an unknown outcome found at recovery).
     b.toolCalls.push(...unreported(before.pending))
     request.onStart?.(b)
-    const log = yield* TrajectoryLog.make(
-      store.saveTrajectory,
-      Effect.map(Clock.currentTimeMillis, (now) => ({ ...Burst.trajectory(ctx, b, "crashed", now), open: true })),
-      (error) => Effect.logWarning(`session ${session.id}: open trajectory ${runId} not saved: ${error.message}`)
+    const started: Started = { request, ctx, b, before, startedAt, mint: ids.token, store, events }
+    return started
+  })
+
+/** The store stopped the burst: end it visibly, land it as `crashed`, save that now or hand it to the host. */
+const stopped = (s: Started, log: TrajectoryLog.TrajectoryLog, error: PersistenceFailed) =>
+  Effect.gen(function*() {
+    const { b, before, ctx, events, request, store } = s
+    const { runId, session } = ctx
+    yield* log.close
+    b.errors.push({ code: "persistence", message: `${error.operation}: ${error.message}` })
+    yield* Effect.logError(
+      `session ${session.id}: burst ${runId} stopped: the store failed in ${error.operation}: ${error.message}; ` +
+        "the session is interrupted (a follow-up resumes it once the store is back)"
     )
-    b.touch = log.touch
+    // The client is told what happened, not the driver's words (those are in the log and the trajectory).
+    yield* events.publish({
+      _tag: "error",
+      sessionId: session.id,
+      seq: b.lastSeq,
+      code: "store_unavailable",
+      message: `the store did not take this burst's writes (${error.operation}); the burst stopped and the ` +
+        "session is interrupted: send a follow-up once the store is back"
+    })
+    const reason = "crashed" as const
+    // The burst lands as crashed whatever had ended it: one exit decision, the store's.
+    const earlier = b.decisions.findIndex((d) => d._tag === "exit")
+    if (earlier >= 0) b.decisions.splice(earlier, 1)
+    Burst.decided(b, {
+      _tag: "exit",
+      at: yield* Clock.currentTimeMillis,
+      check: "store",
+      reason,
+      notice: `the store failed in ${error.operation}`
+    })
+    const report = yield* Landing.land(ctx, b, reason)
+    const endedAt = yield* Clock.currentTimeMillis
+    const state: SessionState = {
+      ...(yield* Burst.toState(b, before, reason, endedAt, report)),
+      status: "interrupted"
+    }
+    // Announced live now, not once the store takes the landing: a follower waiting for `exit` must not wait
+    // for the store (a partition may last longer than the follower does). Saved later, they are replayed from
+    // the trajectory to whoever subscribes after.
+    yield* events.publish({ _tag: "exit", sessionId: session.id, seq: b.lastSeq, reason })
+    yield* events.publish({ _tag: "report", sessionId: session.id, seq: b.lastSeq, report })
+    const settle = settleStopped({ store }, session, {
+      trajectory: Burst.trajectory(ctx, b, reason, endedAt, report),
+      state
+    })
+    const settled = yield* settle.pipe(Effect.as(true), Effect.orElseSucceed(() => false))
+    if (!settled) {
+      if (request.later === undefined) {
+        yield* Effect.logError(`session ${session.id}: the landing of burst ${runId} could not be saved`)
+      } else request.later(settle)
+    }
+    return yield* error
+  })
 
-    /** The store stopped the burst: end it visibly, land it as `crashed`, save that now or hand it to the host. */
-    const stopped = (error: PersistenceFailed) =>
-      Effect.gen(function*() {
-        yield* log.close
-        b.errors.push({ code: "persistence", message: `${error.operation}: ${error.message}` })
-        yield* Effect.logError(
-          `session ${session.id}: burst ${runId} stopped: the store failed in ${error.operation}: ${error.message}; ` +
-            "the session is interrupted (a follow-up resumes it once the store is back)"
-        )
-        // The client is told what happened, not the driver's words (those are in the log and the trajectory).
-        yield* events.publish({
-          _tag: "error",
-          sessionId: session.id,
-          seq: b.lastSeq,
-          code: "store_unavailable",
-          message: `the store did not take this burst's writes (${error.operation}); the burst stopped and the ` +
-            "session is interrupted: send a follow-up once the store is back"
-        })
-        const reason = "crashed" as const
-        // The burst lands as crashed whatever had ended it: one exit decision, the store's.
-        const earlier = b.decisions.findIndex((d) => d._tag === "exit")
-        if (earlier >= 0) b.decisions.splice(earlier, 1)
-        Burst.decided(b, {
-          _tag: "exit",
-          at: yield* Clock.currentTimeMillis,
-          check: "store",
-          reason,
-          notice: `the store failed in ${error.operation}`
-        })
-        const report = yield* Landing.land(ctx, b, reason)
-        const endedAt = yield* Clock.currentTimeMillis
-        const state: SessionState = {
-          ...(yield* Burst.toState(b, before, reason, endedAt, report)),
-          status: "interrupted"
-        }
-        // Announced live now, not once the store takes the landing: a follower waiting for `exit` must not wait
-        // for the store (a partition may last longer than the follower does). Saved later, they are replayed from
-        // the trajectory to whoever subscribes after.
-        yield* events.publish({ _tag: "exit", sessionId: session.id, seq: b.lastSeq, reason })
-        yield* events.publish({ _tag: "report", sessionId: session.id, seq: b.lastSeq, report })
-        const settle = settleStopped({ store }, session, {
-          trajectory: Burst.trajectory(ctx, b, reason, endedAt, report),
-          state
-        })
-        const settled = yield* settle.pipe(Effect.as(true), Effect.orElseSucceed(() => false))
-        if (!settled) {
-          if (request.later === undefined) {
-            yield* Effect.logError(`session ${session.id}: the landing of burst ${runId} could not be saved`)
-          } else request.later(settle)
-        }
-        return yield* error
-      })
-
-    const ran = yield* Effect.gen(function*() {
-      yield* store.saveState(session.id, { ...before, status: "running", pending: [] }, startedAt)
-      // The open trajectory is saved from the start (debounced, internal/trajectoryLog): a burst that dies in a first
-      // model call longer than the debounce still leaves a record.
-      b.touch()
-      const cancelled = Effect.map(Clock.currentTimeMillis, (at): ExitPolicy.Decision => {
-        b.cancelledAt = at
-        return { check: "cancel", reason: "cancelled", notice: "the burst was cancelled" }
-      })
-      // Cancelled before it began (while it waited for a place, session/Admission): the opening is recorded and
-      // nothing else runs — no model call.
-      const early = request.cancel !== undefined && (yield* Deferred.isDone(request.cancel))
-      const cancellable = early
-        ? Effect.zipRight(request.opening === undefined ? Effect.void : Loop.record(ctx, b, request.opening), cancelled)
-        : request.cancel === undefined
-        ? Loop.runBurst(ctx, b, request.opening)
-        : Effect.raceFirst(
-          Loop.runBurst(ctx, b, request.opening),
-          Effect.zipRight(Deferred.await(request.cancel), cancelled)
-        )
-      return yield* cancellable.pipe(
-        Effect.catchAllDefect((defect) =>
-          Effect.sync((): ExitPolicy.Decision => {
-            const pretty = Cause.pretty(Cause.die(defect))
-            b.errors.push({ code: "crashed", message: pretty })
-            return { check: "crash", reason: "crashed", notice: pretty.split("\n")[0] ?? "a defect" }
-          })
-        ),
-        // Every rail and adapter of the burst reads the burst's effective limits, never the host's.
-        Effect.provideService(Limits.Limits, limits)
+/** The burst's loop, from the session marked `running` to the exit policy's decision (a cancel or a defect too). */
+const loop = (s: Started) =>
+  Effect.gen(function*() {
+    const { b, before, ctx, request, startedAt, store } = s
+    yield* store.saveState(ctx.session.id, { ...before, status: "running", pending: [] }, startedAt)
+    // The open trajectory is saved from the start (debounced, internal/trajectoryLog): a burst that dies in a first
+    // model call longer than the debounce still leaves a record.
+    b.touch()
+    const cancelled = Effect.map(Clock.currentTimeMillis, (at): ExitPolicy.Decision => {
+      b.cancelledAt = at
+      return { check: "cancel", reason: "cancelled", notice: "the burst was cancelled" }
+    })
+    // Cancelled before it began (while it waited for a place, session/Admission): the opening is recorded and
+    // nothing else runs — no model call.
+    const early = request.cancel !== undefined && (yield* Deferred.isDone(request.cancel))
+    const cancellable = early
+      ? Effect.zipRight(request.opening === undefined ? Effect.void : Loop.record(ctx, b, request.opening), cancelled)
+      : request.cancel === undefined
+      ? Loop.runBurst(ctx, b, request.opening)
+      : Effect.raceFirst(
+        Loop.runBurst(ctx, b, request.opening),
+        Effect.zipRight(Deferred.await(request.cancel), cancelled)
       )
-    }).pipe(Effect.either)
-    if (Either.isLeft(ran)) return yield* stopped(ran.left)
-    const reason: ExitReason = ran.right.reason
-    Burst.decided(b, { _tag: "exit", at: yield* Clock.currentTimeMillis, ...ran.right })
+    return yield* cancellable.pipe(
+      Effect.catchAllDefect((defect) =>
+        Effect.sync((): ExitPolicy.Decision => {
+          const pretty = Cause.pretty(Cause.die(defect))
+          b.errors.push({ code: "crashed", message: pretty })
+          return { check: "crash", reason: "crashed", notice: pretty.split("\n")[0] ?? "a defect" }
+        })
+      ),
+      // Every rail and adapter of the burst reads the burst's effective limits, never the host's.
+      Effect.provideService(Limits.Limits, ctx.limits)
+    )
+  })
 
+/** Lands the burst on `decision`: its report, state, trajectory and approval tokens stored, `exit` and `report` sent. */
+const land = (s: Started, log: TrajectoryLog.TrajectoryLog, decision: ExitPolicy.Decision) =>
+  Effect.gen(function*() {
+    const { b, before, ctx, events, store } = s
+    const { runId, session } = ctx
+    const reason: ExitReason = decision.reason
+    Burst.decided(b, { _tag: "exit", at: yield* Clock.currentTimeMillis, ...decision })
     const report = yield* Landing.land(ctx, b, reason)
     const endedAt = yield* Clock.currentTimeMillis
     let state: SessionState = yield* Burst.toState(b, before, reason, endedAt, report)
@@ -399,7 +417,7 @@ const run = (
       pending: state.status === "awaiting_confirmation" ? b.pending : [],
       now: endedAt,
       settings: yield* Approvals.ApprovalSettings,
-      mint: ids.token
+      mint: s.mint
     })
     const landed = yield* Effect.gen(function*() {
       if (records.length > 0) yield* store.issueApprovals(session.id, records)
@@ -420,9 +438,35 @@ const run = (
       )
       yield* store.saveState(session.id, state, endedAt)
     }).pipe(Effect.either)
-    if (Either.isLeft(landed)) return yield* stopped(landed.left)
+    if (Either.isLeft(landed)) return yield* stopped(s, log, landed.left)
     yield* events.publish({ _tag: "exit", sessionId: session.id, seq: b.lastSeq, reason })
     yield* events.publish({ _tag: "report", sessionId: session.id, seq: b.lastSeq, report })
     // The conversation as the store has it (not the pruned one the model last saw): a rebuilt actor reads the same.
-    return { reason, report, state, trajectory, messages: [...b.history, ...b.recorded], tokens: issued }
+    const out: Landed = {
+      reason,
+      report,
+      state,
+      trajectory,
+      messages: [...b.history, ...b.recorded],
+      tokens: issued
+    }
+    return out
+  })
+
+const run = (
+  request: Request
+): Effect.Effect<Landed, PersistenceFailed, SessionStore | SessionEvents | ToolExecutor | Providers> =>
+  Effect.gen(function*() {
+    const s = yield* start(request)
+    const { b, ctx, store } = s
+    const log = yield* TrajectoryLog.make(
+      store.saveTrajectory,
+      Effect.map(Clock.currentTimeMillis, (now) => ({ ...Burst.trajectory(ctx, b, "crashed", now), open: true })),
+      (error) =>
+        Effect.logWarning(`session ${ctx.session.id}: open trajectory ${ctx.runId} not saved: ${error.message}`)
+    )
+    b.touch = log.touch
+    const ran = yield* Effect.either(loop(s))
+    if (Either.isLeft(ran)) return yield* stopped(s, log, ran.left)
+    return yield* land(s, log, ran.right)
   })
