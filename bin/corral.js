@@ -10,7 +10,7 @@
 // TurboFan's compiling on two cores costs more than its faster code saves: a warm `corral run --demo` took 1.3–1.7 s
 // instead of 1.8–2.1 s, `corral serve` idled at 244–254 MB RSS instead of 318–321 MB (the TurboFan code), and 400
 // sessions at once on Postgres cost 12–18 % less server CPU per turn; at 300 at once on the embedded store CPU per
-// turn did not move and the peak RSS was ~150 MB higher (docs/benchmarks.md, "Issue 14, eighth pass").
+// turn did not move and the peak RSS was ~150 MB higher (docs/benchmarks.md at 09f4c1e, "Issue 14, eighth pass").
 // The `corral` command. Installed from the package it runs the built CLI with plain Node: the bundle
 // (dist/cli/bundle/main.js, see scripts/build-cli.mjs: far fewer modules to load at start), else dist/cli/main.js. In a
 // clone of the repository (a .git next to bin/, or no build at all) it runs the TypeScript sources through tsx (a

@@ -23,6 +23,7 @@ const entries: ReadonlyArray<readonly [specifier: string, file: string]> = [
   ["corral/providers", "src/providers.ts"],
   ["corral/sql", "src/sql.ts"],
   ["corral/mcp", "src/mcp.ts"],
+  ["corral/telemetry", "src/telemetry.ts"],
   ["corral/cluster", "src/cluster.ts"],
   ["corral/testing", "src/testing/index.ts"]
 ]

@@ -2,8 +2,10 @@
 # The package as a stranger gets it: build, `npm pack`, and
 #   (0) install the tarball with `effect` alone (`npm i --legacy-peer-deps`: no peer installed for us), report the
 #       packages installed and the import cost of `corral` (scripts/pack-check/import-time.mjs), run the in-memory
-#       embed (embed.mjs), and require that each entry needing an optional peer names it and the install line
-#       (optional-entries.mjs), and that `corral/providers` loads with @effect/platform-node alone;
+#       embed (embed.mjs), and require that each entry needing optional peers names them and the README's install
+#       line (optional-entries.mjs); then run each of the README's install lines alone and import its entry, after
+#       requiring that without PGlite the embedded database (corral/sql's dataDir: embedded-missing.mjs, and
+#       `corral serve`) fails with the line that installs it, and that Postgres does not need it;
 # then install the tarball into an empty temporary project next to the peer dependencies of the stated ranges
 # (package.json `peerDependencies`), and there
 #   (a) run a plain Node ESM program that embeds Corral (scripts/pack-check/embed.mjs: one session, must complete),
@@ -43,20 +45,41 @@ echo "pack-check: ${tarball}: $((size / 1024)) KB packed, $((unpacked / 1024)) K
 echo "pack-check (0): npm i --legacy-peer-deps corral effect — nothing else"
 bare="$work/bare"
 mkdir -p "$bare"
-cp scripts/pack-check/embed.mjs scripts/pack-check/optional-entries.mjs scripts/pack-check/import-time.mjs "$bare/"
+cp scripts/pack-check/embed.mjs scripts/pack-check/optional-entries.mjs scripts/pack-check/import-time.mjs \
+  scripts/pack-check/readme-installs.mjs scripts/pack-check/embedded-missing.mjs "$bare/"
 printf '{ "name": "corral-pack-check-bare", "private": true, "type": "module" }\n' > "$bare/package.json"
 effect_range="$(node -p 'require(process.argv[1]).peerDependencies.effect' "$root/package.json")"
 (
   cd "$bare"
   npm install --no-audit --no-fund --prefer-offline --loglevel=error --legacy-peer-deps "$work/$tarball" "effect@$effect_range"
-  echo "pack-check (0): $(npm ls --all --parseable 2> /dev/null | tail -n +2 | sort -u | wc -l) packages installed"
+  # 166 before the MCP SDK, OpenTelemetry, PGlite and pg became optional peers (docs/benchmarks.md, "Install, import and package").
+  echo "pack-check (0): $(npm ls --all --parseable 2> /dev/null | tail -n +2 | sort -u | wc -l) packages installed (166 when MCP, OpenTelemetry, PGlite and pg were dependencies)"
   node import-time.mjs --runs 3 effect corral corral/testing
   node embed.mjs
   node optional-entries.mjs
-  npm install --no-audit --no-fund --prefer-offline --loglevel=error --legacy-peer-deps \
-    "@effect/platform-node@$(node -p 'require("./node_modules/corral/package.json").peerDependencies["@effect/platform-node"]')"
-  node --input-type=module -e 'const { layerHttpClient } = await import("corral/providers"); if (!layerHttpClient) process.exit(1)'
-  echo "pack-check (0): corral/providers loads with @effect/platform-node alone"
+  # The README's lines, one entry at a time (--legacy-peer-deps: what the line names is all that is installed), each
+  # entry imported once its line is in; the embedded database's line last, after the checks that it is needed.
+  while IFS=$'\t' read -r entry line; do
+    if [ "$entry" = "corral/sql with { dataDir }" ]; then
+      node embedded-missing.mjs
+      mkdir -p cli-no-pglite
+      printf '{ "server": { "port": 0 }, "database": { "dataDir": "%s" } }\n' "$PWD/cli-no-pglite/data" > cli-no-pglite/corral.json
+      status=0
+      CORRAL_CONFIG=cli-no-pglite/corral.json timeout 120 node node_modules/corral/bin/corral.js serve > cli-no-pglite/log 2>&1 || status=$?
+      if [ "$status" -eq 0 ] || [ "$status" -eq 124 ] || ! grep -qF "$line" cli-no-pglite/log || grep -q '^ *at ' cli-no-pglite/log; then
+        echo "pack-check: corral serve without PGlite should exit non-zero with the line ${line} and no stack (exit ${status}):" >&2
+        cat cli-no-pglite/log >&2
+        exit 1
+      fi
+      echo "pack-check (0): corral serve without PGlite (exit ${status}): $(grep -F "$line" cli-no-pglite/log | head -n 1)"
+    fi
+    # shellcheck disable=SC2086 # the README's line is words
+    ${line} --no-audit --no-fund --prefer-offline --loglevel=error --legacy-peer-deps
+    module="${entry%% with *}"
+    node --input-type=module -e "await import('${module}')"
+    echo "pack-check (0): ${entry} loads after: ${line}"
+  done < <(node readme-installs.mjs)
+  echo "pack-check (0): $(npm ls --all --parseable 2> /dev/null | tail -n +2 | sort -u | wc -l) packages installed with every README line"
 )
 
 # Peers of the stated ranges, and the compiler of the repository's own range for (b).
@@ -67,7 +90,8 @@ mapfile -t extras < <(node -e '
 
 app="$work/app"
 mkdir -p "$app"
-cp scripts/pack-check/embed.mjs scripts/pack-check/typed.ts scripts/pack-check/tsconfig.json "$app/"
+cp scripts/pack-check/embed.mjs scripts/pack-check/typed.ts scripts/pack-check/tsconfig.json \
+  scripts/pack-check/import-graph.mjs "$app/"
 mkdir -p "$app/examples"
 cp examples/*.ts "$app/examples/"
 cp scripts/pack-check/tsconfig.examples.json "$app/"
@@ -78,6 +102,9 @@ echo "pack-check: installed corral with ${extras[*]}"
 
 echo "pack-check (a): plain Node ESM embedding"
 node embed.mjs
+echo "pack-check (a): what each entry loads, with every peer installed (corral and corral/testing: no optional peer)"
+node import-graph.mjs corral corral/testing corral/providers:@effect/platform-node \
+  corral/telemetry "corral/mcp:@modelcontextprotocol/sdk"
 
 echo "pack-check (b): tsc --noEmit against the shipped types"
 npx --no-install tsc -p tsconfig.json

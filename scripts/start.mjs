@@ -6,7 +6,7 @@
  * edit is never hidden behind a stale bundle.
  *
  * Why not tsx: compiling a few hundred TypeScript modules at every start made `npm start` ready in 6.6 s (warm) and
- * idle at ~510–530 MB RSS, against ~1.5 s and ~230–245 MB for the bundle (docs/benchmarks.md, "Issue 14, eighth pass").
+ * idle at ~510–530 MB RSS, against ~1.5 s and ~230–245 MB for the bundle (docs/benchmarks.md at 09f4c1e, "Issue 14, eighth pass").
  * The rebuild is one esbuild run (a few seconds); a start on unchanged sources only walks src/ for modification times.
  * Arguments after `npm start --` go to `corral serve` (e.g. `npm start -- --port 9000 --memory`).
  */

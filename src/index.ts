@@ -121,9 +121,10 @@ export { AuthorPhase } from "./session/Landing.js"
 /** Re-runs a stored burst against what was recorded and says where it diverges: `verifyBurst`, `verifySession`. */
 export * as Replay from "./session/Replay.js"
 export { Supervisor } from "./session/Supervisor.js"
-/** OTLP/HTTP export of Corral's traces and metrics: `layer(settings)`, `layerConfig` (the OTEL_* variables). */
-export * as Telemetry from "./telemetry/Telemetry.js"
-/** Whether Corral makes spans: off unless turned on (`Tracing.layer(true)`), so spans cost nothing by default. */
+/**
+ * Whether Corral makes spans: off unless turned on (`Tracing.layer(true)`), so spans cost nothing by default. The
+ * OTLP exporter is `Telemetry` in `corral/telemetry` (its OpenTelemetry packages are optional peers).
+ */
 export * as Tracing from "./telemetry/Tracing.js"
 /** The `SessionStore` port over plain Maps (tests, the demo, the all-in-memory runtime): `layerMemory`, `makeMemory`. */
 export * as MemoryStore from "./store/MemoryStore.js"

@@ -1,11 +1,12 @@
 // Type-checks against the shipped declarations (dist/*.d.ts) as a TypeScript user of the package would: strict,
 // NodeNext, and every declaration file checked (skipLibCheck off), Corral's and Effect's alike.
 import type { CorralError, SessionView } from "corral"
-import { Corral, isCorralError, ToolRegistry } from "corral"
+import { Corral, defineAgent, isCorralError, ToolRegistry } from "corral"
 import type * as Cluster from "corral/cluster"
 import type * as Mcp from "corral/mcp"
 import type * as Providers from "corral/providers"
 import type * as Sql from "corral/sql"
+import type * as Telemetry from "corral/telemetry"
 import { ScriptedModel } from "corral/testing"
 import type { Layer } from "effect"
 import { Effect } from "effect"
@@ -19,9 +20,34 @@ const status = ToolRegistry.define<{ service: string }>({
   run: ({ service }) => Effect.succeed(`${service}: degraded`)
 })
 
+// A spec written apart from the call that publishes it: checked key by key, nested objects included.
+const triage = defineAgent({
+  id: "triage",
+  version: 1,
+  name: "Triage",
+  instructions: "Look.",
+  tools: ["status"],
+  limits: { toolCalls: 5 },
+  exitPolicy: {
+    checks: [{ name: "tools", at: "after_tools", metric: "toolCallsBurst", atLeast: 3, reason: "tool_budget" }]
+  }
+})
+
+// @ts-expect-error `toolz` is not a key of an agent spec.
+export const misspelt = defineAgent({ id: "a", version: 1, name: "A", instructions: "Look.", toolz: [] })
+
+export const misspeltLimit = defineAgent({
+  id: "a",
+  version: 1,
+  name: "A",
+  instructions: "Look.",
+  // @ts-expect-error `toolz` is not a limit: the check reaches inside `limits`.
+  limits: { toolz: 1 }
+})
+
 export const program: Effect.Effect<SessionView, CorralError, Corral> = Effect.gen(function*() {
   const corral = yield* Corral
-  yield* corral.publishAgent(me, { id: "triage", version: 1, name: "Triage", instructions: "Look.", tools: ["status"] })
+  yield* corral.publishAgent(me, triage)
   return yield* corral.run(me, { agentId: "triage", scope: "incident:INC-42", prompt: "Why is checkout down?" })
 })
 
@@ -39,5 +65,5 @@ export const exitReason: Effect.Effect<string, never> = program.pipe(
 // @ts-expect-error: the agent id is required by the request's type.
 export const refused = Effect.flatMap(Corral, (corral) => corral.run(me, { scope: "s", prompt: "p" }))
 
-// The entry points resolve to declarations (placeholders until the public-surface work fills them).
-export type Entries = [typeof Cluster, typeof Mcp, typeof Providers, typeof Sql]
+// Every entry point resolves to declarations.
+export type Entries = [typeof Cluster, typeof Mcp, typeof Providers, typeof Sql, typeof Telemetry]

@@ -7,8 +7,9 @@
  * `OTEL_SDK_DISABLED` is not `true`: then Corral's spans are not even made. Prometheus text at `/metrics` and the
  * structured logs do not depend on it.
  */
-import { Config as EffectConfig, ConfigError, Effect, Either, Option, ParseResult, Redacted, Schema } from "effect"
-import { FieldIssue } from "../domain/Errors.js"
+import { Config as EffectConfig, ConfigError, Effect, Either, Option, Redacted, Schema } from "effect"
+import type { FieldIssue } from "../domain/Errors.js"
+import { fieldIssues } from "../domain/Errors.js"
 import * as EnvVars from "./EnvVars.js"
 
 /** The OTLP transports Corral can speak (both over HTTP). */
@@ -141,14 +142,8 @@ export const decodeSection = (raw: unknown): Either.Either<TelemetrySection | un
   if (raw === undefined) return Either.right(undefined)
   const decoded = Schema.decodeUnknownEither(TelemetrySection, { errors: "all", onExcessProperty: "error" })(raw)
   if (Either.isRight(decoded)) return Either.right(decoded.right)
-  return Either.left(
-    ParseResult.ArrayFormatter.formatErrorSync(decoded.left).map((issue) =>
-      new FieldIssue({
-        path: ["telemetry", ...issue.path.map(String)].join("."),
-        message: issue._tag === "Unexpected" ? "unknown key" : issue.message
-      })
-    )
-  )
+  // One line per field: a union's alternatives merged, the optional-key "Expected undefined" echo dropped.
+  return Either.left(fieldIssues(decoded.left, { prefix: ["telemetry"], unexpected: "unknown key" }))
 }
 
 /** The `OTEL_*` variables over the file's section, then the defaults. Fails with the variables' `ConfigError`s. */

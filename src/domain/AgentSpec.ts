@@ -61,11 +61,28 @@ export class AgentSpec extends Schema.Class<AgentSpec>("AgentSpec")({
  */
 export type AgentSpecInput = typeof AgentSpec.Encoded
 
+/** The keys of every member of a union (`keyof (A | B)` is only the keys they share). */
+type KeysOf<T> = T extends unknown ? keyof T : never
+
+/** The type at `K` in the members of `T` that have it. */
+type At<T, K extends PropertyKey> = T extends unknown ? K extends keyof T ? T[K] : never : never
+
+type ElementOf<T> = T extends ReadonlyArray<infer E> ? E : never
+
+/**
+ * `S` with every key that `T` does not have typed `never`, at every depth (inside `limits`, `mcpPrompt`,
+ * `exitPolicy` and their arrays): an excess-property check that a generic parameter would otherwise skip. Where
+ * `T` takes anything (`reportSchema`'s JSON Schema, a record), `S` is taken as it is.
+ */
+export type Exact<T, S> = unknown extends T ? S
+  : S extends ReadonlyArray<unknown> ? { readonly [I in keyof S]: Exact<ElementOf<T>, S[I]> }
+  : S extends object ? { readonly [K in keyof S]: K extends KeysOf<T> ? Exact<At<T, K>, S[K]> : never }
+  : S
+
 /**
  * Types an agent spec where it is written (autocomplete and type errors in the editor); returns it unchanged.
- * A key the spec does not have (`toolz: []`) is a type error, as it is in a literal passed to `publishAgent`: a
- * generic parameter alone would take it silently. Validation happens when it is published.
+ * A key the spec does not have (`toolz: []`, or `limits: { toolz: 1 }` one level down) is a type error, as it is in
+ * a literal passed to `publishAgent`: a generic parameter alone would take it silently. Validation happens when it
+ * is published.
  */
-export const defineAgent = <const S extends AgentSpecInput>(
-  spec: S & { readonly [K in Exclude<keyof S, keyof AgentSpecInput>]: never }
-): S => spec
+export const defineAgent = <const S extends AgentSpecInput>(spec: S & Exact<AgentSpecInput, S>): S => spec

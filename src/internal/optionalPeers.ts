@@ -1,17 +1,39 @@
 /**
  * Optional peers: the entries that need packages not every program installs (`corral/cluster`, `corral/sql`,
- * `corral/providers`) are loaded through `load`, so that a missing package fails with an error naming the entry,
- * the missing packages and the install line — not Node's `ERR_MODULE_NOT_FOUND … '@effect/cluster'` from deep
- * inside dist/, which says neither who needed it nor why. `corral` itself needs none of them.
+ * `corral/mcp`, `corral/telemetry`, `corral/providers`; and the embedded database, for `corral/sql`'s `dataDir` and
+ * `corral serve` without a database URL) check them before loading (`load`, `check`), so that a missing package fails
+ * with an error naming the entry, every missing package and the install line — not Node's `ERR_MODULE_NOT_FOUND … '@effect/cluster'` from deep
+ * inside dist/, which says neither who needed it nor why, and names only the first of several. `corral` itself
+ * needs none of them.
  */
-import { readFileSync } from "node:fs"
+import { existsSync, readFileSync } from "node:fs"
+import { createRequire } from "node:module"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
 
-/** What an entry needs beyond `effect` and the package's own dependencies, in install order. */
+/**
+ * What each entry needs beyond `effect` and the package's own dependencies, in install order. Every name here is an
+ * optional peer in package.json (test/entries/OptionalPeers.test.ts keeps the two equal).
+ */
 export const entryPeers = {
-  "corral/cluster": ["@effect/cluster", "@effect/rpc", "@effect/sql", "@effect/experimental"],
-  "corral/sql": ["@effect/sql", "@effect/sql-pg", "@effect/experimental"],
-  "corral/providers": ["@effect/platform-node"],
-  "Telemetry.layer": ["@effect/opentelemetry"]
+  "corral/cluster": ["@effect/cluster", "@effect/rpc", "@effect/workflow", "@effect/sql", "@effect/experimental"],
+  "corral/sql": ["@effect/sql", "@effect/sql-pg", "@effect/experimental", "pg"],
+  // `corral/sql` with a `dataDir`, and `corral serve` without a database URL.
+  "the embedded database": ["@electric-sql/pglite"],
+  "corral/mcp": ["@modelcontextprotocol/sdk"],
+  "corral/telemetry": [
+    "@effect/opentelemetry",
+    "@opentelemetry/api",
+    "@opentelemetry/resources",
+    "@opentelemetry/semantic-conventions",
+    "@opentelemetry/sdk-trace-base",
+    "@opentelemetry/sdk-metrics",
+    "@opentelemetry/otlp-exporter-base",
+    "@opentelemetry/otlp-transformer",
+    "@opentelemetry/exporter-metrics-otlp-http",
+    "@opentelemetry/exporter-metrics-otlp-proto"
+  ],
+  "corral/providers": ["@effect/platform-node"]
 } as const
 
 /** The part of the program that needs an optional peer. */
@@ -33,15 +55,29 @@ export class MissingPeerDependency extends Error {
 const list = (names: ReadonlyArray<string>): string =>
   names.length === 1 ? names[0]! : `${names.slice(0, -1).join(", ")} and ${names[names.length - 1]!}`
 
-/** The ranges corral states for its peers (its own package.json, read only when a peer is missing). */
+/**
+ * The ranges corral states for its peers, from its own package.json: the nearest one named `corral` above this
+ * module (dist/internal/ in the package, a chunk of the CLI bundle, or src/internal/ in the repository). Read only
+ * when a peer is missing.
+ */
 const ranges = (): Record<string, string> => {
-  try {
-    const manifest = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
-      readonly peerDependencies?: Record<string, string>
+  let dir = dirname(fileURLToPath(import.meta.url))
+  for (;;) {
+    const file = join(dir, "package.json")
+    if (existsSync(file)) {
+      try {
+        const manifest = JSON.parse(readFileSync(file, "utf8")) as {
+          readonly name?: string
+          readonly peerDependencies?: Record<string, string>
+        }
+        if (manifest.name === "corral") return manifest.peerDependencies ?? {}
+      } catch {
+        // Not a manifest we can read: keep looking above.
+      }
     }
-    return manifest.peerDependencies ?? {}
-  } catch {
-    return {}
+    const parent = dirname(dir)
+    if (parent === dir) return {}
+    dir = parent
   }
 }
 
@@ -53,13 +89,51 @@ export const notFoundPackage = (error: unknown): string | undefined => {
   return /Cannot find package '((?:@[^/']+\/)?[^/']+)/.exec(message)?.[1]
 }
 
+/**
+ * In the CLI's bundle (scripts/build-cli.mjs defines it): the packages the bundle leaves external. Every other peer is
+ * inside the bundle, so it is there whether or not the project installed it.
+ */
+declare const CORRAL_BUNDLE_EXTERNAL: ReadonlyArray<string> | undefined
+const bundleExternal = typeof CORRAL_BUNDLE_EXTERNAL === "undefined" ? undefined : CORRAL_BUNDLE_EXTERNAL
+
+/**
+ * Whether Node finds package `name` from here (where corral's own modules resolve their imports). Resolving reads
+ * a few `package.json` files and loads nothing. A package whose `exports` has no main entry is still installed.
+ */
 const installed = (name: string): boolean => {
-  try {
-    import.meta.resolve(name)
-    return true
-  } catch (error) {
-    return notFoundPackage(error) === undefined
+  if (bundleExternal !== undefined && !bundleExternal.includes(name)) return true
+  if (typeof import.meta.resolve === "function") {
+    try {
+      import.meta.resolve(name)
+      return true
+    } catch (error) {
+      return notFoundPackage(error) === undefined
+    }
   }
+  // Loaders without `import.meta.resolve` (vitest's): the package's directory on Node's lookup path.
+  const paths = createRequire(import.meta.url).resolve.paths(name) ?? []
+  return paths.some((dir) => existsSync(join(dir, name, "package.json")))
+}
+
+/** Those of `names` that Node does not find from here. */
+export const notInstalled = (names: ReadonlyArray<string>): Array<string> => names.filter((name) => !installed(name))
+
+const errorFor = (entry: Entry, missing: ReadonlyArray<string>): MissingPeerDependency => {
+  const stated = ranges()
+  const install = `npm install ${missing.map((name) => stated[name] ? `${name}@${stated[name]}` : name).join(" ")}`
+  return new MissingPeerDependency(entry, missing, install)
+}
+
+/** The error naming every peer of `entry` that is not installed; `undefined` when all are. */
+export const check = (entry: Entry): MissingPeerDependency | undefined => {
+  const missing = notInstalled(entryPeers[entry])
+  return missing.length === 0 ? undefined : errorFor(entry, missing)
+}
+
+/** Throws `check(entry)`'s error when a peer of `entry` is missing. */
+export const requirePeers = (entry: Entry): void => {
+  const error = check(entry)
+  if (error !== undefined) throw error
 }
 
 /**
@@ -70,14 +144,18 @@ export const missingPeer = (entry: Entry, error: unknown): MissingPeerDependency
   const peers: ReadonlyArray<string> = entryPeers[entry]
   const culprit = notFoundPackage(error)
   if (culprit === undefined || !peers.includes(culprit)) return undefined
-  const missing = peers.filter((name) => name === culprit || !installed(name))
-  const stated = ranges()
-  const install = `npm install ${missing.map((name) => stated[name] ? `${name}@${stated[name]}` : name).join(" ")}`
-  return new MissingPeerDependency(entry, missing, install)
+  return errorFor(entry, peers.filter((name) => name === culprit || !installed(name)))
 }
 
-/** Imports an entry's implementation; a missing optional peer rejects with `MissingPeerDependency`. */
-export const load = <A>(entry: Entry, importer: () => Promise<A>): Promise<A> =>
-  importer().catch((error: unknown) => {
+/**
+ * Imports an entry's implementation once every peer of `entry` is found; a missing one rejects with
+ * `MissingPeerDependency` naming all that are missing (before anything is loaded), as does a peer that the check
+ * found but Node could not load.
+ */
+export const load = <A>(entry: Entry, importer: () => Promise<A>): Promise<A> => {
+  const missing = check(entry)
+  if (missing !== undefined) return Promise.reject(missing)
+  return importer().catch((error: unknown) => {
     throw missingPeer(entry, error) ?? error
   })
+}

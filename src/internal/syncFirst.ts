@@ -3,7 +3,7 @@
  *
  * A model that answers from memory (a scripted model, a cache) or a tool that answers in-process finishes without
  * ever suspending; racing it against a timer (a fork for each side, a timer set and cleared) cost more than the call
- * itself (docs/benchmarks.md, "the turn path"). `start` runs the effect synchronously on a fresh fiber with the
+ * itself (docs/benchmarks.md at 09f4c1e, "the turn path"). `start` runs the effect synchronously on a fresh fiber with the
  * caller's context (its services, span, log annotations, clock): `Done` with the exit when it finished, otherwise
  * `Suspended` with the fiber, which keeps running on the normal scheduler — and which the caller must join under its
  * bound and interrupt if it stops waiting (`within` does, with `boundedWait.joinWithin`: no further fiber). The

@@ -18,8 +18,8 @@
  */
 import type { HttpClient } from "@effect/platform"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
-import { Array as Arr, Config, ConfigError, Effect, Either, Layer, Option, ParseResult, Redacted, Schema } from "effect"
-import { FieldIssue } from "../domain/Errors.js"
+import { Array as Arr, Config, ConfigError, Effect, Either, Layer, Option, Redacted, Schema } from "effect"
+import { FieldIssue, fieldIssues } from "../domain/Errors.js"
 import { HttpUrl } from "../domain/HttpUrl.js"
 import * as Cost from "../rails/Cost.js"
 import * as Anthropic from "./Anthropic.js"
@@ -294,14 +294,8 @@ export const decode = (input: unknown): Either.Either<ModelConfig, ProviderConfi
   Either.mapLeft(
     Schema.decodeUnknownEither(ModelConfig, { errors: "all", onExcessProperty: "error" })(input),
     (error) =>
-      new ProviderConfigInvalid({
-        issues: ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) =>
-          new FieldIssue({
-            path: pathOf(issue.path),
-            message: issue._tag === "Unexpected" ? "unknown key" : issue.message
-          })
-        )
-      })
+      // One line per field: a union's alternatives merged, the optional-key "Expected undefined" echo dropped.
+      new ProviderConfigInvalid({ issues: fieldIssues(error, { render: pathOf, unexpected: "unknown key" }) })
   )
 
 /** Options of `layer`: the storm guard's bounds (shared by every provider). */

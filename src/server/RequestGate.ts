@@ -8,7 +8,7 @@
  * fiber about sixty frames deep, a decoded body and a store call waiting for a pool connection, all of them at once
  * for the ten seconds it took to accept them (they queue for the same ten connections and the same cores anyway).
  * A request waiting here holds only what Node made for it (its socket and parsed headers; its body stays in the
- * socket): no fiber, no store call. Measured (docs/benchmarks.md, "Issue 14, fourteenth pass"): 5,000 sessions
+ * socket): no fiber, no store call. Measured (docs/benchmarks.md at 09f4c1e, "Issue 14, fourteenth pass"): 5,000 sessions
  * started at once over HTTP on Postgres peaked at 2.07–2.12 GB of RSS with the gate against 2.62–2.70 GB without,
  * at the same CPU per turn and sessions/s.
  *

@@ -266,7 +266,7 @@ const withMcp = (mcp: McpHttp.McpHttp["Type"]) => <E, R>(app: HttpApp.Default<E,
  * `net.core.somaxconn`, 4096 by default). Node's default, 511, is overrun when thousands of clients connect at once:
  * the kernel then answers with SYN cookies, and a client whose connection it could not queue in time is reset
  * (`ECONNRESET` on its request) — seen with 5,000 sessions started at once on a slowed server
- * (docs/benchmarks.md, "Issue 14, fifteenth pass"). What the process then takes in is bounded by the request gate.
+ * (docs/benchmarks.md at 09f4c1e, "Issue 14, fifteenth pass"). What the process then takes in is bounded by the request gate.
  */
 const backlog = 4096
 

@@ -70,7 +70,7 @@ export interface Options {
  * (`Corral.openEvents`): no Stream stages between the events and the socket (a merge with a keep-alive stream, a
  * race with the drain, text encoding, the HTTP layer's own sink, the events' own stages), which cost a followed
  * session about as much server CPU as running it
- * (docs/benchmarks.md, "Following a session costs as much as running it"). Keep-alive comments come from a timer;
+ * (docs/benchmarks.md at 09f4c1e, "Following a session costs as much as running it"). Keep-alive comments come from a timer;
  * the drain interrupts the fiber (through a callback, `Shutdown.onDrain`), which then ends the body. A client that
  * goes away closes the socket, which destroys the body, which interrupts the fiber. A slow client holds the fiber at
  * its next write until the socket takes more (the session's events wait in its hub, as before).
@@ -78,7 +78,7 @@ export interface Options {
  * Handed over, not returned: the stream is written to the socket here (`handOver`) and the request's own fiber ends
  * at once, so an open stream holds the feeding fiber and the socket, not also the platform's request fiber with its
  * middleware frames, context and span for the stream's whole life — at 5,000 sessions at once with a follower each,
- * 74 MB of the live heap and a fifth of the peak RSS (docs/benchmarks.md, "Issue 14, fifteenth pass"). The feeding
+ * 74 MB of the live heap and a fifth of the peak RSS (docs/benchmarks.md at 09f4c1e, "Issue 14, fifteenth pass"). The feeding
  * fiber is therefore a daemon: it ends with the body (the socket closed, the events ended) or on the drain.
  */
 export const response = (

@@ -218,7 +218,7 @@ export const make = (options: Options): Actor => new LiveActor(options)
  * The actor: its state in fields, its behaviour on the prototype. A host keeps an actor per live session, so what one
  * costs is per session: as a closure per operation over a shared scope (and a generator function of its own for the
  * drain, which V8 gives a prototype and two hidden classes the first time it runs) an idle actor was ~3 KB
- * (docs/benchmarks.md, "Issue 14, ninth pass"); as an object it is its fields.
+ * (docs/benchmarks.md at 09f4c1e, "Issue 14, ninth pass"); as an object it is its fields.
  */
 class LiveActor implements Actor {
   readonly sessionId: string

@@ -35,6 +35,7 @@ import { mkdir } from "node:fs/promises"
 import { join } from "node:path"
 import { Pool } from "pg"
 import { PersistenceFailed } from "../domain/Errors.js"
+import * as OptionalPeers from "../internal/optionalPeers.js"
 import * as DataDirLock from "./internal/dataDirLock.js"
 import { describe } from "./internal/failure.js"
 import * as PgliteHost from "./internal/pgliteHost.js"
@@ -67,6 +68,9 @@ const closeTimeoutMs = 1_500
 /** Starts the worker with the database open, in memory or under `dataDir` (locked first; see the header). */
 const open = (dataDir: string, options: Options) =>
   Effect.gen(function*() {
+    // PGlite is an optional peer (a Postgres-only program never installs it): say so before the worker fails on it.
+    const missing = OptionalPeers.check("the embedded database")
+    if (missing !== undefined) return yield* new SqlError({ cause: missing, message: missing.message })
     if (dataDir !== inMemory) {
       yield* Effect.tryPromise({ try: () => mkdir(dataDir, { recursive: true }), catch: opening(dataDir) })
       // Released after the worker has closed the database (finalizers run in reverse). The refusal keeps its message.

@@ -367,7 +367,7 @@ export const makeMemory: Effect.Effect<Context.Tag.Service<SessionStore>> = Effe
         if (record === undefined) return missing("saveTrajectory", trajectory.sessionId)
         // An open trajectory is saved again and again as its burst goes: kept as it is until it closes. A closed one
         // is packed once its session holds another run: packing costs about a microsecond per leaf (a burst of
-        // eleven model turns is ~200 µs, docs/benchmarks.md "Issue 14, tenth pass"), and a session of one burst
+        // eleven model turns is ~200 µs, docs/benchmarks.md at 09f4c1e, "Issue 14, tenth pass"), and a session of one burst
         // — most of them — is not where held memory piles up; a session with history is.
         const list = record.trajectories ?? (record.trajectories = [])
         let at = list.length - 1

@@ -40,7 +40,7 @@ export const vendorOf = (provider: ProviderFacts | undefined): string => provide
 /**
  * Bursts, model calls, their attempts and tool calls are leaf spans (`Spans.span`): not put into Effect's context.
  * That propagation was most of what a span cost, and for the burst span — in the context of every operation of the
- * burst and every fiber it forks — it was half of what telemetry cost a turn (docs/benchmarks.md, "Telemetry cost,
+ * burst and every fiber it forks — it was half of what telemetry cost a turn (docs/benchmarks.md at 09f4c1e, "Telemetry cost,
  * the exporter of our own"). The adapters' HTTP request spans still nest under the attempt
  * (`Spans.asParentOfOthers`).
  */
@@ -241,7 +241,7 @@ export const chat = <
 ): Effect.Effect<A, E, R> =>
   // What tracing costs is paid only when it is on: off, the call reads the fiber's clock in place and moves the
   // metrics (each `Clock.currentTimeMillis`, `annotate` and span check is a few run-loop instructions, and this runs
-  // for every model call: docs/benchmarks.md, "Issue 14, eleventh pass").
+  // for every model call: docs/benchmarks.md at 09f4c1e, "Issue 14, eleventh pass").
   Effect.withFiberRuntime((fiber) => {
     const tracing = fiber.getFiberRef(FiberRef.currentTracerEnabled)
     const clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
@@ -500,7 +500,7 @@ export const executeTool = (
  * The UTF-8 size of a tool result, without changing how the result itself is held. Measuring a string made by
  * concatenation (a rope) makes the engine flatten it IN PLACE: the result then keeps a flat copy for as long as the
  * transcript holds it — 1 KiB more per result of the peers workload, where the results are ropes, and the garbage
- * collector copied every one of them again (docs/benchmarks.md, "Telemetry cost, fourth pass"). A short result is
+ * collector copied every one of them again (docs/benchmarks.md at 09f4c1e, "Telemetry cost, fourth pass"). A short result is
  * measured on a throwaway string that starts with it (whatever is flattened dies young); a long one is measured in
  * place, where a copy would cost more than it saves (and what a parser produced is flat already).
  */

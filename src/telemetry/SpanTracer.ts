@@ -3,7 +3,7 @@
  * SDK's span processor (batching, export) as a finished `ReadableSpan`, with nothing in between.
  *
  * Prevents telemetry from costing more than the work it watches. @effect/opentelemetry's tracer (measured in
- * docs/benchmarks.md, "Telemetry cost") wraps every SDK span in a second object that keeps a copy of every
+ * docs/benchmarks.md at 09f4c1e, "Telemetry cost") wraps every SDK span in a second object that keeps a copy of every
  * attribute, converts each attribute on its own, builds a fresh OpenTelemetry context for every parent lookup, and
  * makes an SDK span even for the children of a span the sampler dropped; the SDK's own tracer then looks the parent
  * up in that context, sanitises the attributes twice, reads two clocks, counts itself in metrics and checks limits

@@ -93,7 +93,7 @@ const parentOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>, context: Context.
  * Corral — `annotate`, `event`, nested `span`s (an attempt under its call) and the JSON log lines see it — but is not
  * put into Effect's context: that propagation (a copy of the fiber's whole service map, compared key by key when it
  * is set and again when it is restored, and a context diff when a forked fiber joins) was most of what a span cost
- * (docs/benchmarks.md, "Telemetry cost"). Spans made by other libraries under it (Effect's `withSpan`) go under the
+ * (docs/benchmarks.md at 09f4c1e, "Telemetry cost"). Spans made by other libraries under it (Effect's `withSpan`) go under the
  * nearest span in Effect's context (the burst's), except where the call site hands the leaf to them with
  * `asParentOfOthers` (the provider adapters' HTTP requests).
  */

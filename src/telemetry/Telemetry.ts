@@ -19,7 +19,7 @@ import { Context, Effect, Layer, Redacted, Ref, Schedule } from "effect"
 import type { ConfigError } from "effect"
 import * as TelemetryConfig from "../config/Telemetry.js"
 import type { TelemetrySettings } from "../config/Telemetry.js"
-import { missingPeer } from "../internal/optionalPeers.js"
+import { load } from "../internal/optionalPeers.js"
 import * as Metrics from "./Metrics.js"
 import * as OtlpSpans from "./OtlpSpans.js"
 import * as Spans from "./Spans.js"
@@ -27,19 +27,17 @@ import * as SpanTracer from "./SpanTracer.js"
 import * as Tracing from "./Tracing.js"
 
 const loadSdk = Effect.promise(() =>
-  Promise.all([
-    import("@opentelemetry/api"),
-    import("@effect/opentelemetry/Resource"),
-    import("@effect/opentelemetry/Metrics"),
-    import("@opentelemetry/sdk-trace-base"),
-    import("@opentelemetry/sdk-metrics"),
-    import("@opentelemetry/exporter-metrics-otlp-http"),
-    import("@opentelemetry/otlp-exporter-base/node-http"),
-    import("@opentelemetry/otlp-transformer")
-  ]).catch((error: unknown) => {
-    // @effect/opentelemetry is an optional peer: say which package to install, not where Node looked for it.
-    throw missingPeer("Telemetry.layer", error) ?? error
-  })
+  load("corral/telemetry", () =>
+    Promise.all([
+      import("@opentelemetry/api"),
+      import("@effect/opentelemetry/Resource"),
+      import("@effect/opentelemetry/Metrics"),
+      import("@opentelemetry/sdk-trace-base"),
+      import("@opentelemetry/sdk-metrics"),
+      import("@opentelemetry/exporter-metrics-otlp-http"),
+      import("@opentelemetry/otlp-exporter-base/node-http"),
+      import("@opentelemetry/otlp-transformer")
+    ]))
 )
 
 type TraceSdk = typeof TraceSdkModule

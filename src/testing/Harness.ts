@@ -3,10 +3,10 @@
  *
  * `layer` builds the in-memory ports (store, live events, an in-process tool registry, scripted provider routes);
  * `runBurst` creates a session and runs one burst through the real lifecycle (`session/Run`), returning the landing
- * and the persisted transcript. Run it under `it.effect` and time is the TestClock's.
+ * and the persisted transcript. Run it under `it.effect` and time is the TestClock's. `property` gives a property test
+ * options that keep it inside vitest's default 5 s per test.
  */
-import type { Duration } from "effect"
-import { Effect, Fiber, Layer, Option, TestClock } from "effect"
+import { Duration, Effect, Fiber, Layer, Option, TestClock } from "effect"
 import { AgentSpec } from "../domain/AgentSpec.js"
 import type { PersistenceFailed } from "../domain/Errors.js"
 import { AgentId, SessionId } from "../domain/Ids.js"
@@ -24,6 +24,39 @@ import * as MemoryStore from "../store/MemoryStore.js"
 import { SessionStore } from "../store/SessionStore.js"
 import type { ToolExecutor } from "../tools/ToolExecutor.js"
 import * as ToolRegistry from "../tools/ToolRegistry.js"
+
+/** What `property` takes. */
+export interface PropertyOptions {
+  /** The most runs (default 100). */
+  readonly numRuns?: number
+  /** fast-check's seed, for a reproducible sequence of scripts. */
+  readonly seed?: number
+  /** How long the runs may take together (real time, default 2.5 s); no run starts after it. */
+  readonly within?: Duration.DurationInput
+}
+
+/**
+ * Options for `it.effect.prop` / `it.prop` (@effect/vitest) that keep a property test inside vitest's default 5 s
+ * per test, on any machine, with no `timeout` to choose: fast-check makes up to `numRuns` runs and starts none once
+ * `within` has passed since the first, then passes with the runs it made (a counterexample found in time fails as
+ * always, shrunk). A run through `runScript` costs tens of milliseconds on an idle machine and several times that on
+ * a loaded one, so a fixed count either wastes an idle machine's budget or overruns a busy one's timeout.
+ */
+export const property = (options: PropertyOptions = {}): {
+  readonly fastCheck: {
+    readonly numRuns: number
+    readonly seed?: number
+    readonly interruptAfterTimeLimit: number
+    readonly markInterruptAsFailure: false
+  }
+} => ({
+  fastCheck: {
+    numRuns: options.numRuns ?? 100,
+    ...(options.seed === undefined ? {} : { seed: options.seed }),
+    interruptAfterTimeLimit: Duration.toMillis(options.within ?? Duration.millis(2_500)),
+    markInterruptAsFailure: false
+  }
+})
 
 /** The principal tests act as unless told otherwise. */
 export const principal = new Principal({ orgId: "org_test", userId: "user_test" })

@@ -8,7 +8,7 @@
  * ignored would leave a write tool advertised as whatever the server claims.
  */
 import { Array as Arr, Config, Effect, Either, ParseResult, Redacted, Schema } from "effect"
-import { FieldIssue } from "../domain/Errors.js"
+import { FieldIssue, fieldIssues } from "../domain/Errors.js"
 import { HttpUrl } from "../domain/HttpUrl.js"
 
 /** A tool's declared effect, as an operator overrides it. */
@@ -241,37 +241,12 @@ const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "obj
 const pathOf = (prefix: string, path: ReadonlyArray<PropertyKey>): string =>
   path.reduce<string>((acc, key) => (typeof key === "number" ? `${acc}[${key}]` : `${acc}.${String(key)}`), prefix)
 
-/** A union's members fail one by one ("Expected "read"", "Expected "write""): say it once per path. */
-const mergeAlternatives = (issues: ReadonlyArray<FieldIssue>): Array<FieldIssue> => {
-  const merged: Array<FieldIssue> = []
-  for (const issue of issues) {
-    const previous = merged.find((m) => m.path === issue.path)
-    const a = previous === undefined ? null : /^Expected (.*), actual (.*)$/s.exec(previous.message)
-    const b = /^Expected (.*), actual (.*)$/s.exec(issue.message)
-    if (previous !== undefined && a !== null && b !== null && a[2] === b[2]) {
-      merged[merged.indexOf(previous)] = new FieldIssue({
-        path: issue.path,
-        message: `Expected ${a[1]} | ${b[1]}, actual ${b[2]}`
-      })
-    } else {
-      merged.push(issue)
-    }
-  }
-  return merged
-}
-
+// One line per field: a union's alternatives merged ("Expected one of "read", "write", actual …"), the optional-key
+// "Expected undefined" echo dropped (fieldIssues).
 const decodeVariant = <A, I>(schema: Schema.Schema<A, I>, input: unknown, at: string) =>
   Either.mapLeft(
     Schema.decodeUnknownEither(schema, { errors: "all", onExcessProperty: "error" })(input),
-    (error) =>
-      mergeAlternatives(
-        ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) =>
-          new FieldIssue({
-            path: pathOf(at, issue.path),
-            message: issue._tag === "Unexpected" ? "unknown key" : issue.message
-          })
-        )
-      )
+    (error) => fieldIssues(error, { render: (path) => pathOf(at, path), unexpected: "unknown key" })
   )
 
 /**

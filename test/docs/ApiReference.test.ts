@@ -23,6 +23,7 @@ describe("docs/api.md", () => {
       "corral/providers",
       "corral/sql",
       "corral/mcp",
+      "corral/telemetry",
       "corral/cluster",
       "corral/testing"
     ])
@@ -33,6 +34,7 @@ describe("docs/api.md", () => {
       "corral/providers:OpenAiCompat.make",
       "corral/sql:layerSql",
       "corral/mcp:layerConfig",
+      "corral/telemetry:Telemetry.layer",
       "corral/testing:runScript"
     ]))
   })

@@ -21,6 +21,43 @@ describe("the first five minutes", () => {
     expect(misspelt.id).toBe("triage")
   })
 
+  it("defineAgent refuses a misspelt key inside limits, mcpPrompt and an exit check too, and takes any reportSchema", () => {
+    const spec = defineAgent({
+      id: "triage",
+      version: 1,
+      name: "Triage",
+      instructions: "Look.",
+      limits: { toolCalls: 5 },
+      mcpPrompt: { name: "docs/triage", arguments: { team: "ops" } },
+      exitPolicy: {
+        checks: [{ name: "tools", at: "after_tools", metric: "toolCallsBurst", atLeast: 3, reason: "tool_budget" }]
+      },
+      reportSchema: { type: "object", properties: { cause: { type: "string" } }, additionalProperties: false }
+    })
+    expect(spec.limits.toolCalls).toBe(5)
+    // @ts-expect-error `toolz` is not a limit (npm run typecheck fails if this compiles)
+    defineAgent({ id: "a", version: 1, name: "A", instructions: "Look.", limits: { toolz: 1 } })
+    // @ts-expect-error `args` is not a key of an MCP prompt reference
+    defineAgent({ id: "a", version: 1, name: "A", instructions: "Look.", mcpPrompt: { name: "docs/p", args: {} } })
+    defineAgent({
+      id: "a",
+      version: 1,
+      name: "A",
+      instructions: "Look.",
+      exitPolicy: {
+        checks: [{
+          name: "tools",
+          at: "after_tools",
+          metric: "toolCallsBurst",
+          atLeast: 3,
+          reason: "tool_budget",
+          // @ts-expect-error `notes` is not a key of an exit check (it is `notice`)
+          notes: "too many"
+        }]
+      }
+    })
+  })
+
   it("corral/testing exports the fast-check its arbitraries are built on (effect's, fast-check 3)", () => {
     expect(Testing.FastCheck).toBe(FastCheck)
     const script = Testing.Arbitraries.script(["lookup"])

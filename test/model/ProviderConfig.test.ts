@@ -13,6 +13,13 @@ const issuesOf = (input: unknown) =>
   })
 
 describe("ProviderConfig.decode", () => {
+  it("gives a bad value of a union field one line naming the field, not a line per alternative", () => {
+    expect(issuesOf({
+      providers: { local: { api: "openai", baseUrl: "http://127.0.0.1:11434/v1", model: "m", attachments: "maybe" } },
+      tiers: { default: ["local"] }
+    })).toEqual(["providers.local.attachments: Expected one of \"send\", \"describe\", actual \"maybe\""])
+  })
+
   it("accepts OpenAI, Anthropic and a keyless local server, with tiers in failover order", () => {
     const decoded = ProviderConfig.decode({
       providers: {

@@ -9,6 +9,16 @@ const issues = (input: unknown) =>
   })
 
 describe("McpConfig", () => {
+  it("gives a bad value of a union field one line naming the field, worded as every other decoder words it", () => {
+    expect(issues({
+      remote: { url: "https://mcp.example.com/mcp", headers: { Authorization: 5 }, effects: { merge: "delete" } }
+    })).toEqual([
+      "mcpServers.remote.headers.Authorization: Expected one of string, { readonly env: NonEmptyTrimmedString; " +
+      "readonly prefix?: string }, actual 5",
+      "mcpServers.remote.effects.merge: Expected one of \"read\", \"write\", actual \"delete\""
+    ])
+  })
+
   it("decodes stdio and Streamable HTTP servers with their options", () => {
     const decoded = McpConfig.decode({
       github: { command: "npx", args: ["-y", "server"], env: { TOKEN: "t" }, cwd: "/srv", effects: { merge: "write" } },
@@ -34,7 +44,7 @@ describe("McpConfig", () => {
       "bad name": { command: "x" }
     })).toEqual([
       "mcpServers.github.args[1]: Expected string, actual 7",
-      "mcpServers.github.effects.merge: Expected \"read\" | \"write\", actual \"delete\"",
+      "mcpServers.github.effects.merge: Expected one of \"read\", \"write\", actual \"delete\"",
       "mcpServers.github.timeoutMs: a positive integer (ms)",
       "mcpServers.remote.header: unknown key",
       "mcpServers.remote.url: an absolute http:// or https:// URL",
@@ -73,8 +83,8 @@ describe("McpConfig", () => {
       weak: oauth({ grant: "client_credentials", clientId: "c", privateKeyEnv: "KEY", signingAlgorithm: "HS256" }),
       fine: oauth({ grant: "client_credentials", clientId: "c", privateKeyEnv: "KEY", signingAlgorithm: "ES256" })
     })).toEqual([
-      "mcpServers.weak.auth.signingAlgorithm: Expected \"RS256\" | \"RS384\" | \"RS512\" | \"PS256\" | \"PS384\" | " +
-      "\"PS512\" | \"ES256\" | \"ES384\" | \"ES512\", actual \"HS256\"",
+      "mcpServers.weak.auth.signingAlgorithm: Expected one of \"RS256\", \"RS384\", \"RS512\", \"PS256\", \"PS384\", " +
+      "\"PS512\", \"ES256\", \"ES384\", \"ES512\", actual \"HS256\"",
       "mcpServers.m2m.auth.clientId: the client_credentials grant needs `clientId`",
       "mcpServers.m2m.auth.clientSecretEnv: the client_credentials grant needs `clientSecretEnv` (the environment " +
       "variable holding the secret) or `privateKeyEnv` (holding a private key for private_key_jwt)",

@@ -16,7 +16,7 @@
  * join that save, and the save writes the trajectory as it stands when the slot comes (latest wins). Without the cap,
  * 300 bursts at once each saved four times a second once their turns slowed under load; those saves took most of the
  * database pool, and the turns' appends and state saves ran into the pool's bound and crashed their bursts
- * (docs/benchmarks.md, "the server path"). Two slots: one save can wait on a slow statement while another proceeds.
+ * (docs/benchmarks.md at 09f4c1e, "the server path"). Two slots: one save can wait on a slow statement while another proceeds.
  *
  * The writer is a child of the burst's fiber: if the burst is interrupted without closing its log (the process is
  * shutting down), the writer goes with it.

@@ -5,7 +5,7 @@
  * The failure it prevents: 5,000 sessions started at once queue tens of thousands of statements (the starts' accepts,
  * the followers' reads) in the 10-connection pool. A running burst's turn waited behind them past the 10 s persistence
  * timeout — the bound that exists to notice a database that stopped answering — and the burst landed `crashed` while
- * the database answered statements all along (13–19 sessions in every such run; docs/benchmarks.md, "5,000 at once").
+ * the database answered statements all along (13–19 sessions in every such run; docs/benchmarks.md at 09f4c1e, "5,000 at once").
  * Giving the flood's own statements a lower priority, a gate or a connection of their own starved something else
  * instead (measured there); the flood has to wait somewhere, and the caller waiting longer is the honest place.
  *

@@ -9,7 +9,7 @@
  *
  * One statement rather than a transaction: a transaction's BEGIN and COMMIT made a start four round trips on a
  * pooled connection, and under a spike of starts (1,000 at once) the waits for a connection ran into the pool's bound
- * and were answered 503 (docs/benchmarks.md, "the server path").
+ * and were answered 503 (docs/benchmarks.md at 09f4c1e, "the server path").
  */
 import type { SqlClient, Statement } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
