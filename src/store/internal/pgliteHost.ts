@@ -4,7 +4,8 @@
  * statements (node-postgres reports the socket's error, @effect/sql a `SqlError`, the store `PersistenceFailed`)
  * instead of leaving their callers waiting.
  *
- * - Opening waits at most `openTimeoutMs` for the worker's `ready` (a new directory runs initdb first).
+ * - Opening waits at most `openTimeoutMs` for the worker's `ready`. A new directory is first unpacked from the
+ *   snapshot (pgSnapshot.ts) or, without one, initialised by initdb in a worker of its own.
  * - A round trip waits at most `timeoutMs` (the persistence timeout). PGlite cannot cancel a statement, so one that
  *   runs over is left to finish in the worker; its connection is given up (`release`: the worker drops what that
  *   connection still had queued and rolls back a transaction it left open) and the pool opens a new one, whose
@@ -19,11 +20,24 @@
  */
 import { existsSync, readFileSync } from "node:fs"
 import { createRequire } from "node:module"
-import { join } from "node:path"
 import { Duplex } from "node:stream"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { Worker } from "node:worker_threads"
 import type { FromHost, Open, ToHost } from "./pgliteProtocol.js"
+import * as PgSnapshot from "./pgSnapshot.js"
+
+/** Which snapshot a new directory may start from (pgSnapshot.ts): a file, the shipped one (undefined), or none. */
+export interface Snapshot {
+  readonly file: string | false | undefined
+  /** The code's migrations, in order: a snapshot whose migrations are not a prefix of these is not used. */
+  readonly migrations: ReadonlyArray<string>
+}
+
+/** A started worker, and how its directory was made ready (an existing database, the snapshot, or initdb). */
+export interface Started {
+  readonly host: Host
+  readonly prepared: PgSnapshot.Prepared
+}
 
 /** Bounds of a worker (see the header). */
 export interface Bounds {
@@ -101,15 +115,35 @@ export class Host {
    * Starts a worker and opens the database in it. Rejects with the reason when the worker file is missing, the
    * database cannot be opened, or it is not open within `openTimeoutMs` (the worker is then terminated).
    */
-  static async start(open: Open, bounds: Bounds): Promise<Host> {
+  static async start(
+    open: Open,
+    bounds: Bounds,
+    snapshot: Snapshot = { file: false, migrations: [] }
+  ): Promise<Started> {
     const deadline = Date.now() + bounds.openTimeoutMs
-    // A new directory: initdb runs in a worker of its own, whose exit returns every byte initdb's WASM instance held
-    // (hundreds of MB, kept by V8 long after the database object is closed). docs/benchmarks.md, issue 42.
-    if (open.path !== undefined && !existsSync(join(open.path, "PG_VERSION"))) {
-      const init = await Host.spawn({ ...open, initOnly: true }, bounds)
-      await init.close()
+    let prepared: PgSnapshot.Prepared = { _tag: "existing" }
+    if (open.path !== undefined) {
+      prepared = await PgSnapshot.prepare(open.path, snapshot.file, snapshot.migrations)
+      if (prepared._tag === "initdb") await Host.initdb({ ...open, path: open.path }, bounds)
     }
-    return await Host.spawn(open, { ...bounds, openTimeoutMs: Math.max(1, deadline - Date.now()) })
+    const host = await Host.spawn(open, { ...bounds, openTimeoutMs: Math.max(1, deadline - Date.now()) })
+    return { host, prepared }
+  }
+
+  /**
+   * A new directory without a snapshot: initdb runs in a worker of its own, whose exit returns every byte initdb's
+   * WASM instance held (hundreds of MB, kept by V8 long after the database object is closed; docs/benchmarks.md,
+   * issue 42), into `pgdata.loading`, renamed to `pgdata` once complete (a crash leaves no half database behind).
+   * A `pgdata` that exists without a database (not ours to delete) is initialised in place, as before.
+   */
+  private static async initdb(open: Open & { readonly path: string }, bounds: Bounds): Promise<void> {
+    const inPlace = existsSync(open.path)
+    const init = await Host.spawn(
+      { ...open, path: inPlace ? open.path : PgSnapshot.loadingPath(open.path), initOnly: true },
+      bounds
+    )
+    await init.close()
+    if (!inPlace) await PgSnapshot.commit(open.path)
   }
 
   private static spawn(open: Open, bounds: Bounds): Promise<Host> {
