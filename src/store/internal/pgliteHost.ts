@@ -122,12 +122,47 @@ export class Host {
   ): Promise<Started> {
     const deadline = Date.now() + bounds.openTimeoutMs
     let prepared: PgSnapshot.Prepared = { _tag: "existing" }
-    if (open.path !== undefined) {
-      prepared = await PgSnapshot.prepare(open.path, snapshot.file, snapshot.migrations)
+    if (open.path !== undefined && !PgSnapshot.exists(open.path)) {
+      prepared = await Host.prepare({ ...open, path: open.path }, snapshot, bounds)
       if (prepared._tag === "initdb") await Host.initdb({ ...open, path: open.path }, bounds)
     }
     const host = await Host.spawn(open, { ...bounds, openTimeoutMs: Math.max(1, deadline - Date.now()) })
     return { host, prepared }
+  }
+
+  /** A new directory from the snapshot, unpacked by a worker of its own that exits (pgliteProtocol.ts `prepareOnly`). */
+  private static prepare(open: Open, snapshot: Snapshot, bounds: Bounds): Promise<PgSnapshot.Prepared> {
+    const script = workerScript()
+    if (typeof script === "string") return Promise.reject(new Error(script))
+    const workerData: Open = { ...open, prepareOnly: { snapshot: snapshot.file, migrations: snapshot.migrations } }
+    return new Promise((resolve, reject) => {
+      const worker = "url" in script
+        ? new Worker(script.url, { workerData })
+        : new Worker(script.code, { eval: true, workerData, execArgv: [] })
+      let prepared: PgSnapshot.Prepared | undefined
+      let failed: string | undefined
+      const timer = setTimeout(() => {
+        failed = `the embedded database's new directory was not unpacked within ${bounds.openTimeoutMs} ms`
+        void worker.terminate()
+      }, bounds.openTimeoutMs)
+      worker.on("message", (message: ToHost) => {
+        if (message._tag === "prepared") prepared = message.prepared
+        else if (message._tag === "openFailed") failed = message.message
+      })
+      worker.once("error", (error) => failed ??= error.message)
+      // Settled on exit: the point is that its memory is gone before the database opens.
+      worker.once("exit", (code) => {
+        clearTimeout(timer)
+        if (prepared !== undefined) resolve(prepared)
+        else {
+          reject(
+            new Error(
+              failed ?? `the embedded database's snapshot worker exited (code ${code}) before the directory was ready`
+            )
+          )
+        }
+      })
+    })
   }
 
   /**
