@@ -15,7 +15,7 @@
  * Bounds: opening waits at most `openTimeoutMs` (default 3 min: a new directory without a snapshot runs initdb, which
  * took over 60 s on the loaded 2-core CI machine), each round trip to the worker at most the persistence timeout
  * (`timeoutMs`, default 10 s), closing at most 1.5 s before the worker is terminated; a worker that dies fails every
- * statement at once (internal/pgliteHost.ts).
+ * statement at once and is restarted on the same directory (bounded; a warning is logged; internal/pgliteHost.ts).
  *
  * Memory: PGlite keeps Postgres's shared buffers inside its WASM heap, all resident, and its default is Postgres's
  * own 128 MB; Corral's working set (recent turns, the session rows) is a few MB, so 32 MB is plenty. Durability is
@@ -35,7 +35,7 @@
 import type { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { SqlError } from "@effect/sql/SqlError"
-import { Duration, Effect, Layer } from "effect"
+import { Duration, Effect, Layer, Runtime } from "effect"
 import { mkdir } from "node:fs/promises"
 import { join } from "node:path"
 import { Pool } from "pg"
@@ -106,6 +106,8 @@ const open = (dataDir: string, options: Options) =>
       }),
       ({ host }) => Effect.promise(() => host.close())
     )
+    const runtime = yield* Effect.runtime<never>()
+    host.onEvent = (line) => void Runtime.runFork(runtime)(Effect.logWarning(line))
     const took = Date.now() - started
     switch (prepared._tag) {
       case "snapshot": {
@@ -132,7 +134,8 @@ const open = (dataDir: string, options: Options) =>
  * A `PgClient` (also provided as `SqlClient`) over an embedded PGlite in a worker thread. Fails with
  * `PersistenceFailed` when the data directory cannot be created or opened (or not within `openTimeoutMs`), or is in
  * use by another live process (the message names the directory and the holder's pid); a statement the worker does not
- * answer within `timeoutMs`, or one sent after the worker died, fails with `SqlError`. Releasing the layer closes the
+ * answer within `timeoutMs`, or one in flight when the worker died or sent before its restart has the directory open
+ * again, fails with `SqlError`. Releasing the layer closes the
  * database (at most 1.5 s, then the worker is terminated: a statement in flight fails), then the pool (at most
  * 1 s), then releases the directory's lock.
  */

@@ -2,7 +2,8 @@
  * A new embedded data directory starts from a snapshot (a data directory initialised and migrated ahead of time)
  * instead of running initdb (issue 42): it is fully migrated once the normal migrate path has run, keeps its data
  * across a reopen, an existing directory is opened as it is, and what a crash during a first start leaves behind is
- * never taken for a database. One snapshot is made for the whole file (one initdb), two migrations behind the code's.
+ * never taken for a database. One snapshot is made for the whole file (one initdb), two migrations behind the code's;
+ * the last test uses it for a database whose worker is killed and restarted.
  */
 import { SqlClient } from "@effect/sql"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
@@ -11,8 +12,10 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { brotliCompressSync } from "node:zlib"
+import { Pool } from "pg"
 import * as Embedded from "../../src/store/Embedded.js"
 import * as EmbeddedSnapshot from "../../src/store/EmbeddedSnapshot.js"
+import * as PgliteHost from "../../src/store/internal/pgliteHost.js"
 import * as PgSnapshot from "../../src/store/internal/pgSnapshot.js"
 import * as Migrations from "../../src/store/Migrations.js"
 
@@ -184,4 +187,51 @@ describe("Embedded: which snapshot may start a database", () => {
     writeFileSync(bogus, brotliCompressSync(entry("base/ok")))
     return expect(PgSnapshot.read(bogus)).rejects.toThrow(/corral-snapshot.json/)
   })
+})
+
+describe("Embedded: a worker that dies", () => {
+  it.live(
+    "fails the statement in flight naming the exit, is restarted in the process, and the directory is there again",
+    () =>
+      Effect.promise(async () => {
+        const pgdata = join(newDataDir(), "pgdata")
+        const { host } = await PgliteHost.Host.start(
+          { path: pgdata, postgresqlconf: [] },
+          { openTimeoutMs: 120_000, timeoutMs: 60_000, closeTimeoutMs: 1_500 },
+          { file: snapshot, migrations: codeMigrations }
+        )
+        const events: Array<string> = []
+        host.onEvent = (line) => events.push(line)
+        // node-postgres over the worker, as Embedded.ts wires it: a pool of one client.
+        const pool = new Pool({
+          user: "postgres",
+          database: "postgres",
+          stream: () => new PgliteHost.Socket(host),
+          max: 1
+        })
+        pool.on("error", () => {})
+        const query = (text: string) => pool.query(text) as Promise<{ readonly rows: Array<unknown> }>
+        try {
+          await query("CREATE TABLE kept (v text)")
+          await query("INSERT INTO kept VALUES ('committed before the crash')")
+          const inFlight = query("SELECT pg_sleep(5)").then(() => "answered", (error: Error) => error.message)
+          await new Promise((resolve) => setTimeout(resolve, 300))
+          await host.kill()
+          expect(await inFlight).toMatch(/worker exited \(code \d+\); restarting it/)
+          // Back within the open bound: the next statement (on a new connection) reads what was committed.
+          let rows: Array<unknown> | undefined
+          for (const deadline = Date.now() + 60_000; rows === undefined && Date.now() < deadline;) {
+            rows = await query("SELECT v FROM kept").then((result) => result.rows, () => undefined)
+            if (rows === undefined) await new Promise((resolve) => setTimeout(resolve, 100))
+          }
+          expect(rows).toEqual([{ v: "committed before the crash" }])
+          expect(events[0]).toMatch(/worker exited \(code \d+\); restarting it \(restart 1 of at most 3/)
+          expect(events.at(-1)).toContain("restarted and the database is open again")
+        } finally {
+          await host.close()
+          await pool.end().catch(() => undefined)
+        }
+      }),
+    180_000
+  )
 })

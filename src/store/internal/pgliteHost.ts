@@ -11,7 +11,8 @@
  *   connection still had queued and rolls back a transaction it left open) and the pool opens a new one, whose
  *   messages queue behind it, each with its own bound.
  * - A worker that exits (a crash, an out-of-memory abort) fails every request in flight at once and every later one
- *   immediately, naming its exit code: the store reports it and `/readyz` says not ready; nothing waits for it.
+ *   immediately, naming its exit code, until a new worker has the directory open again (at most 3 restarts in 60 s;
+ *   a database in memory is not restarted): the store reports it meanwhile and nothing waits for it.
  * - Closing asks the worker to close the database and waits at most `closeTimeoutMs` for it, then terminates it
  *   (as a kill would: Postgres recovers the directory from its WAL at the next open).
  *
@@ -81,6 +82,11 @@ const workerScript = (): { readonly code: string; readonly eval: true } | { read
     : { url: found }
 }
 
+/** Restarts of a dead worker: at most this many ... */
+const maxRestarts = 3
+/** ... within this long. */
+const restartWindowMs = 60_000
+
 /** A request waiting for the worker's answer. */
 interface Pending {
   readonly resolve: (bytes: Uint8Array) => void
@@ -93,11 +99,22 @@ export class Host {
   private nextId = 1
   private nextConn = 1
   private readonly pending = new Map<number, Pending>()
-  /** Why requests fail at once: the worker exited, or is closing. */
+  /** Why requests fail at once: the worker exited (and is being restarted, or may not be), or is closing. */
   private stopped: string | undefined
-  private exited: Promise<void>
+  private closing = false
+  private exited: Promise<void> = Promise.resolve()
+  private worker!: Worker
+  /** When each restart happened (ms), the recent ones bounding the next (`maxRestarts` per `restartWindowMs`). */
+  private restarts: Array<number> = []
+  /** Told of a worker that died and of its restart (a log line; store/Embedded.ts). */
+  onEvent: (line: string) => void = () => {}
 
-  private constructor(private readonly worker: Worker, private readonly bounds: Bounds) {
+  private constructor(worker: Worker, private readonly bounds: Bounds, private readonly open: Open) {
+    this.attach(worker)
+  }
+
+  private attach(worker: Worker): void {
+    this.worker = worker
     this.exited = new Promise((resolve) => worker.once("exit", () => resolve()))
     worker.on("message", (message: ToHost) => {
       if (message._tag !== "answer" && message._tag !== "failed") return
@@ -107,8 +124,57 @@ export class Host {
       if (message._tag === "answer") waiting.resolve(message.bytes)
       else waiting.reject(new Error(message.message))
     })
-    worker.on("exit", (code) => this.fail(`the embedded database's worker exited (code ${code})`))
-    worker.on("error", (error) => this.fail(`the embedded database's worker failed: ${error.message}`))
+    let cause = ""
+    worker.on("error", (error) => {
+      cause = `: ${error.message}`
+      this.fail(`the embedded database's worker failed${cause}`)
+    })
+    worker.on("exit", (code) => {
+      // A database in memory died with its worker: a new one would be empty, so it is not restarted.
+      if (worker !== this.worker || this.closing || this.open.path === undefined) {
+        return this.fail(`the embedded database's worker exited (code ${code})`)
+      }
+      this.restart(`the embedded database's worker exited (code ${code})${cause}`)
+    })
+  }
+
+  /**
+   * A worker that died while the database was in use: every request in flight fails now (naming why), later ones
+   * fail at once until a new worker has the directory open again (Postgres recovers it from its WAL, as after a
+   * kill), then run there. At most `maxRestarts` in `restartWindowMs`; past that the database stays down.
+   */
+  private restart(reason: string): void {
+    this.fail(`${reason}; restarting it`)
+    const now = Date.now()
+    this.restarts = this.restarts.filter((at) => now - at < restartWindowMs)
+    if (this.restarts.length >= maxRestarts) {
+      this.stopped = `${reason}; not restarted (${maxRestarts} restarts within ${restartWindowMs / 1000} s)`
+      this.onEvent(`embedded database: ${this.stopped}`)
+      return
+    }
+    this.restarts.push(now)
+    this.onEvent(
+      `embedded database: ${reason}; restarting it (restart ${this.restarts.length} of at most ${maxRestarts} in ${
+        restartWindowMs / 1000
+      } s)`
+    )
+    Host.spawnWorker(this.open, this.bounds).then(
+      (worker) => {
+        if (this.closing) return void worker.terminate()
+        this.attach(worker)
+        this.stopped = undefined
+        this.onEvent("embedded database: its worker was restarted and the database is open again")
+      },
+      (error: Error) => {
+        this.stopped = `${reason}; the restart failed: ${error.message}`
+        this.onEvent(`embedded database: ${this.stopped}`)
+      }
+    )
+  }
+
+  /** Ends the worker as a crash would (tests: a dead worker is restarted). */
+  kill(): Promise<number> {
+    return this.worker.terminate()
   }
 
   /**
@@ -182,6 +248,11 @@ export class Host {
   }
 
   private static spawn(open: Open, bounds: Bounds): Promise<Host> {
+    return Host.spawnWorker(open, bounds).then((worker) => new Host(worker, bounds, open))
+  }
+
+  /** A worker with the database of `open` open (see `start`). */
+  private static spawnWorker(open: Open, bounds: Bounds): Promise<Worker> {
     const script = workerScript()
     if (typeof script === "string") return Promise.reject(new Error(script))
     return new Promise((resolve, reject) => {
@@ -207,7 +278,7 @@ export class Host {
         settled = true
         clearTimeout(timer)
         worker.unref()
-        resolve(new Host(worker, bounds))
+        resolve(worker)
       })
       worker.once("error", (error) => give(error))
       worker.once(
@@ -250,6 +321,7 @@ export class Host {
    * database to close, then terminates the worker. Never rejects.
    */
   async close(): Promise<void> {
+    this.closing = true
     if (this.stopped === undefined) {
       this.fail("the embedded database is closing")
       this.worker.ref()
