@@ -12,15 +12,20 @@
  * the client until COMMIT/ROLLBACK and every other fiber's statement waits in the pool's queue (never interleaved
  * into the transaction). docs/storage.md records the decision.
  *
- * Bounds: opening waits at most `openTimeoutMs` (default 3 min: a new directory runs initdb, which took over 60 s on the loaded 2-core CI machine), each round trip to the
- * worker at most the persistence timeout (`timeoutMs`, default 10 s), closing at most 1.5 s before the worker is
- * terminated; a worker that dies fails every statement at once (internal/pgliteHost.ts).
+ * Bounds: opening waits at most `openTimeoutMs` (default 3 min: a new directory without a snapshot runs initdb, which
+ * took over 60 s on the loaded 2-core CI machine), each round trip to the worker at most the persistence timeout
+ * (`timeoutMs`, default 10 s), closing at most 1.5 s before the worker is terminated; a worker that dies fails every
+ * statement at once and is restarted on the same directory (bounded; a warning is logged; internal/pgliteHost.ts).
  *
  * Memory: PGlite keeps Postgres's shared buffers inside its WASM heap, all resident, and its default is Postgres's
  * own 128 MB; Corral's working set (recent turns, the session rows) is a few MB, so 32 MB is plenty. Durability is
- * untouched (WAL and fsync as before). The first open of a new directory runs initdb, whose WASM instance keeps
- * hundreds of MB alive after it is closed: a new directory is therefore initialised in a worker of its own that exits
- * (returning all of it) before the database is opened for use (internal/pgliteHost.ts; docs/benchmarks.md, issue 42).
+ * untouched (WAL and fsync as before).
+ *
+ * A new directory: unpacked from the snapshot shipped with the package (a data directory initialised and migrated at
+ * build time; internal/pgSnapshot.ts, a log line says so) when it fits the code, instead of running initdb, which took
+ * 26 of the 27 s of a new directory's open on the loaded CI machine. Without one, initdb runs in a worker of its own
+ * that exits before the database is opened for use: its WASM instance kept hundreds of MB alive after it was closed
+ * (internal/pgliteHost.ts; docs/benchmarks.md, issue 42).
  *
  * Limits that follow from one backend: cancelling a running statement is impossible (one that outlives its timeout
  * runs to its end in the worker, and the next one waits behind it, each with its own bound), and one data directory
@@ -30,7 +35,7 @@
 import type { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { SqlError } from "@effect/sql/SqlError"
-import { Duration, Effect, Layer } from "effect"
+import { Duration, Effect, Layer, Runtime } from "effect"
 import { mkdir } from "node:fs/promises"
 import { join } from "node:path"
 import { Pool } from "pg"
@@ -39,6 +44,7 @@ import * as OptionalPeers from "../internal/optionalPeers.js"
 import * as DataDirLock from "./internal/dataDirLock.js"
 import { describe } from "./internal/failure.js"
 import * as PgliteHost from "./internal/pgliteHost.js"
+import * as Migrations from "./Migrations.js"
 
 /** The data directory value that keeps the database in memory (gone when the layer is released). */
 export const inMemory = "memory://"
@@ -52,8 +58,15 @@ export interface Options {
   readonly dataDir?: string
   /** The persistence timeout (default 10 s): the most one statement's round trip to the database may take. */
   readonly timeoutMs?: number
-  /** The most opening the database may take (default 3 min; a new directory runs initdb first). */
+  /** The most opening the database may take (default 3 min; a new directory without a snapshot runs initdb first). */
   readonly openTimeoutMs?: number
+  /**
+   * What a NEW data directory starts from: a snapshot file (a data directory initialised and migrated at build
+   * time, `dist/store/pgdata.tar.br`, made by scripts/build-pgdata.mjs), or `false` to run initdb instead. Default:
+   * the snapshot shipped with the package, when there is one (initdb otherwise, with a log line saying why). An
+   * existing directory is opened as it is.
+   */
+  readonly snapshot?: string | false
 }
 
 const opening = (dataDir: string) => (cause: unknown) =>
@@ -84,24 +97,49 @@ const open = (dataDir: string, options: Options) =>
       timeoutMs: Math.max(1, Math.floor(options.timeoutMs ?? 10_000)),
       closeTimeoutMs
     }
-    return yield* Effect.acquireRelease(
+    const started = Date.now()
+    const { host, prepared } = yield* Effect.acquireRelease(
       Effect.tryPromise({
         try: () =>
           PgliteHost.Host.start(
             { path: dataDir === inMemory ? undefined : join(dataDir, "pgdata"), postgresqlconf },
-            bounds
+            bounds,
+            { file: options.snapshot, migrations: Object.keys(Migrations.all) }
           ),
         catch: opening(dataDir)
       }),
-      (host) => Effect.promise(() => host.close())
+      ({ host }) => Effect.promise(() => host.close())
     )
+    const runtime = yield* Effect.runtime<never>()
+    host.onEvent = (line) => void Runtime.runFork(runtime)(Effect.logWarning(line))
+    const took = Date.now() - started
+    switch (prepared._tag) {
+      case "snapshot": {
+        const level = prepared.manifest.migrations.at(-1) ?? "none"
+        yield* Effect.logInfo(
+          `embedded database: a new data directory ${dataDir}, created from the snapshot ${prepared.file} ` +
+            `(migrations up to ${level}; unpacked in ${prepared.ms} ms, open in ${took} ms)`
+        )
+        break
+      }
+      case "initdb":
+        yield* Effect.logInfo(
+          `embedded database: a new data directory ${dataDir}, created by initdb (open in ${took} ms): ` +
+            prepared.reason
+        )
+        break
+      case "existing":
+        break
+    }
+    return host
   })
 
 /**
  * A `PgClient` (also provided as `SqlClient`) over an embedded PGlite in a worker thread. Fails with
  * `PersistenceFailed` when the data directory cannot be created or opened (or not within `openTimeoutMs`), or is in
  * use by another live process (the message names the directory and the holder's pid); a statement the worker does not
- * answer within `timeoutMs`, or one sent after the worker died, fails with `SqlError`. Releasing the layer closes the
+ * answer within `timeoutMs`, or one in flight when the worker died or sent before its restart has the directory open
+ * again, fails with `SqlError`. Releasing the layer closes the
  * database (at most 1.5 s, then the worker is terminated: a statement in flight fails), then the pool (at most
  * 1 s), then releases the directory's lock.
  */

@@ -35,6 +35,21 @@ export const all: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClien
 
 const migrate = Migrator.make({})
 
+/** `run` (below) with the migrations of `record`: the embedded snapshot's maker applies a prefix of `all` in tests. */
+export const runOf = (
+  record: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>>
+): Effect.Effect<ReadonlyArray<readonly [id: number, name: string]>, PersistenceFailed, SqlClient.SqlClient> =>
+  migrate({ loader: Migrator.fromRecord(record), table }).pipe(
+    // Two first runs at once (two processes starting on a fresh database) race to create the bookkeeping table
+    // outside the Migrator's transaction; the loser fails with a duplicate (of the table, 42P07; of its row type,
+    // 42710; or of the catalog row, 23505, depending on where the two collide). Run again, it finds the table and
+    // waits on its lock, then sees the migrations applied.
+    Effect.retry({ times: 2, while: (error) => ["42P07", "42710", "23505"].includes(sqlState(error) ?? "") }),
+    // A failing migration reaches us as a defect (the Migrator dies with it): `persist` turns every
+    // non-interrupt cause into one typed error so nothing of @effect/sql leaks past the store.
+    persist("migrate")
+  )
+
 /**
  * Applies the pending migrations and returns the ones it applied as `[id, name]` (empty when the schema is
  * current). Fails with `PersistenceFailed` when the database is unreachable or a migration fails (the failed
@@ -44,13 +59,4 @@ export const run: Effect.Effect<
   ReadonlyArray<readonly [id: number, name: string]>,
   PersistenceFailed,
   SqlClient.SqlClient
-> = migrate({ loader: Migrator.fromRecord(all), table }).pipe(
-  // Two first runs at once (two processes starting on a fresh database) race to create the bookkeeping table
-  // outside the Migrator's transaction; the loser fails with a duplicate (of the table, 42P07; of its row type,
-  // 42710; or of the catalog row, 23505, depending on where the two collide). Run again, it finds the table and
-  // waits on its lock, then sees the migrations applied.
-  Effect.retry({ times: 2, while: (error) => ["42P07", "42710", "23505"].includes(sqlState(error) ?? "") }),
-  // A failing migration reaches us as a defect (the Migrator dies with it): `persist` turns every
-  // non-interrupt cause into one typed error so nothing of @effect/sql leaks past the store.
-  persist("migrate")
-)
+> = runOf(all)

@@ -7,7 +7,7 @@
  * Prints `READY` once the database is open (so the directory's lock is taken), or `REFUSED <message>` when opening
  * failed; then waits to be killed.
  */
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Logger, LogLevel } from "effect"
 import * as Embedded from "../../src/store/Embedded.js"
 
 const program = Effect.gen(function*() {
@@ -16,7 +16,9 @@ const program = Effect.gen(function*() {
   return yield* Effect.never
 }).pipe(
   Effect.scoped,
-  Effect.catchAll((error) => Effect.sync(() => console.log(`REFUSED ${error.message}`)))
+  Effect.catchAll((error) => Effect.sync(() => console.log(`REFUSED ${error.message}`))),
+  // stdout is the protocol (READY / REFUSED): the database's own log lines (a new directory's) stay out of it.
+  Logger.withMinimumLogLevel(LogLevel.None)
 )
 
 void Effect.runPromise(program)

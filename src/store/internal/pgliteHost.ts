@@ -4,13 +4,15 @@
  * statements (node-postgres reports the socket's error, @effect/sql a `SqlError`, the store `PersistenceFailed`)
  * instead of leaving their callers waiting.
  *
- * - Opening waits at most `openTimeoutMs` for the worker's `ready` (a new directory runs initdb first).
+ * - Opening waits at most `openTimeoutMs` for the worker's `ready`. A new directory is first unpacked from the
+ *   snapshot (pgSnapshot.ts) or, without one, initialised by initdb in a worker of its own.
  * - A round trip waits at most `timeoutMs` (the persistence timeout). PGlite cannot cancel a statement, so one that
  *   runs over is left to finish in the worker; its connection is given up (`release`: the worker drops what that
  *   connection still had queued and rolls back a transaction it left open) and the pool opens a new one, whose
  *   messages queue behind it, each with its own bound.
  * - A worker that exits (a crash, an out-of-memory abort) fails every request in flight at once and every later one
- *   immediately, naming its exit code: the store reports it and `/readyz` says not ready; nothing waits for it.
+ *   immediately, naming its exit code, until a new worker has the directory open again (at most 3 restarts in 60 s;
+ *   a database in memory is not restarted): the store reports it meanwhile and nothing waits for it.
  * - Closing asks the worker to close the database and waits at most `closeTimeoutMs` for it, then terminates it
  *   (as a kill would: Postgres recovers the directory from its WAL at the next open).
  *
@@ -19,11 +21,24 @@
  */
 import { existsSync, readFileSync } from "node:fs"
 import { createRequire } from "node:module"
-import { join } from "node:path"
 import { Duplex } from "node:stream"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { Worker } from "node:worker_threads"
 import type { FromHost, Open, ToHost } from "./pgliteProtocol.js"
+import * as PgSnapshot from "./pgSnapshot.js"
+
+/** Which snapshot a new directory may start from (pgSnapshot.ts): a file, the shipped one (undefined), or none. */
+export interface Snapshot {
+  readonly file: string | false | undefined
+  /** The code's migrations, in order: a snapshot whose migrations are not a prefix of these is not used. */
+  readonly migrations: ReadonlyArray<string>
+}
+
+/** A started worker, and how its directory was made ready (an existing database, the snapshot, or initdb). */
+export interface Started {
+  readonly host: Host
+  readonly prepared: PgSnapshot.Prepared
+}
 
 /** Bounds of a worker (see the header). */
 export interface Bounds {
@@ -67,6 +82,11 @@ const workerScript = (): { readonly code: string; readonly eval: true } | { read
     : { url: found }
 }
 
+/** Restarts of a dead worker: at most this many ... */
+const maxRestarts = 3
+/** ... within this long. */
+const restartWindowMs = 60_000
+
 /** A request waiting for the worker's answer. */
 interface Pending {
   readonly resolve: (bytes: Uint8Array) => void
@@ -79,11 +99,22 @@ export class Host {
   private nextId = 1
   private nextConn = 1
   private readonly pending = new Map<number, Pending>()
-  /** Why requests fail at once: the worker exited, or is closing. */
+  /** Why requests fail at once: the worker exited (and is being restarted, or may not be), or is closing. */
   private stopped: string | undefined
-  private exited: Promise<void>
+  private closing = false
+  private exited: Promise<void> = Promise.resolve()
+  private worker!: Worker
+  /** When each restart happened (ms), the recent ones bounding the next (`maxRestarts` per `restartWindowMs`). */
+  private restarts: Array<number> = []
+  /** Told of a worker that died and of its restart (a log line; store/Embedded.ts). */
+  onEvent: (line: string) => void = () => {}
 
-  private constructor(private readonly worker: Worker, private readonly bounds: Bounds) {
+  private constructor(worker: Worker, private readonly bounds: Bounds, private readonly open: Open) {
+    this.attach(worker)
+  }
+
+  private attach(worker: Worker): void {
+    this.worker = worker
     this.exited = new Promise((resolve) => worker.once("exit", () => resolve()))
     worker.on("message", (message: ToHost) => {
       if (message._tag !== "answer" && message._tag !== "failed") return
@@ -93,26 +124,135 @@ export class Host {
       if (message._tag === "answer") waiting.resolve(message.bytes)
       else waiting.reject(new Error(message.message))
     })
-    worker.on("exit", (code) => this.fail(`the embedded database's worker exited (code ${code})`))
-    worker.on("error", (error) => this.fail(`the embedded database's worker failed: ${error.message}`))
+    let cause = ""
+    worker.on("error", (error) => {
+      cause = `: ${error.message}`
+      this.fail(`the embedded database's worker failed${cause}`)
+    })
+    worker.on("exit", (code) => {
+      // A database in memory died with its worker: a new one would be empty, so it is not restarted.
+      if (worker !== this.worker || this.closing || this.open.path === undefined) {
+        return this.fail(`the embedded database's worker exited (code ${code})`)
+      }
+      this.restart(`the embedded database's worker exited (code ${code})${cause}`)
+    })
+  }
+
+  /**
+   * A worker that died while the database was in use: every request in flight fails now (naming why), later ones
+   * fail at once until a new worker has the directory open again (Postgres recovers it from its WAL, as after a
+   * kill), then run there. At most `maxRestarts` in `restartWindowMs`; past that the database stays down.
+   */
+  private restart(reason: string): void {
+    this.fail(`${reason}; restarting it`)
+    const now = Date.now()
+    this.restarts = this.restarts.filter((at) => now - at < restartWindowMs)
+    if (this.restarts.length >= maxRestarts) {
+      this.stopped = `${reason}; not restarted (${maxRestarts} restarts within ${restartWindowMs / 1000} s)`
+      this.onEvent(`embedded database: ${this.stopped}`)
+      return
+    }
+    this.restarts.push(now)
+    this.onEvent(
+      `embedded database: ${reason}; restarting it (restart ${this.restarts.length} of at most ${maxRestarts} in ${
+        restartWindowMs / 1000
+      } s)`
+    )
+    Host.spawnWorker(this.open, this.bounds).then(
+      (worker) => {
+        if (this.closing) return void worker.terminate()
+        this.attach(worker)
+        this.stopped = undefined
+        this.onEvent("embedded database: its worker was restarted and the database is open again")
+      },
+      (error: Error) => {
+        this.stopped = `${reason}; the restart failed: ${error.message}`
+        this.onEvent(`embedded database: ${this.stopped}`)
+      }
+    )
+  }
+
+  /** Ends the worker as a crash would (tests: a dead worker is restarted). */
+  kill(): Promise<number> {
+    return this.worker.terminate()
   }
 
   /**
    * Starts a worker and opens the database in it. Rejects with the reason when the worker file is missing, the
    * database cannot be opened, or it is not open within `openTimeoutMs` (the worker is then terminated).
    */
-  static async start(open: Open, bounds: Bounds): Promise<Host> {
+  static async start(
+    open: Open,
+    bounds: Bounds,
+    snapshot: Snapshot = { file: false, migrations: [] }
+  ): Promise<Started> {
     const deadline = Date.now() + bounds.openTimeoutMs
-    // A new directory: initdb runs in a worker of its own, whose exit returns every byte initdb's WASM instance held
-    // (hundreds of MB, kept by V8 long after the database object is closed). docs/benchmarks.md, issue 42.
-    if (open.path !== undefined && !existsSync(join(open.path, "PG_VERSION"))) {
-      const init = await Host.spawn({ ...open, initOnly: true }, bounds)
-      await init.close()
+    let prepared: PgSnapshot.Prepared = { _tag: "existing" }
+    if (open.path !== undefined && !PgSnapshot.exists(open.path)) {
+      prepared = await Host.prepare({ ...open, path: open.path }, snapshot, bounds)
+      if (prepared._tag === "initdb") await Host.initdb({ ...open, path: open.path }, bounds)
     }
-    return await Host.spawn(open, { ...bounds, openTimeoutMs: Math.max(1, deadline - Date.now()) })
+    const host = await Host.spawn(open, { ...bounds, openTimeoutMs: Math.max(1, deadline - Date.now()) })
+    return { host, prepared }
+  }
+
+  /** A new directory from the snapshot, unpacked by a worker of its own that exits (pgliteProtocol.ts `prepareOnly`). */
+  private static prepare(open: Open, snapshot: Snapshot, bounds: Bounds): Promise<PgSnapshot.Prepared> {
+    const script = workerScript()
+    if (typeof script === "string") return Promise.reject(new Error(script))
+    const workerData: Open = { ...open, prepareOnly: { snapshot: snapshot.file, migrations: snapshot.migrations } }
+    return new Promise((resolve, reject) => {
+      const worker = "url" in script
+        ? new Worker(script.url, { workerData })
+        : new Worker(script.code, { eval: true, workerData, execArgv: [] })
+      let prepared: PgSnapshot.Prepared | undefined
+      let failed: string | undefined
+      const timer = setTimeout(() => {
+        failed = `the embedded database's new directory was not unpacked within ${bounds.openTimeoutMs} ms`
+        void worker.terminate()
+      }, bounds.openTimeoutMs)
+      worker.on("message", (message: ToHost) => {
+        if (message._tag === "prepared") prepared = message.prepared
+        else if (message._tag === "openFailed") failed = message.message
+      })
+      worker.once("error", (error) => failed ??= error.message)
+      // Settled on exit: the point is that its memory is gone before the database opens.
+      worker.once("exit", (code) => {
+        clearTimeout(timer)
+        if (prepared !== undefined) resolve(prepared)
+        else {
+          reject(
+            new Error(
+              failed ?? `the embedded database's snapshot worker exited (code ${code}) before the directory was ready`
+            )
+          )
+        }
+      })
+    })
+  }
+
+  /**
+   * A new directory without a snapshot: initdb runs in a worker of its own, whose exit returns every byte initdb's
+   * WASM instance held (hundreds of MB, kept by V8 long after the database object is closed; docs/benchmarks.md,
+   * issue 42), into `pgdata.loading`, renamed to `pgdata` once complete (a crash leaves no half database behind).
+   * A `pgdata` that exists without a database (not ours to delete) is initialised in place, as before.
+   */
+  private static async initdb(open: Open & { readonly path: string }, bounds: Bounds): Promise<void> {
+    const inPlace = existsSync(open.path)
+    const init = await Host.spawn(
+      { ...open, path: inPlace ? open.path : PgSnapshot.loadingPath(open.path), initOnly: true },
+      bounds
+    )
+    await init.close()
+    if (!inPlace) await PgSnapshot.commit(open.path)
   }
 
   private static spawn(open: Open, bounds: Bounds): Promise<Host> {
+    return Host.spawnWorker(open, bounds).then((worker) => new Host(worker, bounds, open))
+  }
+
+  /** A worker with the database of `open` open (see `start`). */
+  private static spawnWorker(open: Open, bounds: Bounds): Promise<Worker> {
     const script = workerScript()
     if (typeof script === "string") return Promise.reject(new Error(script))
     return new Promise((resolve, reject) => {
@@ -138,7 +278,7 @@ export class Host {
         settled = true
         clearTimeout(timer)
         worker.unref()
-        resolve(new Host(worker, bounds))
+        resolve(worker)
       })
       worker.once("error", (error) => give(error))
       worker.once(
@@ -181,6 +321,7 @@ export class Host {
    * database to close, then terminates the worker. Never rejects.
    */
   async close(): Promise<void> {
+    this.closing = true
     if (this.stopped === undefined) {
       this.fail("the embedded database is closing")
       this.worker.ref()

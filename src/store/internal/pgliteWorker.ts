@@ -13,14 +13,17 @@
  * back before the next connection's first message (the backend is shared, so an open transaction would otherwise
  * swallow the next caller's statements).
  *
- * Imports nothing of Corral's: the worker loads this file alone (plain JS once built), next to the compiled module
- * or in the CLI bundle's folder (store/Embedded.ts finds it).
+ * Imports nothing of Corral's but pgSnapshot.ts (Node's built-ins only): the worker loads this file alone (plain JS
+ * once built, the CLI bundle's copy with pgSnapshot inlined), next to the compiled module or in the CLI bundle's
+ * folder (store/Embedded.ts finds it). A new directory is unpacked from the snapshot by a worker of its own
+ * (`prepareOnly`) that then exits.
  */
 import { PGlite } from "@electric-sql/pglite"
 import { existsSync, mkdirSync } from "node:fs"
 import { join } from "node:path"
 import { parentPort, workerData } from "node:worker_threads"
 import type { FromHost, Open, ToHost } from "./pgliteProtocol.js"
+import { prepare } from "./pgSnapshot.js"
 
 /** What the worker is asked to do next, in arrival order. */
 type Task =
@@ -54,6 +57,17 @@ const openDatabase = async (): Promise<PGlite> => {
 }
 
 const main = async () => {
+  if (open.prepareOnly !== undefined) {
+    try {
+      if (open.path === undefined) throw new Error("nothing to prepare for a database in memory")
+      const prepared = await prepare(open.path, open.prepareOnly.snapshot, open.prepareOnly.migrations)
+      post({ _tag: "prepared", prepared })
+    } catch (cause) {
+      post({ _tag: "openFailed", message: message(cause) })
+    }
+    port.close()
+    return
+  }
   let db: PGlite
   try {
     db = await openDatabase()
