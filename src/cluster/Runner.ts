@@ -59,7 +59,8 @@ export const layer = (
     Layer.provideMerge(Layer.orDie(SqlMessageStorage.layer)),
     Layer.provide(Layer.orDie(SqlRunnerStorage.layer)),
     Layer.provide(ShardingConfig.layerFromEnv(options.shardingConfig)),
-    Layer.provide(RpcSerialization.layerMsgPack)
+    // As NodeClusterSocket.layer has it, so that nodes of either build understand each other.
+    Layer.provide(RpcSerialization.layerMsgPackWith({ maxBufferSize: undefined }))
   )
   const fence = Fence.layer({ self: options.self, every: options.every, freshMs: 2 * every })
   const watchdog = Watchdog.layer({ self: options.self, every: options.every, lostAfterMs })
