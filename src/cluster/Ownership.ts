@@ -10,9 +10,10 @@
  * carries `owner: "unknown"` (status stays `running`, which is what the store says; the next owner's load turns it
  * `interrupted`). A session of a shard this node holds needs no query.
  *
- * What it cannot see: a lost machine (no process left to close its connection) keeps its locks until Postgres's TCP
- * gives up on it, and reads as owned until then. The check is one small query per view of a `running` session on
- * another node's shard, bounded (1 s); when it fails or times out the view is left as the store has it.
+ * A lost machine (no process left to close its connections) keeps its locks until the other nodes find its heartbeat
+ * stale and end its connections (cluster/Watchdog, about 6 s), and reads as owned until then. The check is one small
+ * query per view of a `running` session on another node's shard — and one per page of the sessions list, whatever
+ * the page holds (`markAll`) — bounded (1 s); when it fails or times out the views are left as the store has them.
  *
  * The lock numbers are @effect/cluster's (`SqlRunnerStorage`, 0.60): shard `n` of the `i`-th group of
  * `ShardingConfig.availableShardGroups` is advisory lock `(i + 1) × 1,000,000 + n` (a single 64-bit key, so
@@ -24,6 +25,7 @@ import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer, Option } from "effect"
 import { Corral } from "../Corral.js"
 import type { SessionView } from "../domain/Session.js"
+import { lockOf } from "./Fence.js"
 import { SessionEntity } from "./SessionEntity.js"
 
 /** How long the lock check may take before the view is answered as the store has it. */
@@ -32,6 +34,8 @@ const checkTimeout = "1 second"
 /** Marks the view of a `running` session that no live node owns with `owner: "unknown"`. Never fails. */
 export class Owners extends Context.Tag("corral/cluster/Ownership/Owners")<Owners, {
   readonly mark: (view: SessionView) => Effect.Effect<SessionView>
+  /** `mark` for a page of views, with one query for all of them (the sessions list). */
+  readonly markAll: (views: ReadonlyArray<SessionView>) => Effect.Effect<ReadonlyArray<SessionView>>
 }>() {}
 
 /**
@@ -48,38 +52,55 @@ export const layer: Layer.Layer<Corral | Owners, never, Corral | Sharding.Shardi
       onSome: (config) => config.availableShardGroups
     })
 
-    /** Whether some process holds the advisory lock of the session's shard; `true` when that cannot be told. */
-    const owned = (sessionId: string): Effect.Effect<boolean> => {
+    /** The shard lock of a session, or `undefined` when no query is needed (a shard this node holds, or unknown). */
+    const lockToCheck = (sessionId: string): number | undefined => {
       const entityId = EntityId.make(sessionId)
       const shard = sharding.getShardId(entityId, SessionEntity.getShardGroup(entityId))
-      if (sharding.hasShardId(shard)) return Effect.succeed(true)
-      const index = groups.indexOf(shard.group)
-      if (index < 0) return Effect.succeed(true)
-      const lock = (index + 1) * 1_000_000 + shard.id
-      return sql<{ held: boolean }>`SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_database d ON d.oid = l.database
-        WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 0 AND l.objsubid = 1 AND l.objid = ${lock}
-          AND d.datname = current_database()) AS held`.pipe(
-        Effect.map((rows) => rows[0]?.held !== false),
+      return sharding.hasShardId(shard) ? undefined : lockOf(groups, shard)
+    }
+
+    /**
+     * Which of `locks` some process holds, in one query; every one of them when that cannot be told (`what` names
+     * the sessions in the warning).
+     */
+    const heldOf = (locks: ReadonlyArray<number>, what: string): Effect.Effect<ReadonlySet<number>> =>
+      locks.length === 0 ? Effect.succeed(new Set()) : sql<{ lock: number }>`SELECT DISTINCT l.objid::int AS lock
+        FROM pg_locks l JOIN pg_database d ON d.oid = l.database
+        WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 0 AND l.objsubid = 1
+          AND l.objid::int IN ${sql.in(locks)} AND d.datname = current_database()`.pipe(
+        Effect.map((rows): ReadonlySet<number> => new Set(rows.map((row) => Number(row.lock)))),
         Effect.timeout(checkTimeout),
         Effect.catchAll((error) =>
           Effect.as(
             Effect.logWarning(
-              `session ${sessionId}: whether a node owns it could not be told (${String(error)}); its view says ` +
-                "what the store says"
+              `${what}: whether a node owns it could not be told (${String(error)}); its view says what the store says`
             ),
-            true
+            new Set(locks) as ReadonlySet<number>
           )
         )
       )
+
+    const markAll = (views: ReadonlyArray<SessionView>): Effect.Effect<ReadonlyArray<SessionView>> => {
+      const checked = views.flatMap((view) => {
+        const lock = view.status === "running" ? lockToCheck(view.id) : undefined
+        return lock === undefined ? [] : [{ id: view.id, lock }]
+      })
+      if (checked.length === 0) return Effect.succeed(views)
+      const what = checked.length === 1
+        ? `session ${checked[0]!.id}`
+        : `sessions ${checked.map((c) => c.id).join(", ")}`
+      return Effect.map(heldOf([...new Set(checked.map((c) => c.lock))], what), (held) => {
+        const unowned = new Set(checked.filter((c) => !held.has(c.lock)).map((c) => c.id))
+        return unowned.size === 0
+          ? views
+          : views.map((view) => unowned.has(view.id) ? { ...view, owner: "unknown" as const } : view)
+      })
     }
 
-    const mark = (view: SessionView): Effect.Effect<SessionView> =>
-      view.status !== "running"
-        ? Effect.succeed(view)
-        : Effect.map(owned(view.id), (held) => held ? view : { ...view, owner: "unknown" as const })
+    const mark = (view: SessionView): Effect.Effect<SessionView> => Effect.map(markAll([view]), (marked) => marked[0]!)
 
     return Context.make(Corral, { ...corral, get: (by, sessionId) => Effect.flatMap(corral.get(by, sessionId), mark) })
-      .pipe(Context.add(Owners, { mark }))
+      .pipe(Context.add(Owners, { mark, markAll }))
   }))
 
 /**
@@ -90,4 +111,11 @@ export const mark = (view: SessionView): Effect.Effect<SessionView> =>
   Effect.flatMap(
     Effect.serviceOption(Owners),
     Option.match({ onNone: () => Effect.succeed(view), onSome: (owners) => owners.mark(view) })
+  )
+
+/** `markAll` of the `Owners` in context (cluster mode): one lock query for the page; the views as they are otherwise. */
+export const markAll = (views: ReadonlyArray<SessionView>): Effect.Effect<ReadonlyArray<SessionView>> =>
+  Effect.flatMap(
+    Effect.serviceOption(Owners),
+    Option.match({ onNone: () => Effect.succeed(views), onSome: (owners) => owners.markAll(views) })
   )

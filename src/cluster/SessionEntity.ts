@@ -48,6 +48,7 @@ import { Ids } from "../session/Ids.js"
 import type * as SessionActor from "../session/SessionActor.js"
 import * as Supervisor from "../session/Supervisor.js"
 import { SessionStore } from "../store/SessionStore.js"
+import * as Fence from "./Fence.js"
 import * as Sweep from "./Sweep.js"
 
 /** An approval token as issued by a burst (shown once to the session's user). */
@@ -250,7 +251,22 @@ export const layer = (
     Effect.gen(function*() {
       const { sweepInterval, ...supervisorOptions } = options
       const scope = yield* Effect.scope
-      const local = yield* Supervisor.make({ ...supervisorOptions, hosting: "cluster" })
+      const sharding = yield* Sharding.Sharding
+      const groups = Option.match(yield* Effect.serviceOption(ShardingConfig.ShardingConfig), {
+        onNone: () => ["default"] as ReadonlyArray<string>,
+        onSome: (config) => config.availableShardGroups
+      })
+      // This runner's actors write through the fence (cluster/Fence, when the node has one): nothing for a session
+      // whose shard lock this node may have lost.
+      const lockOfSession = (sessionId: string) => {
+        const entityId = EntityId.make(sessionId)
+        return Fence.lockOf(groups, sharding.getShardId(entityId, SessionEntity.getShardGroup(entityId)))
+      }
+      const local = yield* Effect.flatMap(SessionStore, (store) => Fence.guarded(store, lockOfSession)).pipe(
+        Effect.flatMap((store) =>
+          Effect.provideService(Supervisor.make({ ...supervisorOptions, hosting: "cluster" }), SessionStore, store)
+        )
+      )
       const idle = Duration.decode(options.idleTimeout ?? Duration.minutes(5))
       yield* Layer.buildWithScope(
         SessionEntity.toLayer(handlers(local), { concurrency: "unbounded", maxIdleTime: idle }),
@@ -258,7 +274,6 @@ export const layer = (
       )
       const client = yield* SessionEntity.client
       const ids = yield* Ids
-      const sharding = yield* Sharding.Sharding
       // The cluster's shard count (its default when no config is in context); every session is in one group.
       const shardsPerGroup = Option.match(yield* Effect.serviceOption(ShardingConfig.ShardingConfig), {
         onNone: () => 300,

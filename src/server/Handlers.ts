@@ -188,7 +188,8 @@ const sessions = (options: Options) =>
               ...(urlParams.cursor === undefined ? {} : { cursor: urlParams.cursor })
             }))
             return {
-              sessions: page.sessions.map((session) => view(session)),
+              // In a cluster, running sessions that no live node owns say so: one lock query for the page.
+              sessions: yield* Ownership.markAll(page.sessions.map((session) => view(session))),
               ...(page.nextCursor === undefined ? {} : { nextCursor: page.nextCursor })
             }
           }))

@@ -19,7 +19,6 @@
  * advisory locks do not exclude, so two runners would own the same shards.
  */
 import { RunnerAddress } from "@effect/cluster"
-import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import type { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { Config, ConfigError, Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
@@ -27,8 +26,9 @@ import type { Scope } from "effect"
 import { randomUUID } from "node:crypto"
 import { layerCluster } from "../cluster.js"
 import * as ClusterEvents from "../cluster/ClusterEvents.js"
+import * as Fence from "../cluster/Fence.js"
 import * as Ownership from "../cluster/Ownership.js"
-import * as Watchdog from "../cluster/Watchdog.js"
+import * as Runner from "../cluster/Runner.js"
 import type { Settings } from "../config/Config.js"
 import { Corral } from "../Corral.js"
 import type { InvalidRequest, PersistenceFailed } from "../domain/Errors.js"
@@ -443,8 +443,11 @@ const clusterPoolSize = 6
 const sharding = (settings: Settings, url: Redacted.Redacted) => {
   const { healthCheckMs, host, lockExpirationMs, port } = settings.cluster
   const sql = Database.layerPostgres(url, { maxConnections: clusterPoolSize, timeoutMs: persistTimeoutMs(settings) })
-  const runner = NodeClusterSocket.layer({
-    storage: "sql",
+  // Every node also checks the other runners itself, a dead process and a lost machine (cluster/Watchdog), and
+  // writes through its fence (cluster/Fence): cluster/Runner.
+  const runner = Runner.layer({
+    self: `${host}:${port}`,
+    every: Duration.millis(healthCheckMs),
     shardingConfig: {
       runnerAddress: Option.some(RunnerAddress.make(host, port)),
       shardLockExpiration: Duration.millis(lockExpirationMs),
@@ -453,7 +456,10 @@ const sharding = (settings: Settings, url: Redacted.Redacted) => {
       // its database connection, so it is noticed within a check (plus the ping's 5 retries 0.5 s apart). A live
       // runner marked unhealthy by mistake (a ping unanswered through all retries, each bounded at 10 s) keeps its
       // locks until it lets its shards go: the mistake costs a hand-over, never two owners.
-      runnerHealthCheckInterval: Duration.millis(healthCheckMs)
+      runnerHealthCheckInterval: Duration.millis(healthCheckMs),
+      // A runner marked unhealthy (by either check) has its shards reassigned at each node's next refresh: every
+      // second (one small read of the runners' table) rather than the library's 3 s, for takeover within 10 s.
+      refreshAssignmentsInterval: Duration.seconds(1)
     }
   }).pipe(
     Layer.mapError((error) =>
@@ -463,9 +469,20 @@ const sharding = (settings: Settings, url: Redacted.Redacted) => {
       })
     )
   )
-  // Every node also checks the other runners itself (cluster/Watchdog): the library's check runs on one runner only.
-  const watchdog = Watchdog.layer({ self: `${host}:${port}`, every: Duration.millis(healthCheckMs) })
-  return { sql, runner: Layer.provide(Layer.merge(runner, watchdog), sql) }
+  return { sql, runner: Layer.provide(runner, sql) }
+}
+
+/**
+ * `url` with this node's `application_name` (cluster/Fence): every connection of a cluster node carries its runner
+ * address, so that the other nodes can end them when it is lost (cluster/Watchdog); it replaces one `url` names.
+ */
+const named = (url: Redacted.Redacted, settings: Settings): Redacted.Redacted => {
+  const parsed = new URL(Redacted.value(url))
+  parsed.searchParams.set(
+    "application_name",
+    Fence.applicationName(`${settings.cluster.host}:${settings.cluster.port}`)
+  )
+  return Redacted.make(parsed.toString())
 }
 
 /** Readiness that also reports each MCP server's state; a server that is down never fails it. */
@@ -515,6 +532,9 @@ export const layer = (
 ): Layer.Layer<Services, WiringError> => {
   if (settings.cluster.enabled && settings.database._tag !== "Postgres") {
     return Layer.fail(new ClusterNeedsPostgres({ store: settings.database._tag === "Memory" ? "memory" : "embedded" }))
+  }
+  if (settings.cluster.enabled && settings.database._tag === "Postgres") {
+    settings = { ...settings, database: { ...settings.database, url: named(settings.database.url, settings) } }
   }
   const cluster = settings.cluster.enabled && settings.database._tag === "Postgres"
     ? sharding(settings, settings.database.url)

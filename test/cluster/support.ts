@@ -67,6 +67,12 @@ export interface Node {
   readonly runnerPort: number
 }
 
+/** How `start` starts a node: on `runnerPort` (a free one otherwise), with `env` over the cluster's. */
+export interface StartOptions {
+  readonly runnerPort?: number
+  readonly env?: Record<string, string>
+}
+
 /** What the nodes of one test printed (filled as each node's scope closes or it is stopped). */
 export type Logs = Array<string>
 
@@ -77,7 +83,7 @@ export type Logs = Array<string>
  */
 export const cluster = (env: Record<string, string>, logs: Logs): Effect.Effect<
   {
-    readonly start: (options?: { readonly runnerPort?: number }) => Effect.Effect<Node, never, Scope.Scope>
+    readonly start: (options?: StartOptions) => Effect.Effect<Node, never, Scope.Scope>
   },
   never,
   Scope.Scope
@@ -85,11 +91,12 @@ export const cluster = (env: Record<string, string>, logs: Logs): Effect.Effect<
   Effect.gen(function*() {
     const dir = mkdtempSync(join(tmpdir(), "corral-cluster-"))
     yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
-    const start = (options: { readonly runnerPort?: number } = {}) =>
+    const start = (options: StartOptions = {}) =>
       Effect.gen(function*() {
         const runnerPort = options.runnerPort ?? (yield* freePort)
         const child = corral(["serve", "--cluster", "--port", "0"], {
           ...env,
+          ...options.env,
           CORRAL_CLUSTER_HOST: "127.0.0.1",
           CORRAL_CLUSTER_PORT: String(runnerPort)
         }, dir)
@@ -249,7 +256,9 @@ export const expectExactlyOnce = (turns: ReadonlyArray<Turn>, sent: ReadonlyArra
 /** What a scenario gets from `withCluster`: the database, and a way to start a node on it. */
 export interface Cluster {
   readonly sql: SqlClient.SqlClient
-  readonly start: (options?: { readonly runnerPort?: number }) => Effect.Effect<Node, never, Scope.Scope>
+  readonly start: (options?: StartOptions) => Effect.Effect<Node, never, Scope.Scope>
+  /** The database's URL (what the nodes get as DATABASE_URL). */
+  readonly url: string
 }
 
 /**
@@ -324,7 +333,7 @@ export const withCluster = <A, E>(
     yield* exclusive
     const database = yield* clusterDatabase(adminUrl)
     const { start } = yield* cluster({ DATABASE_URL: database.url, ...env }, logs)
-    return yield* body({ sql: database.sql, start })
+    return yield* body({ sql: database.sql, start, url: database.url })
   }).pipe(
     Effect.scoped,
     Effect.tapErrorCause(() => Effect.sync(() => console.log(logs.join("\n\n"))))

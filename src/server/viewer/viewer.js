@@ -62,12 +62,25 @@
     return node
   }
 
-  const badgeClass = (status, exit) => {
+  const badgeClass = (status, exit, owner) => {
+    if (status === "running" && owner === "unknown") return "badge unowned"
     if (status === "running") return "badge running"
     if (status === "awaiting_confirmation") return "badge wait"
     if (exit === "completed") return "badge completed"
     if (exit) return "badge bad"
     return "badge"
+  }
+
+  // A running session no live cluster node owns (its node died or was cut off, not taken over yet) says so.
+  const unownedNote = "No live node owns this session: the node running it died or was cut off, and no other node " +
+    "has taken it over yet. Nothing runs its burst; once taken over it reads interrupted (resume with a follow-up)."
+  const statusBadge = (view) => {
+    const unowned = view.status === "running" && view.owner === "unknown"
+    return el("span", {
+      class: badgeClass(view.status, view.exitReason, view.owner),
+      textContent: unowned ? `${view.status} · owner unknown` : view.status,
+      ...(unowned ? { title: unownedNote } : {})
+    })
   }
 
   const when = (millis) => new Date(millis).toLocaleString()
@@ -113,7 +126,7 @@
             el("td", {}, link),
             el("td", { textContent: s.agentId }),
             el("td", { textContent: s.scope }),
-            el("td", {}, el("span", { class: badgeClass(s.status, s.exitReason), textContent: s.status })),
+            el("td", {}, statusBadge(s)),
             el("td", { textContent: s.exitReason || "" }),
             el("td", { class: "muted", textContent: when(s.createdAt) })
           ))
@@ -172,8 +185,10 @@
       $("agent").textContent = `${view.agentId} v${view.agentVersion}`
       $("scope").textContent = view.scope
       const status = $("status")
-      status.textContent = view.status
-      status.className = badgeClass(view.status, view.exitReason)
+      const badge = statusBadge(view)
+      status.textContent = badge.textContent
+      status.className = badge.className
+      status.title = badge.title
       $("exit").textContent = view.status === "running" ? "" : view.exitReason || ""
       $("usage").textContent = usageLine(view)
       $("cancel").hidden = view.status !== "running"
