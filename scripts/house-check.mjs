@@ -24,7 +24,7 @@ const sizesOnly = process.argv.includes("--sizes")
 const MAX_DEFINITION = 150
 const MAX_FILE = 500
 /** Definitions that are data, not code (a table of names and defaults reads as one). */
-const DATA_TABLES = new Set(["src/config/EnvVars.ts:all"])
+const DATA_TABLES = new Set(["src/internal/envVars.ts:all"])
 
 const files = (dir) =>
   readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
@@ -65,7 +65,7 @@ const layers = [
   ["session"],
   ["Corral.ts"],
   ["Agent.ts", "cluster", "config", "testing"],
-  ["index.ts", "providers.ts", "sql.ts", "mcp.ts", "cluster.ts", "entries"],
+  ["index.ts", "providers.ts", "sql.ts", "mcp.ts", "cluster.ts", "telemetry.ts", "entries"],
   ["server"],
   ["cli"]
 ]

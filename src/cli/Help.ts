@@ -4,7 +4,7 @@
  * help never pays Corral's start-up and never opens a database.
  */
 import type { Effect } from "effect"
-import * as EnvVars from "../config/EnvVars.js"
+import * as EnvVars from "../internal/envVars.js"
 import type * as Command from "./Command.js"
 
 /** A command as the dispatcher knows it: loaded on use, so `corral --help` starts without the server's imports. */

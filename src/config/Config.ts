@@ -18,14 +18,14 @@ import { Config as EffectConfig, Effect, Either, Option, Redacted, Schema } from
 import { readFile } from "node:fs/promises"
 import { FieldIssue, fieldIssues } from "../domain/Errors.js"
 import { LimitsOverride } from "../domain/Limits.js"
+import * as EnvVars from "../internal/envVars.js"
 import * as ProviderConfig from "../model/ProviderConfig.js"
 import * as Cost from "../rails/Cost.js"
 import * as Limits from "../rails/Limits.js"
 import * as OrgBudget from "../rails/OrgBudget.js"
+import * as Telemetry from "../telemetry/Settings.js"
 import type * as Approvals from "../tools/Approvals.js"
 import * as McpConfig from "../tools/McpConfig.js"
-import * as EnvVars from "./EnvVars.js"
-import * as Telemetry from "./Telemetry.js"
 
 /** The configuration is invalid; `issues` lists every problem with its key path (and source when not the file). */
 export class ConfigInvalid extends Schema.TaggedError<ConfigInvalid>()("ConfigInvalid", {
@@ -186,8 +186,10 @@ export interface ClusterSettings {
   /** How long a shard lock outlives its holder's last refresh: a dead node's sessions move after this. */
   readonly lockExpirationMs: number
   /**
-   * How often a runner pings the others: a runner that refuses its pings (dead) is marked unhealthy and its shards
-   * move at once (their advisory locks went with its database connection).
+   * How often a runner writes its heartbeat and checks the others: a runner that refuses its pings (dead) is marked
+   * unhealthy and its shards move at once (their advisory locks went with its database connection); one whose
+   * heartbeat is older than three periods (a lost machine, cut off from Postgres) is marked unhealthy and its
+   * connections are ended, which frees its locks (cluster/Watchdog, docs/cluster.md).
    */
   readonly healthCheckMs: number
 }
@@ -213,7 +215,7 @@ export interface Settings {
   readonly orgBudgets: OrgBudget.Settings
   readonly approvals: Approvals.Settings
   readonly demo: DemoSettings
-  /** Export (OTLP), content capture and log format (`config/Telemetry`). */
+  /** Export (OTLP), content capture and log format (`telemetry/Settings`). */
   readonly telemetry: Telemetry.TelemetrySettings
 }
 

@@ -1,6 +1,6 @@
 /**
- * Embedded — real Postgres with nothing installed: PGlite (Postgres compiled to WASM) in a worker thread of the
- * process, reached through the SAME @effect/sql-pg client the server path uses.
+ * Embedded — real Postgres with no server to run: PGlite (Postgres compiled to WASM; the optional peer
+ * `@electric-sql/pglite`, needed only for a data directory) in a worker thread of the process, reached through the SAME @effect/sql-pg client the server path uses.
  *
  * PGlite runs in a `worker_threads` worker (internal/pgliteWorker.ts), never in the server's thread: a statement there
  * held the event loop for as long as it ran, so under a burst of 2,000 session starts `/healthz` did not answer

@@ -8,7 +8,7 @@
  * keys `Redacted` (a test greps a whole run's output for the provider key).
  */
 import { Cause, FiberRef, HashMap, HashSet, Inspectable, Layer, Logger, Option } from "effect"
-import type { LogFormat } from "../config/Telemetry.js"
+import type { LogFormat } from "./Settings.js"
 import * as Spans from "./Spans.js"
 
 const text = (message: unknown): string => {

@@ -9,7 +9,7 @@
  * a second they outlive the young generation and the garbage collector copies and promotes each of them; here the
  * span's objects die young and only its bytes wait.
  *
- * Bounds, the `OTEL_BSP_*` settings with the SDK's defaults (config/Telemetry):
+ * Bounds, the `OTEL_BSP_*` settings with the SDK's defaults (telemetry/Settings):
  * - at most `maxQueueSize` (2,048) spans are held, in the open batch and in exports not yet answered: more are
  *   dropped, never waited for — a slow collector must not slow sessions down, nor grow memory without end;
  * - a batch leaves when it holds `maxExportBatchSize` (512) spans, or `scheduleDelayMs` (5 s) after its first span;

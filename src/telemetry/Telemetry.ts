@@ -1,7 +1,7 @@
 /**
  * Telemetry — the layer that exports Corral's traces and metrics over OTLP/HTTP (JSON, or protobuf when
  * `OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf`), built from the telemetry settings
- * (`config/Telemetry`: `OTEL_EXPORTER_OTLP_ENDPOINT` and the other standard `OTEL_*` variables, or the file's
+ * (`telemetry/Settings`: `OTEL_EXPORTER_OTLP_ENDPOINT` and the other standard `OTEL_*` variables, or the file's
  * `telemetry` section).
  *
  * Off unless an endpoint is set: then the layer is empty, Corral's spans are not made (`Tracing`), and the SDK is
@@ -17,11 +17,11 @@ import type * as TraceSdkModule from "@opentelemetry/sdk-trace-base"
 import type { Sampler } from "@opentelemetry/sdk-trace-base"
 import { Context, Effect, Layer, Redacted, Ref, Schedule } from "effect"
 import type { ConfigError } from "effect"
-import * as TelemetryConfig from "../config/Telemetry.js"
-import type { TelemetrySettings } from "../config/Telemetry.js"
 import { load } from "../internal/optionalPeers.js"
 import * as Metrics from "./Metrics.js"
 import * as OtlpSpans from "./OtlpSpans.js"
+import * as TelemetryConfig from "./Settings.js"
+import type { TelemetrySettings } from "./Settings.js"
 import * as Spans from "./Spans.js"
 import * as SpanTracer from "./SpanTracer.js"
 import * as Tracing from "./Tracing.js"
@@ -219,7 +219,7 @@ const contentLayer = (capture: boolean): Layer.Layer<never> =>
 export const layer = (settings: TelemetrySettings): Layer.Layer<never> =>
   settings.endpoint === undefined ? contentLayer(false) : exporting(settings, settings.endpoint)
 
-/** The settings `layer` takes (`config/Telemetry`): endpoint, protocol, headers, service, sampler, content capture. */
+/** The settings `layer` takes (`telemetry/Settings`): endpoint, protocol, headers, service, sampler, content capture. */
 export type Settings = TelemetrySettings
 
 /** The settings with nothing configured: no endpoint (nothing exported), service `corral`. */

@@ -3,7 +3,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Either } from "effect"
-import * as Telemetry from "../../src/config/Telemetry.js"
+import * as Telemetry from "../../src/telemetry/Settings.js"
 
 const issuesOf = (raw: unknown) =>
   Either.match(Telemetry.decodeSection(raw), {

@@ -103,21 +103,9 @@ const broken = (): Array<string> =>
       : [`${reference.file}: ${reference.page}${at}, "${reference.section}"`]
   })
 
-/**
- * docs/storage.md belongs to another change in flight; its pointer below is to be written
- * `docs/benchmarks.md at 09f4c1e, "Issue 14, thirteenth pass"`. Listed here only while it is still broken: once
- * fixed, the second test fails until the entry goes.
- */
-const pending = ["docs/storage.md: docs/benchmarks.md, \"Issue 14, thirteenth pass\""]
-
 describe("references into the docs", () => {
   it("name a heading the page has, or had at the commit they name (an anchor, or part of a heading's text)", () => {
-    expect(broken().filter((line) => !pending.includes(line))).toEqual([])
-  })
-
-  it("leave nothing pending that is fixed", () => {
-    const now = broken()
-    expect(pending.filter((line) => !now.includes(line))).toEqual([])
+    expect(broken()).toEqual([])
   })
 
   it("are found at all (the patterns still match how the code and docs write them)", () => {

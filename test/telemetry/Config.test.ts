@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Config from "../../src/config/Config.js"
-import * as Telemetry from "../../src/config/Telemetry.js"
+import * as Telemetry from "../../src/telemetry/Settings.js"
 
 const load = (env: Record<string, string>) =>
   Config.load.pipe(Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))

@@ -5,8 +5,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Layer, Scope } from "effect"
-import * as TelemetryConfig from "../../src/config/Telemetry.js"
 import * as Metrics from "../../src/telemetry/Metrics.js"
+import * as TelemetryConfig from "../../src/telemetry/Settings.js"
 import * as Spans from "../../src/telemetry/Spans.js"
 import * as Telemetry from "../../src/telemetry/Telemetry.js"
 import * as OtlpReceiver from "../support/OtlpReceiver.js"

@@ -1,5 +1,5 @@
 /**
- * EnvVars — every environment variable Corral reads, in one table: the configuration loader builds its `Config`s
+ * envVars — every environment variable Corral reads, in one table: the configuration loader builds its `Config`s
  * from it and `corral --help` prints it, so the documentation cannot drift from what is actually read.
  *
  * An environment variable always wins over the configuration file; structured keys (`providers`, `tiers`,

@@ -10,7 +10,7 @@
 import { Config as EffectConfig, ConfigError, Effect, Either, Option, Redacted, Schema } from "effect"
 import type { FieldIssue } from "../domain/Errors.js"
 import { fieldIssues } from "../domain/Errors.js"
-import * as EnvVars from "./EnvVars.js"
+import * as EnvVars from "../internal/envVars.js"
 
 /** The OTLP transports Corral can speak (both over HTTP). */
 export const Protocol = Schema.Literal("http/json", "http/protobuf")
