@@ -20,7 +20,7 @@
  * Why that is enough: a node is taken over only once its heartbeat (written with each view, every `every`) is older
  * than `lostAfterMs` > `freshMs`, so a write this fence let through was issued before anyone could take the node's
  * shards; and taking them ends every connection of the node, so such a write that had not reached Postgres by then
- * never does. What remains (docs/cluster.md, "A lost machine"): a write let through in the last moments before the
+ * never does. What remains (docs/cluster.md, "What moves when a node dies"): a write let through in the last moments before the
  * fence closes, that waits for a *new* connection, lands if that connection opens — the partition healed — after
  * the takeover; opening a connection gives up after 5 s.
  */
