@@ -18,10 +18,10 @@ import { Duration, Effect, Fiber, Layer, Redacted } from "effect"
 import type { Scope } from "effect"
 import { randomUUID } from "node:crypto"
 import { mkdtempSync, rmSync } from "node:fs"
-import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Database from "../../src/store/Database.js"
+import { freePort } from "../support/Ports.js"
 import { corral, raw, readSse } from "../support/ServerHarness.js"
 import type { Child, SseEvent } from "../support/ServerHarness.js"
 
@@ -77,17 +77,6 @@ const poll = <A, E, R>(what: string, check: Effect.Effect<A | undefined, E, R>, 
       yield* Effect.sleep("250 millis")
     }
   })
-
-const freePort = Effect.promise(() =>
-  new Promise<number>((resolve, reject) => {
-    const server = createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      server.close(() => resolve(typeof address === "object" && address !== null ? address.port : 0))
-    })
-  })
-)
 
 /** How many shards each runner holds (granted advisory locks per backend of this database). */
 const shardHolders = (sql: SqlClient.SqlClient) =>

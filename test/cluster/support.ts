@@ -11,11 +11,11 @@ import { Duration, Effect, Layer, Redacted } from "effect"
 import type { Scope } from "effect"
 import { randomUUID } from "node:crypto"
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeSync } from "node:fs"
-import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { Turn } from "../../src/domain/Message.js"
 import * as Database from "../../src/store/Database.js"
+import { freePort } from "../support/Ports.js"
 import { corral, eventually, raw } from "../support/ServerHarness.js"
 import type { Child } from "../support/ServerHarness.js"
 
@@ -42,16 +42,7 @@ export const clusterDatabase = (adminUrl: string) =>
   })
 
 /** A free TCP port on 127.0.0.1 (for a runner, which needs a fixed address other nodes can dial). */
-export const freePort = Effect.promise(() =>
-  new Promise<number>((resolve, reject) => {
-    const server = createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      server.close(() => resolve(typeof address === "object" && address !== null ? address.port : 0))
-    })
-  })
-)
+export { freePort }
 
 /** A JSON POST; the answer whatever its status. */
 export const post = (url: string, body: unknown) =>

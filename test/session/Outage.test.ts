@@ -9,22 +9,18 @@
  * has a generous bound. Skipped without CORRAL_TEST_DATABASE_URL (the embedded database has no network to cut).
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Stream } from "effect"
+import { Effect, Stream } from "effect"
 import { Corral } from "../../src/Corral.js"
 import type { ModelReply, Turn } from "../../src/domain/Message.js"
 import { Principal } from "../../src/domain/Principal.js"
 import type { SessionEvent } from "../../src/domain/SessionEvent.js"
 import { Usage } from "../../src/domain/Usage.js"
-import * as LiveEvents from "../../src/events/LiveEvents.js"
 import type { ModelRequest } from "../../src/model/ModelProvider.js"
-import { Providers } from "../../src/model/ModelProvider.js"
 import * as Scripted from "../../src/model/Scripted.js"
-import * as Limits from "../../src/rails/Limits.js"
-import * as SqlStore from "../../src/store/SqlStore.js"
 import * as ToolRegistry from "../../src/tools/ToolRegistry.js"
-import { freshDatabase, skipReason, testDatabaseUrl } from "../store/PostgresFixture.js"
+import { skipReason, testDatabaseUrl } from "../store/PostgresFixture.js"
+import * as Partition from "../support/Partition.js"
 import { eventually } from "../support/ServerHarness.js"
-import * as TcpProxy from "../support/TcpProxy.js"
 
 const TIMEOUT_MS = 1_000
 /** When every in-flight session must have said so: the timeout, the pool's own bound, and a loaded machine. */
@@ -98,18 +94,12 @@ describe.skipIf(testDatabaseUrl === undefined)(
         `${fault}: every in-flight session ends visibly, lands once the database is back, and resumes`,
         () =>
           Effect.gen(function*() {
-            const target = new URL(testDatabaseUrl!)
-            const proxy = yield* TcpProxy.make({ host: target.hostname, port: Number(target.port || 5432) })
-            const runtime = Corral.layer().pipe(
-              Layer.provide(Layer.mergeAll(
-                LiveEvents.layer,
-                ToolRegistry.layer([slow]),
-                Layer.succeed(Providers, Providers.fromRoutes({ default: [model] }))
-              )),
-              Layer.provideMerge(SqlStore.layer({ timeoutMs: TIMEOUT_MS })),
-              Layer.provide(freshDatabase(testDatabaseUrl!, { timeoutMs: TIMEOUT_MS, maxConnections: 6 }, proxy.url)),
-              Layer.provide(Limits.layer({ persistTimeoutMs: TIMEOUT_MS }))
-            )
+            const { proxy, runtime } = yield* Partition.throughProxy(testDatabaseUrl!, {
+              tools: [slow],
+              model,
+              timeoutMs: TIMEOUT_MS,
+              maxConnections: 6
+            })
             yield* Effect.gen(function*() {
               const c = yield* Corral
               yield* c.publishAgent(principal, agent)

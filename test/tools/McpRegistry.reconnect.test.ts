@@ -12,7 +12,6 @@ import { CallToolRequestSchema, isInitializeRequest, ListToolsRequestSchema } fr
 import { Effect, Layer, Schedule } from "effect"
 import { randomUUID } from "node:crypto"
 import * as http from "node:http"
-import * as net from "node:net"
 import { Corral } from "../../src/Corral.js"
 import type { ModelReply, TurnEntry } from "../../src/domain/Message.js"
 import { Principal } from "../../src/domain/Principal.js"
@@ -25,16 +24,8 @@ import * as MemoryStore from "../../src/store/MemoryStore.js"
 import * as McpRegistry from "../../src/tools/McpRegistry.js"
 import { ToolExecutor } from "../../src/tools/ToolExecutor.js"
 import { ctx } from "../support/McpServers.js"
+import { freePort } from "../support/Ports.js"
 import { eventually } from "../support/ServerHarness.js"
-
-const freePort = Effect.async<number>((resume) => {
-  const server = net.createServer()
-  server.listen(0, "127.0.0.1", () => {
-    const address = server.address()
-    const port = typeof address === "object" && address !== null ? address.port : 0
-    server.close(() => resume(Effect.succeed(port)))
-  })
-})
 
 /**
  * A stateful Streamable HTTP MCP server with one tool, `echo { message }` → `echo: <message>`, on `port`. `stop`

@@ -4,7 +4,6 @@ import { Clock, Deferred, Effect, Fiber, Layer } from "effect"
 import { spawn } from "node:child_process"
 import type { ChildProcess } from "node:child_process"
 import * as fs from "node:fs"
-import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import type * as McpConfig from "../../src/tools/McpConfig.js"
@@ -12,6 +11,7 @@ import * as McpRegistry from "../../src/tools/McpRegistry.js"
 import { ToolExecutor } from "../../src/tools/ToolExecutor.js"
 import * as ToolRegistry from "../../src/tools/ToolRegistry.js"
 import { ctx, fixture, root } from "../support/McpServers.js"
+import { freePort } from "../support/Ports.js"
 
 const EVERYTHING = path.join(root, "node_modules/@modelcontextprotocol/server-everything/dist/index.js")
 const FILESYSTEM = path.join(root, "node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
@@ -27,15 +27,6 @@ const call = (name: string, args: unknown) =>
   Effect.flatMap(ToolExecutor, (mcp) => mcp.call(name, typeof args === "string" ? args : JSON.stringify(args), ctx))
 
 const pidOf = (tool: string) => Effect.map(call(tool, {}), (o) => o.content)
-
-const freePort = Effect.async<number>((resume) => {
-  const server = net.createServer()
-  server.listen(0, "127.0.0.1", () => {
-    const address = server.address()
-    const port = typeof address === "object" && address !== null ? address.port : 0
-    server.close(() => resume(Effect.succeed(port)))
-  })
-})
 
 /** server-everything in Streamable HTTP mode on `port` (it reads PORT), killed when the scope closes. */
 const everythingHttp = (port: number) =>
