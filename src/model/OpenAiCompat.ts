@@ -288,6 +288,80 @@ const embeddedError = (transport: Http.Transport, error: unknown, usage: Usage |
   })
 }
 
+/** What a streamed reply has gathered so far. */
+interface StreamState {
+  readonly text: Array<string>
+  readonly refusal: Array<string>
+  readonly reasoning: { readonly reasoning_content: Array<string>; readonly reasoning: Array<string> }
+  readonly calls: Array<{ index: number; id: string; name: string; args: Array<string> }>
+  finish: string | undefined
+  usage: Usage | undefined
+  id: string | undefined
+  model: string | undefined
+  done: boolean
+}
+
+const streamState = (): StreamState => ({
+  text: [],
+  refusal: [],
+  reasoning: { reasoning_content: [], reasoning: [] },
+  calls: [],
+  finish: undefined,
+  usage: undefined,
+  id: undefined,
+  model: undefined,
+  done: false
+})
+
+/** A streamed tool call's fragment, added to its call. */
+const addFragment = (state: StreamState, wire: WireToolCall): void => {
+  const index = wire.index ?? undefined
+  const fresh = wire.id !== null && wire.id !== undefined && wire.id !== ""
+  // Without an index, a fragment with a new id starts a call and one without continues the last.
+  let slot = index !== undefined
+    ? state.calls.find((call) => call.index === index)
+    : fresh
+    ? state.calls.find((call) => call.id === wire.id)
+    : state.calls.at(-1)
+  if (slot === undefined) {
+    slot = { index: index ?? state.calls.length, id: "", name: "", args: [] }
+    state.calls.push(slot)
+  }
+  if (fresh && slot.id === "") slot.id = wire.id ?? ""
+  const name = wire.function?.name
+  if (name !== null && name !== undefined && name !== "") slot.name = name
+  const args = argumentsText(wire.function?.arguments)
+  if (args !== "") slot.args.push(args)
+}
+
+/** The reply a complete stream makes; `callId` gives a call without an id one. */
+const streamedReply = (
+  state: StreamState,
+  options: Options,
+  callId: (wire: string | null | undefined) => string
+): ModelReply => {
+  const refusal = state.refusal.join("")
+  const text = state.text.join("")
+  const toolCalls = state.calls.map((call): ToolCall => ({
+    id: callId(call.id),
+    name: call.name,
+    arguments: call.args.join("")
+  }))
+  const reasoning = reasoningTexts(options.name, {
+    reasoning_content: state.reasoning.reasoning_content.join(""),
+    reasoning: state.reasoning.reasoning.join("")
+  })
+  return {
+    text: refusal !== "" && text === "" ? refusal : text,
+    toolCalls,
+    finishReason: finishReason(state.finish, { toolCalls: toolCalls.length, refusal: refusal !== "" }),
+    ...(reasoning.length > 0 ? { reasoning } : {}),
+    usage: state.usage ?? WireUsage.fromOpenAi(undefined),
+    model: state.model ?? options.model,
+    raw: { streamed: true, id: state.id, finish_reason: state.finish ?? null }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // The adapter
 
@@ -365,36 +439,7 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
         if (reply.text !== "") onDelta(reply.text)
         return reply
       }
-      const state = {
-        text: [] as Array<string>,
-        refusal: [] as Array<string>,
-        reasoning: { reasoning_content: [] as Array<string>, reasoning: [] as Array<string> },
-        calls: [] as Array<{ index: number; id: string; name: string; args: Array<string> }>,
-        finish: undefined as string | undefined,
-        usage: undefined as Usage | undefined,
-        id: undefined as string | undefined,
-        model: undefined as string | undefined,
-        done: false
-      }
-      const fragment = (wire: WireToolCall) => {
-        const index = wire.index ?? undefined
-        const fresh = wire.id !== null && wire.id !== undefined && wire.id !== ""
-        // Without an index, a fragment with a new id starts a call and one without continues the last.
-        let slot = index !== undefined
-          ? state.calls.find((call) => call.index === index)
-          : fresh
-          ? state.calls.find((call) => call.id === wire.id)
-          : state.calls.at(-1)
-        if (slot === undefined) {
-          slot = { index: index ?? state.calls.length, id: "", name: "", args: [] }
-          state.calls.push(slot)
-        }
-        if (fresh && slot.id === "") slot.id = wire.id ?? ""
-        const name = wire.function?.name
-        if (name !== null && name !== undefined && name !== "") slot.name = name
-        const args = argumentsText(wire.function?.arguments)
-        if (args !== "") slot.args.push(args)
-      }
+      const state = streamState()
       // Synchronous: it runs as each chunk arrives, with no effect per event.
       const handle = (event: Sse.SseEvent): boolean | ProviderError => {
         const data = event.data.trim()
@@ -426,7 +471,7 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
           const piece = delta?.[field]
           if (typeof piece === "string" && piece !== "") state.reasoning[field].push(piece)
         }
-        for (const call of delta?.tool_calls ?? []) fragment(call)
+        for (const call of delta?.tool_calls ?? []) addFragment(state, call)
         if (choice.finish_reason !== null && choice.finish_reason !== undefined) state.finish = choice.finish_reason
         return true
       }
@@ -439,27 +484,7 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
           })
         )
       }
-      const refusal = state.refusal.join("")
-      const text = state.text.join("")
-      const toolCalls = state.calls.map((call): ToolCall => ({
-        id: callId(call.id),
-        name: call.name,
-        arguments: call.args.join("")
-      }))
-      const reasoning = reasoningTexts(options.name, {
-        reasoning_content: state.reasoning.reasoning_content.join(""),
-        reasoning: state.reasoning.reasoning.join("")
-      })
-      const reply: ModelReply = {
-        text: refusal !== "" && text === "" ? refusal : text,
-        toolCalls,
-        finishReason: finishReason(state.finish, { toolCalls: toolCalls.length, refusal: refusal !== "" }),
-        ...(reasoning.length > 0 ? { reasoning } : {}),
-        usage: state.usage ?? WireUsage.fromOpenAi(undefined),
-        model: state.model ?? options.model,
-        raw: { streamed: true, id: state.id, finish_reason: state.finish ?? null }
-      }
-      return reply
+      return streamedReply(state, options, callId)
     })
 
     return Http.provider(options, "openai", timeoutMs, once, streamed)
