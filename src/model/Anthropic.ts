@@ -184,6 +184,76 @@ const embeddedError = (transport: Http.Transport, error: unknown, usage: Usage, 
 const definedCounts = (usage: WireUsage.AnthropicUsage): WireUsage.AnthropicUsage =>
   Object.fromEntries(Object.entries(usage).filter(([, value]) => value !== null && value !== undefined))
 
+/**
+ * A streamed message's content blocks by index. `input` is a tool_use block's whole input when the start event carried
+ * a non-empty one (fragments win); `text` collects a text block's text, a tool_use block's input fragments and a
+ * thinking block's thinking.
+ */
+type Blocks = Map<
+  number,
+  { type: string; id: string; name: string; text: Array<string>; input: string; signature: string; data: string }
+>
+
+/** A `content_block_start` event: the block opened (a text block's first text sent on as a delta). */
+const startBlock = (blocks: Blocks, data: typeof Event.Type, onDelta: (text: string) => void): void => {
+  const block = data.content_block
+  if (block === null || block === undefined) return
+  const initial = block.type === "text" ? block.text ?? "" : ""
+  const thought = block.type === "thinking" ? block.thinking ?? "" : ""
+  blocks.set(data.index ?? blocks.size, {
+    type: block.type,
+    id: block.id ?? "",
+    name: block.name ?? "",
+    text: initial !== "" ? [initial] : thought !== "" ? [thought] : [],
+    input: block.type === "tool_use" && block.input !== undefined ? JSON.stringify(block.input) : "{}",
+    signature: block.signature ?? "",
+    // A redacted block arrives whole here.
+    data: block.data ?? ""
+  })
+  if (initial !== "") onDelta(initial)
+}
+
+/** A `content_block_delta` event: text (sent on), a tool call's input, thinking or its signature, added to its block. */
+const addDelta = (blocks: Blocks, data: typeof Event.Type, onDelta: (text: string) => void): void => {
+  const block = blocks.get(data.index ?? blocks.size - 1)
+  const delta = data.delta
+  if (block === undefined || delta === null || delta === undefined) return
+  if (delta.type === "text_delta" && block.type === "text") {
+    const piece = delta.text ?? ""
+    if (piece !== "") {
+      block.text.push(piece)
+      onDelta(piece)
+    }
+  } else if (delta.type === "input_json_delta" && block.type === "tool_use") {
+    block.text.push(delta.partial_json ?? "")
+  } else if (delta.type === "thinking_delta" && block.type === "thinking") {
+    block.text.push(delta.thinking ?? "")
+  } else if (delta.type === "signature_delta" && block.type === "thinking") {
+    block.signature += delta.signature ?? ""
+  }
+}
+
+/** A finished stream's blocks, in order, as the reply's texts, calls and reasoning. */
+const assembled = (blocks: Blocks, provider: string, callId: (wire: string) => string): Assembled => {
+  const ordered = [...blocks.entries()].sort(([a], [b]) => a - b).map(([, block]) => block)
+  return {
+    texts: ordered.flatMap((block) => block.type === "text" ? [block.text.join("")] : []),
+    calls: ordered.flatMap((block) => {
+      if (block.type !== "tool_use") return []
+      const joined = block.text.join("")
+      return [{ id: callId(block.id), name: block.name, arguments: joined === "" ? block.input : joined }]
+    }),
+    reasoning: ordered.flatMap((block) =>
+      reasoningPart(provider, {
+        type: block.type,
+        thinking: block.text.join(""),
+        signature: block.signature,
+        data: block.data
+      })
+    )
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // The adapter
 
@@ -266,12 +336,7 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
         if (reply.text !== "") onDelta(reply.text)
         return reply
       }
-      // `input` is a tool_use block's whole input when the start event carried a non-empty one; fragments win.
-      // `text` collects a text block's text, a tool_use block's input fragments and a thinking block's thinking.
-      const blocks = new Map<
-        number,
-        { type: string; id: string; name: string; text: Array<string>; input: string; signature: string; data: string }
-      >()
+      const blocks: Blocks = new Map()
       const state = {
         usage: {} as WireUsage.AnthropicUsage,
         stop: undefined as string | undefined,
@@ -292,43 +357,12 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
             state.model = data.message?.model ?? undefined
             state.usage = { ...state.usage, ...definedCounts(data.message?.usage ?? {}) }
             return true
-          case "content_block_start": {
-            const block = data.content_block
-            if (block === null || block === undefined) return true
-            const initial = block.type === "text" ? block.text ?? "" : ""
-            const thought = block.type === "thinking" ? block.thinking ?? "" : ""
-            blocks.set(data.index ?? blocks.size, {
-              type: block.type,
-              id: block.id ?? "",
-              name: block.name ?? "",
-              text: initial !== "" ? [initial] : thought !== "" ? [thought] : [],
-              input: block.type === "tool_use" && block.input !== undefined ? JSON.stringify(block.input) : "{}",
-              signature: block.signature ?? "",
-              // A redacted block arrives whole here.
-              data: block.data ?? ""
-            })
-            if (initial !== "") onDelta(initial)
+          case "content_block_start":
+            startBlock(blocks, data, onDelta)
             return true
-          }
-          case "content_block_delta": {
-            const block = blocks.get(data.index ?? blocks.size - 1)
-            const delta = data.delta
-            if (block === undefined || delta === null || delta === undefined) return true
-            if (delta.type === "text_delta" && block.type === "text") {
-              const piece = delta.text ?? ""
-              if (piece !== "") {
-                block.text.push(piece)
-                onDelta(piece)
-              }
-            } else if (delta.type === "input_json_delta" && block.type === "tool_use") {
-              block.text.push(delta.partial_json ?? "")
-            } else if (delta.type === "thinking_delta" && block.type === "thinking") {
-              block.text.push(delta.thinking ?? "")
-            } else if (delta.type === "signature_delta" && block.type === "thinking") {
-              block.signature += delta.signature ?? ""
-            }
+          case "content_block_delta":
+            addDelta(blocks, data, onDelta)
             return true
-          }
           case "message_delta":
             state.stop = data.delta?.stop_reason ?? state.stop
             state.usage = { ...state.usage, ...definedCounts(data.usage ?? {}) }
@@ -352,28 +386,18 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
           })
         )
       }
-      const ordered = [...blocks.entries()].sort(([a], [b]) => a - b).map(([, block]) => block)
-      const parts: Assembled = {
-        texts: ordered.flatMap((block) => block.type === "text" ? [block.text.join("")] : []),
-        calls: ordered.flatMap((block) => {
-          if (block.type !== "tool_use") return []
-          const joined = block.text.join("")
-          return [{ id: callId(block.id), name: block.name, arguments: joined === "" ? block.input : joined }]
-        }),
-        reasoning: ordered.flatMap((block) =>
-          reasoningPart(options.name, {
-            type: block.type,
-            thinking: block.text.join(""),
-            signature: block.signature,
-            data: block.data
-          })
-        )
-      }
-      return toReply(request, parts, state.stop, usage(), state.model ?? options.model, {
-        streamed: true,
-        id: state.id,
-        stop_reason: state.stop ?? null
-      })
+      return toReply(
+        request,
+        assembled(blocks, options.name, callId),
+        state.stop,
+        usage(),
+        state.model ?? options.model,
+        {
+          streamed: true,
+          id: state.id,
+          stop_reason: state.stop ?? null
+        }
+      )
     })
 
     return Http.provider(options, "anthropic", timeoutMs, once, streamed)
