@@ -240,9 +240,10 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
   const rateAt = (t: number) => Math.min(maxRate, rampFrom + rampRate * Math.max(0, t - rampStart) / 1000)
   const minGapMs = 1000 / maxRate
 
-  // The next place in line no earlier than `earliest`.
+  // The next place in line no earlier than `earliest`, nor sooner after the last actual release than the ceiling
+  // allows (a release can come later than its plan, and the plan's next place would then be too close to it).
   const place = (earliest: number) => {
-    const slot = Math.max(earliest, nextFree)
+    const slot = Math.max(earliest, nextFree, lastRelease + minGapMs)
     nextFree = slot + 1000 / rateAt(slot)
     return slot
   }
