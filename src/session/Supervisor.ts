@@ -151,7 +151,12 @@ export const make = (
       const inboxId = SessionActor.inboxOf(message)
       if (inboxId === undefined) return deliver(orgId, sessionId, message)
       // In a cluster the same message can arrive twice (delivered again after its runner died): it runs once.
-      if (clustered && claimed.has(inboxId)) return ClusterOrder.standing(host, orgId, sessionId)
+      if (clustered && claimed.has(inboxId)) {
+        return Effect.zipRight(
+          Effect.logDebug(`session ${sessionId}: accepted message ${inboxId} is being delivered here already`),
+          ClusterOrder.standing(host, orgId, sessionId)
+        )
+      }
       return Effect.acquireUseRelease(
         Effect.sync(() => claimed.add(inboxId)),
         () =>

@@ -115,7 +115,11 @@ const load = (host: Host, orgId: string, sessionId: string) =>
     return actor
   })
 
-/** The session's live actor, or the one being loaded, or a new load (one at a time per session). */
+/**
+ * The session's live actor, or the one being loaded, or a new load (one at a time per session). The load runs in the
+ * supervisor's fiber set, not on the caller's fiber: a caller interrupted part-way (a cluster entity stopped when its
+ * shard moved, a client gone) must not leave the load unfinished, or every later caller would await it for ever.
+ */
 export const acquire = (host: Host, orgId: string, sessionId: string) =>
   Effect.suspend((): Effect.Effect<SessionActor.Actor, SessionNotFound | PersistenceFailed> => {
     const live = host.actors.get(sessionId)
@@ -126,15 +130,16 @@ export const acquire = (host: Host, orgId: string, sessionId: string) =>
     if (pending !== undefined) return Deferred.await(pending)
     const started = Deferred.unsafeMake<SessionActor.Actor, SessionNotFound | PersistenceFailed>(FiberId.none)
     host.starting.set(sessionId, started)
-    return load(host, orgId, sessionId).pipe(
-      Effect.exit,
-      Effect.flatMap((exit) =>
-        Effect.zipRight(
-          Effect.sync(() => host.starting.delete(sessionId)),
-          Effect.zipRight(Deferred.done(started, exit), exit)
-        )
-      )
+    // Whichever way the load ends (interrupted too: the supervisor is closing), it is no longer pending.
+    const loading = load(host, orgId, sessionId).pipe(
+      Effect.onExit((exit) =>
+        Effect.zipRight(Effect.sync(() => host.starting.delete(sessionId)), Deferred.done(started, exit))
+      ),
+      Effect.ignore
     )
+    if (host.stopping()) return Effect.zipRight(loading, Deferred.await(started))
+    host.runDrain(loading, { immediate: false })
+    return Deferred.await(started)
   })
 
 /** Puts `message` in the session's mailbox (starting the actor if needed); its reply comes through the Deferred. */
