@@ -86,6 +86,15 @@ const shardHolders = (sql: SqlClient.SqlClient) =>
     Effect.orElseSucceed((): Array<number> => [])
   )
 
+/** How many shards each runner holds, by its connections' application name (cluster/Fence `applicationName`). */
+const shardsByRunner = (sql: SqlClient.SqlClient) =>
+  sql<{ name: string; n: number }>`SELECT a.application_name AS name, count(*)::int AS n
+    FROM pg_locks l JOIN pg_database d ON d.oid = l.database JOIN pg_stat_activity a ON a.pid = l.pid
+    WHERE l.locktype = 'advisory' AND l.granted AND d.datname = current_database() GROUP BY a.application_name`.pipe(
+    Effect.map((rows) => new Map(rows.map((row) => [row.name, row.n]))),
+    Effect.orElseSucceed(() => new Map<string, number>())
+  )
+
 const awaitShards = (sql: SqlClient.SqlClient, runners: number, within: Duration.DurationInput) =>
   poll(
     `${runners} runner(s) to hold every shard`,
@@ -382,4 +391,141 @@ export const round = (
       violations.push(...followerWrong(id, yield* Fiber.join(fiber), lastOf(id)))
     }
     return { round: n, signal, exitCode, stopMs, takeoverMs, waitedMs, violations }
+  })
+
+/** What one stall measured (`stall`), and what the checker found wrong. */
+export interface StallResult {
+  readonly round: number
+  readonly stallMs: number
+  /** Whether the other node took all the stalled node's shards while it was stopped (its heartbeat fell silent). */
+  readonly takenOver: boolean
+  /** The most shards the stalled node held fewer than before the stall, from the stall until both held shards again. */
+  readonly shardsMoved: number
+  /** Whether the other node logged the stalled runner as silent past the heartbeat window. */
+  readonly declaredLost: boolean
+  /** Whether the stalled process exited after it was let go on (it should carry on, as a node). */
+  readonly exited: boolean
+  /** From the stall's end until both nodes held shards again. */
+  readonly backMs: number
+  /** Per message accepted through the other node during the stall: from its 202 to its user turn being stored. */
+  readonly waitedMs: ReadonlyArray<number>
+  readonly violations: ReadonlyArray<string>
+}
+
+/**
+ * One stall: every session gets a follow-up; mid-burst the victim's process is stopped (SIGSTOP: a GC pause, a starved
+ * CPU, a VM paused — the process is alive, its sockets open, its connections held) for `stallMs`, while every
+ * session gets a second follow-up through the other node; then it is let go on (SIGCONT). Measures whether the other
+ * node took its shards meanwhile (a takeover of a live node: shorter than the heartbeat window it must not happen,
+ * longer it must), how soon both hold shards again, and runs the checker: a stalled node that lost its shards must
+ * not write for the sessions it lost (its fence), and nothing acknowledged is lost or run twice.
+ */
+export const stall = (
+  r: Rig,
+  n: number,
+  victim: 0 | 1,
+  stallMs: number,
+  bounds: { readonly settleWithin: Duration.DurationInput }
+): Effect.Effect<StallResult, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const target = r.nodes[victim]
+    const survivor = r.nodes[1 - victim]!
+    const first = new Map<string, string>()
+    const second = new Map<string, string>()
+    for (const id of r.sessions) {
+      first.set(id, `stall ${n}: and its database? (${randomUUID()})`)
+      second.set(id, `stall ${n}: sent while a node is stopped (${randomUUID()})`)
+    }
+    const followers = yield* Effect.forEach(r.sessions, (id) =>
+      Effect.fork(follow(`${survivor.url}/v1/sessions/${id}/events`, second.get(id)!, bounds.settleWithin)))
+    yield* Effect.forEach(r.sessions, (id, i) =>
+      Effect.gen(function*() {
+        const text = first.get(id)!
+        const answer = yield* post(`${r.nodes[i % 2]!.url}/v1/sessions/${id}/messages`, { text })
+        if (answer.status !== 202) {
+          return yield* Effect.dieMessage(`follow-up refused: ${answer.status} ${answer.text}`)
+        }
+        r.sent.get(id)!.push(text)
+      }), { concurrency: 4, discard: true })
+    yield* poll(
+      "every follow-up's burst to start",
+      Effect.map(allTurns(r.sql), (turns) =>
+        r.sessions.every((id) =>
+            (turns.get(id) ?? []).some((t) =>
+              t.payload.kind === "user" && t.payload.text === first.get(id)
+            )
+          )
+          ? true
+          : undefined),
+      "60 seconds"
+    )
+    const logged = () =>
+      survivor.child.stdout() + survivor.child.stderr()
+    const before = logged().length
+    const victimName = `corral-runner 127.0.0.1:${target.runnerPort}`
+    const victimHeld = Effect.map(shardsByRunner(r.sql), (held) =>
+      held.get(victimName) ?? 0)
+    const heldBefore = yield* victimHeld
+    let heldLeast = heldBefore
+    const stoppedAt = Date.now()
+    target.child.process.kill("SIGSTOP")
+    const accepted = yield* Effect.forEach([...second], ([id, text]) =>
+      Effect.gen(function*() {
+        const answer = yield* post(`${survivor.url}/v1/sessions/${id}/messages`, { text })
+        if (answer.status !== 202) {
+          return yield* Effect.dieMessage(`follow-up refused: ${answer.status} ${answer.text}`)
+        }
+        r.sent.get(id)!.push(text)
+        return [id, text, Date.now()] as const
+      }), { concurrency: 4 })
+    let takenOver = false
+    while (Date.now() - stoppedAt < stallMs) {
+      const held = yield* shardHolders(r.sql)
+      if (held.length === 1 && held[0] === SHARDS) {
+        takenOver = true
+      }
+      yield* Effect.sleep(Duration.millis(Math.min(250, Math.max(1, stallMs - (Date.now() - stoppedAt)))))
+    }
+    target.child.process.kill("SIGCONT")
+    const resumedAt = Date.now()
+    const declaredLost = logged().slice(before).includes("has not written its heartbeat")
+    // Let go on, the node carries on (if it exits instead, it is started again on its address: the rig stays two).
+    let exited = false
+    void target.child.exited.then(() => (exited = true))
+    yield* poll(
+      "both nodes to hold shards again",
+      Effect.gen(function*() {
+        if (exited && r.nodes[victim] === target) r.nodes[victim] = yield* r.start(target.runnerPort)
+        const held = yield* shardHolders(r.sql)
+        heldLeast = Math.min(heldLeast, yield* victimHeld)
+        return held.length === 2 && held.reduce((a, b) => a + b, 0) === SHARDS &&
+            held.every((k) => k >= SHARDS / 2 / 3)
+          ? true
+          : undefined
+      }),
+      "60 seconds"
+    )
+    const backMs = Date.now() - resumedAt
+    yield* settled(r.sql, r.sent, bounds.settleWithin)
+    const turns = yield* allTurns(r.sql)
+    const waitedMs = accepted.map(([id, text, at]) => {
+      const turn = (turns.get(id) ?? []).find((t) => t.payload.kind === "user" && t.payload.text === text)
+      return turn === undefined ? Number.NaN : Math.round(turn.created_at - at)
+    })
+    const violations = [...yield* check(r.sql, r.sent)]
+    for (const [i, fiber] of followers.entries()) {
+      const id = r.sessions[i]!
+      violations.push(...followerWrong(id, yield* Fiber.join(fiber), second.get(id)!))
+    }
+    return {
+      round: n,
+      stallMs,
+      takenOver,
+      shardsMoved: heldBefore - heldLeast,
+      declaredLost,
+      exited,
+      backMs,
+      waitedMs,
+      violations
+    }
   })
