@@ -82,6 +82,7 @@ const summary = (results: ReadonlyArray<Restarts.StallResult>, hog: number) => (
       shardsMovedMax: Math.max(...of.map((r) => r.shardsMoved)),
       declaredLost: of.filter((r) => r.declaredLost).length,
       exited: of.filter((r) => r.exited).length,
+      fenced: of.reduce((sum, r) => sum + r.fenced, 0),
       backMs: median(of.map((r) => r.backMs)),
       waitedMs: median(of.flatMap((r) => r.waitedMs)),
       maxWaitedMs: Math.max(...of.flatMap((r) => r.waitedMs).filter(Number.isFinite))

@@ -403,6 +403,8 @@ export interface StallResult {
   readonly shardsMoved: number
   /** Whether the other node logged the stalled runner as silent past the heartbeat window. */
   readonly declaredLost: boolean
+  /** How many log lines of the stalled node name a write its fence refused (a session it no longer owned). */
+  readonly fenced: number
   /** Whether the stalled process exited after it was let go on (it should carry on, as a node). */
   readonly exited: boolean
   /** From the stall's end until both nodes held shards again. */
@@ -462,9 +464,11 @@ export const stall = (
     const logged = () =>
       survivor.child.stdout() + survivor.child.stderr()
     const before = logged().length
+    const victimLogged = () =>
+      target.child.stdout() + target.child.stderr()
+    const victimBefore = victimLogged().length
     const victimName = `corral-runner 127.0.0.1:${target.runnerPort}`
-    const victimHeld = Effect.map(shardsByRunner(r.sql), (held) =>
-      held.get(victimName) ?? 0)
+    const victimHeld = Effect.map(shardsByRunner(r.sql), (held) => held.get(victimName) ?? 0)
     const heldBefore = yield* victimHeld
     let heldLeast = heldBefore
     const stoppedAt = Date.now()
@@ -523,6 +527,7 @@ export const stall = (
       takenOver,
       shardsMoved: heldBefore - heldLeast,
       declaredLost,
+      fenced: victimLogged().slice(victimBefore).split("not written by this node").length - 1,
       exited,
       backMs,
       waitedMs,
