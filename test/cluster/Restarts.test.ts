@@ -14,6 +14,9 @@
  *   cluster's check, finds the dead node, whose advisory locks went with its connection), and the same checks once
  *   its sessions have moved.
  *
+ * - a stall (SIGSTOP) of a node mid-burst: 2 s moves no shard; 8 s (past the 6 s heartbeat window) moves its shards,
+ *   and once it runs again its writes for the sessions it lost are refused (its fence) — the checker finds nothing.
+ *
  * Postgres only; skipped without CORRAL_TEST_DATABASE_URL. Wall time only because real processes are the subject;
  * every wait is bounded.
  */
@@ -78,6 +81,30 @@ describe("rounds of real faults on a two-node cluster", () => {
           expect(result.takeoverMs).toBeLessThanOrEqual(10_000)
         }
       }),
+    { timeout: 420_000 }
+  )
+
+  it.live.skipIf(testDatabaseUrl === undefined)(
+    `a node stopped (SIGSTOP) mid-burst for 2 s keeps its shards; for 8 s, the other node takes them, and once let go on the stalled node writes nothing for the sessions it lost: the checker finds nothing${skipped}`,
+    () =>
+      Effect.gen(function*() {
+        yield* exclusive
+        const r = yield* Restarts.rig(testDatabaseUrl!, { sessions: 8, lockExpirationMs: 35_000, demoDelayMs: 400 })
+        const short = yield* Restarts.stall(r, 1, 1, 2_000, { settleWithin: "120 seconds" })
+        console.log(`STALL ${JSON.stringify(short)}`)
+        const long = yield* Restarts.stall(r, 2, 0, 8_000, { settleWithin: "120 seconds" })
+        console.log(`STALL ${JSON.stringify(long)}`)
+        if (short.violations.length + long.violations.length > 0) console.log(r.logs.join("\n\n"))
+        // Under the heartbeat window (6 s): a pause is not a death.
+        expect(short.shardsMoved).toBe(0)
+        expect(short.declaredLost).toBe(false)
+        expect(short.violations).toEqual([])
+        // Over it: taken over while stopped; its bursts, resumed, are refused by its fence (or lose their connection).
+        expect(long.declaredLost).toBe(true)
+        expect(long.shardsMoved).toBeGreaterThan(0)
+        expect(long.exited).toBe(false)
+        expect(long.violations).toEqual([])
+      }).pipe(Effect.scoped),
     { timeout: 420_000 }
   )
 })

@@ -461,14 +461,18 @@ export const stall = (
           : undefined),
       "60 seconds"
     )
-    const logged = () =>
-      survivor.child.stdout() + survivor.child.stderr()
-    const before = logged().length
-    const victimLogged = () =>
-      target.child.stdout() + target.child.stderr()
-    const victimBefore = victimLogged().length
+    // What a node printed from now on (stdout and stderr, each from its own mark).
+    const since = (child: Child) => {
+      const out = child.stdout().length
+      const err = child.stderr().length
+      return () =>
+        child.stdout().slice(out) + child.stderr().slice(err)
+    }
+    const survivorSince = since(survivor.child)
+    const victimSince = since(target.child)
     const victimName = `corral-runner 127.0.0.1:${target.runnerPort}`
-    const victimHeld = Effect.map(shardsByRunner(r.sql), (held) => held.get(victimName) ?? 0)
+    const victimHeld = Effect.map(shardsByRunner(r.sql), (held) =>
+      held.get(victimName) ?? 0)
     const heldBefore = yield* victimHeld
     let heldLeast = heldBefore
     const stoppedAt = Date.now()
@@ -492,7 +496,7 @@ export const stall = (
     }
     target.child.process.kill("SIGCONT")
     const resumedAt = Date.now()
-    const declaredLost = logged().slice(before).includes("has not written its heartbeat")
+    const declaredLost = survivorSince().includes("has not written its heartbeat")
     // Let go on, the node carries on (if it exits instead, it is started again on its address: the rig stays two).
     let exited = false
     void target.child.exited.then(() => (exited = true))
@@ -527,7 +531,7 @@ export const stall = (
       takenOver,
       shardsMoved: heldBefore - heldLeast,
       declaredLost,
-      fenced: victimLogged().slice(victimBefore).split("not written by this node").length - 1,
+      fenced: victimSince().split("not written by this node").length - 1,
       exited,
       backMs,
       waitedMs,
