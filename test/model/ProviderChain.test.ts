@@ -3,6 +3,7 @@ import { Cause, Duration, Effect, Exit, FastCheck as fc, Fiber, Option, Random, 
 import * as TestClock from "effect/TestClock"
 import type { ErrorKind } from "../../src/domain/ErrorKind.js"
 import type { ProviderError, ProviderExhausted } from "../../src/domain/Errors.js"
+import type { RailDecision } from "../../src/domain/Trajectory.js"
 import type { ModelRequest } from "../../src/model/ModelProvider.js"
 import * as ProviderChain from "../../src/model/ProviderChain.js"
 import * as ProviderErrors from "../../src/model/ProviderError.js"
@@ -384,4 +385,102 @@ describe("ProviderError helpers", () => {
     expect(ProviderErrors.parseRetryAfter({ "retry-after": "soon" }, now)).toBeUndefined()
     expect(ProviderErrors.parseRetryAfter({}, now)).toBeUndefined()
   })
+})
+
+describe("ProviderChain.callModel rail decisions", () => {
+  /** One chain call recording its decisions, jitter from `random`, the ambient `Random` another seed. */
+  const decided = (
+    providers: ReadonlyArray<Scripted.Scripted>,
+    options: { readonly random?: Random.Random; readonly request?: ModelRequest } = {}
+  ) =>
+    Effect.gen(function*() {
+      const decisions: Array<RailDecision> = []
+      const state = yield* Ref.make(ProviderChain.initialState)
+      const exit = yield* runTimed(
+        ProviderChain.callModel({
+          providers,
+          state,
+          request: options.request ?? request,
+          onAttempt: () => Effect.void,
+          onDecision: (decision) => Effect.sync(() => decisions.push(decision)),
+          ...(options.random === undefined ? {} : { random: options.random })
+        })
+      ).pipe(Effect.withRandom(Random.make(999)))
+      return { exit, decisions }
+    })
+
+  it.effect("each retry and failover is recorded with the numbers behind it; the jitter comes from the call's Random", () =>
+    Effect.gen(function*() {
+      const a = Scripted.make({
+        name: "A",
+        script: [
+          Scripted.fault("rate_limit", { retryAfterMs: 2_000 }),
+          Scripted.fault("server"),
+          Scripted.fault("server")
+        ]
+      })
+      const b = Scripted.make({ name: "B", script: [Scripted.fault("rate_limit", { retryAfterMs: 3_600_000 })] })
+      const { decisions, exit } = yield* decided([a, b], { random: Random.make(7) })
+      const [first, second] = yield* Effect.all([
+        Retry.delayFor(1, 2_000, cap),
+        Retry.delayFor(2, undefined, cap)
+      ]).pipe(Effect.map(Option.all), Effect.map(Option.getOrThrow), Effect.withRandom(Random.make(7)))
+      const d1 = Duration.toMillis(first)
+      const d2 = Duration.toMillis(second)
+      expect(decisions).toEqual([
+        { _tag: "retry", at: 0, provider: "A", attempt: 1, kind: "rate_limit", delayMs: d1, retryAfterMs: 2_000 },
+        { _tag: "retry", at: d1, provider: "A", attempt: 2, kind: "server", delayMs: d2 },
+        { _tag: "failover", at: d1 + d2, from: "A", to: "B", kind: "server" },
+        { _tag: "failover", at: d1 + d2, from: "B", kind: "rate_limit", retryAfterMs: 3_600_000 }
+      ])
+      const failure = failureOf(exit)
+      expect(failure?._tag).toBe("ProviderExhausted")
+      expect(failure?.message).toMatch(/^every provider of the route is spent; last failure: .*B/)
+    }))
+
+  it.effect("an exhausted route and a timed-out attempt say so in their messages", () =>
+    Effect.gen(function*() {
+      expect(failureOf((yield* call([])).exit)?.message).toBe("every provider of the route is spent")
+      const spent = yield* Ref.make({ ...ProviderChain.initialState, exhausted: true })
+      expect(failureOf((yield* call([Scripted.make({ name: "A", script: [] })], spent)).exit)?.message).toBe(
+        "every provider of the route was spent earlier in this session"
+      )
+      const slow = Scripted.make({
+        name: "A",
+        timeoutMs: 1_000,
+        script: [Scripted.delay(5_000, Scripted.text("too late")), Scripted.text("in time")]
+      })
+      const { attempts } = yield* call([slow])
+      expect(attempts[0]?.error?.message).toBe("no reply from A within 1000 ms")
+    }))
+
+  it.effect("reasoning another provider made is dropped for this one, and that is recorded with the count", () =>
+    Effect.gen(function*() {
+      const withReasoning: ModelRequest = {
+        ...request,
+        messages: [
+          { kind: "user", text: "go" },
+          {
+            kind: "assistant",
+            text: "looking",
+            toolCalls: [],
+            finishReason: "stop",
+            reasoning: [
+              { type: "thinking", provider: "other", thinking: "hmm", signature: "sig" },
+              { type: "redacted_thinking", provider: "other", data: "xyz" },
+              { type: "thinking", provider: "A", thinking: "mine", signature: "sig2" }
+            ]
+          },
+          { kind: "user", text: "and?" }
+        ]
+      }
+      const a = Scripted.make({ name: "A", script: [Scripted.text("ok")] })
+      const { decisions } = yield* decided([a], { request: withReasoning })
+      expect(decisions).toEqual([{ _tag: "reasoning_dropped", at: 0, provider: "A", parts: 2 }])
+      const own = Scripted.make({ name: "other", script: [Scripted.text("ok")] })
+      const mine = yield* decided([own], { request: withReasoning })
+      expect(mine.decisions).toEqual([{ _tag: "reasoning_dropped", at: 0, provider: "other", parts: 1 }])
+      const none = yield* decided([Scripted.make({ name: "B", script: [Scripted.text("ok")] })])
+      expect(none.decisions).toEqual([])
+    }))
 })
