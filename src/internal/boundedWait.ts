@@ -3,9 +3,8 @@
  *
  * `Effect.timeoutFail(Effect.disconnect(self))`, which gave every store statement its deadline, forks the statement
  * (disconnect's daemon), then races it on a second fiber against the timer on a third (`raceFibersWith`) and
- * interrupts the loser. On the server path a model turn started ~41 fibers, most of them inside Effect's operators
- * (races and timeouts among them), and Effect's runtime was half the server's CPU (docs/benchmarks.md at 09f4c1e, "The server
- * path at 1,000 at once"). Here the bounded effect runs on one fiber and the caller waits for it with
+ * interrupts the loser: on the server path most of a model turn's fibers were started inside such operators
+ * (docs/benchmarks.md at 09f4c1e, "The server path at 1,000 at once", has the count). Here the bounded effect runs on one fiber and the caller waits for it with
  * `Effect.async`: the fiber's exit (an observer) or the timer, whichever comes first. The timer is the caller's
  * `Clock`: a plain `setTimeout` under the live clock (which is all its sleep is), else the clock's own sleep on a
  * fiber, so a `TestClock` moves these deadlines as it moves any other.

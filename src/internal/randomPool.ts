@@ -1,6 +1,7 @@
 /**
  * Random bytes from the operating system's CSPRNG, drawn 4 KiB at a time: one `randomFillSync` per ~170 ids instead
- * of one per id (a call per id cost ~1 µs of a session's start and of every run, measured in scenario A's profile).
+ * of one per id (a call per id showed in a session's start and in every run: docs/benchmarks.md, "Notes moved from
+ * the code").
  * The bytes are the CSPRNG's either way (Node's own `randomUUID` pools the same way); each is handed out once.
  */
 import { randomFillSync } from "node:crypto"

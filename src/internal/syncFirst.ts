@@ -35,8 +35,8 @@ export const start = <A, E>(runtime: Runtime.Runtime<never>, self: Effect.Effect
  * Runs `self` sync-first: at once when it does not suspend (no fork, no timer), otherwise joins its fiber within
  * `duration` (failing with `onTimeout`) and interrupts it when the wait ends early (timeout or the caller's own
  * interruption). `adapt` changes the runtime `self` starts with — e.g. `Runtime.setFiberRef`, where
- * `Effect.locally` around `self` would enter and leave a region (two fiber-ref writes, an uninterruptible
- * acquire-use-release: some two dozen run-loop instructions) on a fiber that only lives for `self`. The wait does not
+ * `Effect.locally` around `self` would enter and leave a region (two fiber-ref writes and an uninterruptible
+ * acquire-use-release) on a fiber that only lives for `self`. The wait does not
  * merge the fiber's refs back into the caller's (internal/boundedWait), so nothing leaks out.
  */
 export const within = <A, E, E2>(

@@ -82,8 +82,8 @@ export const canonicalArgs = (argumentsJson: string): string => {
 /**
  * A short hash (28 hex chars, 112 bits of SHA-1), stable across processes, of the tool name, the canonical arguments
  * and the result text; equal inputs always give equal fingerprints, different ones collide only with negligible
- * probability. Node's one-shot `crypto.hash` over the text: a result is often kilobytes, and two passes of a hash in
- * JavaScript (cyrb53 with two seeds, before) cost ~15 µs per kilobyte-sized call against ~1.3 µs (measured).
+ * probability. Node's one-shot `crypto.hash` over the text: a result is often kilobytes, and native hashing is an
+ * order of magnitude cheaper than two passes of a hash in JavaScript (docs/benchmarks.md, "Notes moved from the code").
  */
 export const fingerprint = (name: string, argumentsJson: string, resultContent: string): string =>
   fingerprintOf(name, canonicalArgs(argumentsJson), resultContent)

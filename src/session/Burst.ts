@@ -206,7 +206,7 @@ export const snapshot = (burst: Burst, now: number): void => {
 /**
  * The session state after the burst ended with `reason` at `now`, with the `report` it landed with (the caller may
  * still set its status). One literal with every field: a spread plus a field the spread lacked gives the object its
- * properties out of line (an extra 88-byte array on every state a host keeps, measured in scenario C).
+ * properties out of line, an extra array on every state a host keeps (docs/benchmarks.md, "Notes moved from the code").
  */
 export const toState = (
   burst: Burst,
@@ -253,8 +253,8 @@ const exact = <A>(items: ReadonlyArray<A>): ReadonlyArray<A> => items.length ===
 
 /**
  * The trajectory of the burst, with the `report` it landed with. One literal with every field, never
- * `{ ...trajectory, report }`: V8 gives each object made by a spread plus a property a hidden class of its own
- * (~0.5 KB each, measured), and a host keeps every trajectory.
+ * `{ ...trajectory, report }`: V8 gives each object made by a spread plus a property a hidden class of its own,
+ * and a host keeps every trajectory (docs/benchmarks.md, "Notes moved from the code").
  */
 export const trajectory = (
   ctx: Context,

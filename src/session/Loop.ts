@@ -36,7 +36,7 @@ export const record = (
   burst: Burst.Burst,
   entry: TurnEntry
 ): Effect.Effect<void, PersistenceFailed> =>
-  // `clockWith` and a read in place: one run-loop instruction where `Clock.currentTimeMillis` then `flatMap` take three.
+  // The turn's time read in place from the fiber's clock (the `Clock` service, so a TestClock moves it).
   Effect.clockWith((clock) =>
     Effect.flatMap(
       Transcript.append(ctx.ports, ctx.session.id, entry, clock.unsafeCurrentTimeMillis(), ctx.limits.persistTimeoutMs),
@@ -94,8 +94,7 @@ const assistant = (
 
 /**
  * One iteration of DESIGN §3 steps 2-9. `fnUntraced`: the generator function is made once, here, not on every call
- * (a generator function made per call costs V8 a function, a prototype object and its registration: ~1.6 µs
- * against ~0.06 µs, measured), and this runs for every model turn.
+ * (this runs for every model turn; the cost of the alternative is in docs/benchmarks.md, "Notes moved from the code").
  */
 const iteration: (ctx: Burst.Context, burst: Burst.Burst) => Effect.Effect<Step, PersistenceFailed> = Effect
   .fnUntraced(function*(ctx: Burst.Context, burst: Burst.Burst) {

@@ -243,7 +243,7 @@ const causeOutcome = (name: string, cause: Cause.Cause<unknown>): ToolOutcome =>
 
 /**
  * Runs a tool. Most in-process tools finish without ever going asynchronous, and a racing timer (two forked fibers
- * and a platform timer, ~45 µs) would cost more than the tool itself at benchmark rates. So the tool first runs
+ * and a platform timer) would cost more than the tool itself. So the tool first runs
  * synchronously on a fiber of the caller's runtime (same services, same `Limits`, same span); only if it suspends
  * is its still-running fiber awaited against the deadline, on the fiber's observer or a timer
  * (internal/boundedWait.ts: no further fiber). Time spent before the first suspension is CPU the
