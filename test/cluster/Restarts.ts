@@ -304,6 +304,76 @@ const followerWrong = (sessionId: string, events: ReadonlyArray<SseEvent>, last:
 }
 
 /**
+ * Two follow-ups per session for a round: the first sent before the fault, the second while it lasts, each unique
+ * and tagged with `label`.
+ */
+const followUpTexts = (r: Rig, label: string, during: string) => {
+  const first = new Map<string, string>()
+  const second = new Map<string, string>()
+  for (const id of r.sessions) {
+    first.set(id, `${label}: and its database? (${randomUUID()})`)
+    second.set(id, `${label}: sent while a node ${during} (${randomUUID()})`)
+  }
+  return { first, second }
+}
+
+/** `text` to session `id` through `node`, which must accept it (202); recorded as sent, with when it was answered. */
+const accept = (r: Rig, node: Node, id: string, text: string) =>
+  Effect.gen(function*() {
+    const answer = yield* post(`${node.url}/v1/sessions/${id}/messages`, { text })
+    if (answer.status !== 202) return yield* Effect.dieMessage(`follow-up refused: ${answer.status} ${answer.text}`)
+    r.sent.get(id)!.push(text)
+    return [id, text, Date.now()] as const
+  })
+
+/** Every session's follow-up of `texts`, through either node, then until each one's burst has started (mid-burst). */
+const midBurst = (r: Rig, texts: ReadonlyMap<string, string>) =>
+  Effect.gen(function*() {
+    yield* Effect.forEach(r.sessions, (id, i) => accept(r, r.nodes[i % 2]!, id, texts.get(id)!), {
+      concurrency: 4,
+      discard: true
+    })
+    yield* poll(
+      "every follow-up's burst to start",
+      Effect.map(allTurns(r.sql), (turns) =>
+        r.sessions.every((id) =>
+            (turns.get(id) ?? []).some((t) =>
+              t.payload.kind === "user" && t.payload.text === texts.get(id)
+            )
+          )
+          ? true
+          : undefined),
+      "60 seconds"
+    )
+  })
+
+/**
+ * Once every acknowledged message has run: how long each of `accepted` waited from its 202 to its user turn, and
+ * what the checker and the followers (each until the landing after `lastOf` its session) found wrong.
+ */
+const verdict = (
+  r: Rig,
+  accepted: ReadonlyArray<readonly [string, string, number]>,
+  followers: ReadonlyArray<Fiber.Fiber<ReadonlyArray<SseEvent>>>,
+  lastOf: (id: string) => string,
+  settleWithin: Duration.DurationInput
+) =>
+  Effect.gen(function*() {
+    yield* settled(r.sql, r.sent, settleWithin)
+    const turns = yield* allTurns(r.sql)
+    const waitedMs = accepted.map(([id, text, at]) => {
+      const turn = (turns.get(id) ?? []).find((t) => t.payload.kind === "user" && t.payload.text === text)
+      return turn === undefined ? Number.NaN : Math.round(turn.created_at - at)
+    })
+    const violations = [...yield* check(r.sql, r.sent)]
+    for (const [i, fiber] of followers.entries()) {
+      const id = r.sessions[i]!
+      violations.push(...followerWrong(id, yield* Fiber.join(fiber), lastOf(id)))
+    }
+    return { waitedMs, violations }
+  })
+
+/**
  * One round with `victim` (0 or 1) sent `signal` mid-burst; the victim is started again before the round ends, so
  * the rig's nodes are both up after it.
  */
@@ -317,55 +387,21 @@ export const round = (
   Effect.gen(function*() {
     const target = r.nodes[victim]
     const survivor = r.nodes[1 - victim]!
-    const first = new Map<string, string>()
-    const second = new Map<string, string>()
-    for (const id of r.sessions) {
-      first.set(id, `round ${n}: and its database? (${randomUUID()})`)
-      second.set(id, `round ${n}: sent while a node stops (${randomUUID()})`)
-    }
+    const { first, second } = followUpTexts(r, `round ${n}`, "stops")
     const lastOf = (id: string) => second.get(id) ?? first.get(id)!
     // Followers on the node that stays, from the start of each transcript.
     const followers = yield* Effect.forEach(r.sessions, (id) =>
       Effect.fork(follow(`${survivor.url}/v1/sessions/${id}/events`, lastOf(id), bounds.settleWithin)))
-    yield* Effect.forEach(r.sessions, (id, i) =>
-      Effect.gen(function*() {
-        const via = r.nodes[i % 2]!
-        const text = first.get(id)!
-        const answer = yield* post(`${via.url}/v1/sessions/${id}/messages`, { text })
-        if (answer.status !== 202) {
-          return yield* Effect.dieMessage(`follow-up refused: ${answer.status} ${answer.text}`)
-        }
-        r.sent.get(id)!.push(text)
-      }), { concurrency: 4, discard: true })
-    // Mid-burst: every follow-up's burst has started (its user turn is stored).
-    yield* poll(
-      "every follow-up's burst to start",
-      Effect.map(allTurns(r.sql), (turns) =>
-        r.sessions.every((id) =>
-            (turns.get(id) ?? []).some((t) =>
-              t.payload.kind === "user" && t.payload.text === first.get(id)
-            )
-          )
-          ? true
-          : undefined),
-      "60 seconds"
-    )
+    yield* midBurst(r, first)
     yield* Effect.sleep(Duration.millis(Math.floor(Math.random() * 1_200)))
     const signalledAt = Date.now()
     target.child.process.kill(signal)
     // Accepted through the survivor while the victim stops (or lies dead).
     const accepted = yield* Effect.forEach([...second], ([id, text]) =>
-      Effect.gen(function*() {
-        const answer = yield* post(`${survivor.url}/v1/sessions/${id}/messages`, { text })
-        if (answer.status !== 202) {
-          return yield* Effect.dieMessage(`follow-up refused: ${answer.status} ${answer.text}`)
-        }
-        r.sent.get(id)!.push(text)
-        return [id, text, Date.now()] as const
-      }), { concurrency: 4 })
-    const exitCode = yield* Effect.promise(() =>
-      target.child.exited
-    ).pipe(
+      accept(r, survivor, id, text), {
+      concurrency: 4
+    })
+    const exitCode = yield* Effect.promise(() => target.child.exited).pipe(
       Effect.timeoutFail({ duration: bounds.stopWithin, onTimeout: () => "timeout" as const }),
       Effect.catchAll(() => Effect.dieMessage(`the node did not exit within ${Duration.format(bounds.stopWithin)}`))
     )
@@ -379,17 +415,7 @@ export const round = (
     const again = yield* r.start(target.runnerPort)
     r.nodes[victim] = again
     yield* awaitShards(r.sql, 2, "60 seconds")
-    yield* settled(r.sql, r.sent, bounds.settleWithin)
-    const turns = yield* allTurns(r.sql)
-    const waitedMs = accepted.map(([id, text, at]) => {
-      const turn = (turns.get(id) ?? []).find((t) => t.payload.kind === "user" && t.payload.text === text)
-      return turn === undefined ? Number.NaN : Math.round(turn.created_at - at)
-    })
-    const violations = [...yield* check(r.sql, r.sent)]
-    for (const [i, fiber] of followers.entries()) {
-      const id = r.sessions[i]!
-      violations.push(...followerWrong(id, yield* Fiber.join(fiber), lastOf(id)))
-    }
+    const { violations, waitedMs } = yield* verdict(r, accepted, followers, lastOf, bounds.settleWithin)
     return { round: n, signal, exitCode, stopMs, takeoverMs, waitedMs, violations }
   })
 
@@ -432,35 +458,10 @@ export const stall = (
   Effect.gen(function*() {
     const target = r.nodes[victim]
     const survivor = r.nodes[1 - victim]!
-    const first = new Map<string, string>()
-    const second = new Map<string, string>()
-    for (const id of r.sessions) {
-      first.set(id, `stall ${n}: and its database? (${randomUUID()})`)
-      second.set(id, `stall ${n}: sent while a node is stopped (${randomUUID()})`)
-    }
+    const { first, second } = followUpTexts(r, `stall ${n}`, "is stopped")
     const followers = yield* Effect.forEach(r.sessions, (id) =>
       Effect.fork(follow(`${survivor.url}/v1/sessions/${id}/events`, second.get(id)!, bounds.settleWithin)))
-    yield* Effect.forEach(r.sessions, (id, i) =>
-      Effect.gen(function*() {
-        const text = first.get(id)!
-        const answer = yield* post(`${r.nodes[i % 2]!.url}/v1/sessions/${id}/messages`, { text })
-        if (answer.status !== 202) {
-          return yield* Effect.dieMessage(`follow-up refused: ${answer.status} ${answer.text}`)
-        }
-        r.sent.get(id)!.push(text)
-      }), { concurrency: 4, discard: true })
-    yield* poll(
-      "every follow-up's burst to start",
-      Effect.map(allTurns(r.sql), (turns) =>
-        r.sessions.every((id) =>
-            (turns.get(id) ?? []).some((t) =>
-              t.payload.kind === "user" && t.payload.text === first.get(id)
-            )
-          )
-          ? true
-          : undefined),
-      "60 seconds"
-    )
+    yield* midBurst(r, first)
     // What a node printed from now on (stdout and stderr, each from its own mark).
     const since = (child: Child) => {
       const out = child.stdout().length
@@ -471,21 +472,14 @@ export const stall = (
     const survivorSince = since(survivor.child)
     const victimSince = since(target.child)
     const victimName = `corral-runner 127.0.0.1:${target.runnerPort}`
-    const victimHeld = Effect.map(shardsByRunner(r.sql), (held) =>
-      held.get(victimName) ?? 0)
+    const victimHeld = Effect.map(shardsByRunner(r.sql), (held) => held.get(victimName) ?? 0)
     const heldBefore = yield* victimHeld
     let heldLeast = heldBefore
     const stoppedAt = Date.now()
     target.child.process.kill("SIGSTOP")
-    const accepted = yield* Effect.forEach([...second], ([id, text]) =>
-      Effect.gen(function*() {
-        const answer = yield* post(`${survivor.url}/v1/sessions/${id}/messages`, { text })
-        if (answer.status !== 202) {
-          return yield* Effect.dieMessage(`follow-up refused: ${answer.status} ${answer.text}`)
-        }
-        r.sent.get(id)!.push(text)
-        return [id, text, Date.now()] as const
-      }), { concurrency: 4 })
+    const accepted = yield* Effect.forEach([...second], ([id, text]) => accept(r, survivor, id, text), {
+      concurrency: 4
+    })
     let takenOver = false
     while (Date.now() - stoppedAt < stallMs) {
       const held = yield* shardHolders(r.sql)
@@ -514,17 +508,13 @@ export const stall = (
       "60 seconds"
     )
     const backMs = Date.now() - resumedAt
-    yield* settled(r.sql, r.sent, bounds.settleWithin)
-    const turns = yield* allTurns(r.sql)
-    const waitedMs = accepted.map(([id, text, at]) => {
-      const turn = (turns.get(id) ?? []).find((t) => t.payload.kind === "user" && t.payload.text === text)
-      return turn === undefined ? Number.NaN : Math.round(turn.created_at - at)
-    })
-    const violations = [...yield* check(r.sql, r.sent)]
-    for (const [i, fiber] of followers.entries()) {
-      const id = r.sessions[i]!
-      violations.push(...followerWrong(id, yield* Fiber.join(fiber), second.get(id)!))
-    }
+    const { violations, waitedMs } = yield* verdict(
+      r,
+      accepted,
+      followers,
+      (id) => second.get(id)!,
+      bounds.settleWithin
+    )
     return {
       round: n,
       stallMs,
