@@ -427,7 +427,8 @@ describe("ProviderChain.callModel rail decisions", () => {
       ]).pipe(Effect.map(Option.all), Effect.map(Option.getOrThrow), Effect.withRandom(Random.make(7)))
       const d1 = Duration.toMillis(first)
       const d2 = Duration.toMillis(second)
-      expect(decisions).toEqual([
+      // Strict: a field set to `undefined` (a `retryAfterMs` the error did not carry) is not the field left out.
+      expect(decisions).toStrictEqual([
         { _tag: "retry", at: 0, provider: "A", attempt: 1, kind: "rate_limit", delayMs: d1, retryAfterMs: 2_000 },
         { _tag: "retry", at: d1, provider: "A", attempt: 2, kind: "server", delayMs: d2 },
         { _tag: "failover", at: d1 + d2, from: "A", to: "B", kind: "server" },
@@ -482,5 +483,34 @@ describe("ProviderChain.callModel rail decisions", () => {
       expect(mine.decisions).toEqual([{ _tag: "reasoning_dropped", at: 0, provider: "other", parts: 1 }])
       const none = yield* decided([Scripted.make({ name: "B", script: [Scripted.text("ok")] })])
       expect(none.decisions).toEqual([])
+    }))
+
+  it.effect("the sticky index never moves back, even when two calls on one session's state race", () =>
+    Effect.gen(function*() {
+      // Both calls start at A. The first hears from A after 1 s, spends B at once and answers from C; the second
+      // hears from A only after 5 s, when the state already points at C, and answers from B.
+      const route = (aAfterMs: number, b: Scripted.Step) => [
+        Scripted.make({ name: "A", script: [Scripted.delay(aAfterMs, Scripted.fault("auth"))] }),
+        Scripted.make({ name: "B", script: [b] }),
+        Scripted.make({ name: "C", script: [Scripted.text("from C")] })
+      ]
+      const state = yield* Ref.make(ProviderChain.initialState)
+      const both = Effect.all([
+        ProviderChain.callModel({
+          providers: route(1_000, Scripted.fault("auth")),
+          state,
+          request,
+          onAttempt: () => Effect.void
+        }),
+        ProviderChain.callModel({
+          providers: route(5_000, Scripted.text("from B")),
+          state,
+          request,
+          onAttempt: () => Effect.void
+        })
+      ], { concurrency: "unbounded" })
+      const exit = yield* runTimed(both)
+      expect(Exit.isSuccess(exit) && exit.value.map((r) => r.provider.name)).toEqual(["C", "B"])
+      expect((yield* Ref.get(state)).index).toBe(2)
     }))
 })
