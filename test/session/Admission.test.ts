@@ -102,8 +102,65 @@ describe("Admission", () => {
       const gate = Admission.make(0)
       const never = yield* Deferred.make<void>()
       const fibers = yield* Effect.forEach([1, 2, 3], () => Effect.fork(gate.admit(Effect.sleep("1 second"), never)))
+      yield* Effect.yieldNow()
+      // Every burst runs at once; the gate counts nothing (what `/metrics` shows as running and waiting).
+      expect([gate.running(), gate.waiting()]).toEqual([0, 0])
       yield* TestClock.adjust("1 second")
       yield* Fiber.joinAll(fibers)
+    }))
+
+  /**
+   * One place; the burst holding it forks `b` and `c`, which wait, and then `beforeRelease` runs; the place is freed
+   * as the burst ends (handed to `b`), and `afterRelease` runs. Returns who ran and the gate's counts at the end.
+   */
+  const handOver = (
+    hooks: {
+      readonly beforeRelease: (b: Fiber.RuntimeFiber<void>) => Effect.Effect<void>
+      readonly afterRelease: (b: Fiber.RuntimeFiber<void>) => Effect.Effect<void>
+    }
+  ) =>
+    Effect.gen(function*() {
+      const gate = Admission.make(1)
+      const never = yield* Deferred.make<void>()
+      const ran: Array<string> = []
+      const waiter = (name: string) => Effect.fork(gate.admit(Effect.sync(() => void ran.push(name)), never))
+      let b: Fiber.RuntimeFiber<void> | undefined
+      let c: Fiber.RuntimeFiber<void> | undefined
+      yield* gate.admit(
+        Effect.gen(function*() {
+          b = yield* waiter("b")
+          c = yield* waiter("c")
+          yield* Effect.yieldNow()
+          expect(gate.waiting()).toBe(2)
+          yield* hooks.beforeRelease(b)
+        }),
+        never
+      )
+      yield* hooks.afterRelease(b!)
+      yield* Fiber.join(c!)
+      return { ran, running: gate.running(), waiting: gate.waiting() }
+    })
+
+  it.effect("a waiter interrupted just as a place is handed to it gives the place on: the next in line runs", () =>
+    Effect.gen(function*() {
+      // The interruption reaches the waiter before the grant does: it leaves holding a place it never used.
+      const { ran, running, waiting } = yield* handOver({
+        beforeRelease: (b) => Effect.asVoid(Fiber.interruptFork(b)),
+        afterRelease: (b) => Effect.asVoid(Fiber.await(b))
+      })
+      expect(ran).toEqual(["c"])
+      expect([running, waiting]).toEqual([0, 0])
+    }))
+
+  it.effect("a waiter interrupted right after a place is handed to it, before its burst starts, gives the place back", () =>
+    Effect.gen(function*() {
+      // The grant reaches the waiter first, the interruption right after: the burst never runs, the place is freed.
+      const { ran, running, waiting } = yield* handOver({
+        beforeRelease: () => Effect.void,
+        afterRelease: (b) => Effect.asVoid(Fiber.interrupt(b))
+      })
+      expect(ran.at(-1)).toBe("c")
+      expect([running, waiting]).toEqual([0, 0])
     }))
 })
 
