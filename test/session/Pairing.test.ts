@@ -6,11 +6,13 @@
  */
 import { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Effect, Layer, Logger, TestClock } from "effect"
+import { Context, Effect, Fiber, Layer, Logger, Stream, TestClock } from "effect"
 import { Corral } from "../../src/Corral.js"
 import type { TurnEntry } from "../../src/domain/Message.js"
 import { Principal } from "../../src/domain/Principal.js"
+import type { SessionEvent } from "../../src/domain/SessionEvent.js"
 import * as LiveEvents from "../../src/events/LiveEvents.js"
+import { toStream } from "../../src/events/SessionEvents.js"
 import { Providers } from "../../src/model/ModelProvider.js"
 import * as Scripted from "../../src/model/Scripted.js"
 import * as Embedded from "../../src/store/Embedded.js"
@@ -67,7 +69,9 @@ describe("the pairing invariant across writers", () => {
   it.effect("a live actor's follow-up after calls another writer left open closes them first, and the model sees them paired", () =>
     Effect.gen(function*() {
       const store = yield* makeMemory
-      const model = Scripted.make({ script: [Scripted.text("first answer"), Scripted.text("second answer")] })
+      const model = Scripted.make({
+        script: [Scripted.text("first answer"), Scripted.delay(5_000, Scripted.text("second answer"))]
+      })
       yield* Effect.gen(function*() {
         const c = yield* Corral
         yield* c.publishAgent(alice, agent)
@@ -75,9 +79,28 @@ describe("the pairing invariant across writers", () => {
         yield* landed(c, v.id, 1)
         // Another writer (a burst cut by a stop, on this node or another) stored calls the live actor never saw.
         yield* store.appendTurn(v.id, openCalls, 1)
+        // A follower from there on sees the turn that closes them, then the follow-up's turns, each once, in order.
+        const subscription = yield* c.openEvents(alice, v.id, 3)
+        const seen: Array<SessionEvent> = []
+        const follower = yield* Effect.fork(
+          Stream.runForEach(
+            toStream(Effect.succeed(subscription)).pipe(Stream.takeUntil((e) => e._tag === "report")),
+            (e) => Effect.sync(() => void seen.push(e))
+          )
+        )
         yield* c.post(alice, v.id, "and now?")
+        // While the model thinks, the follower has the closing turn and the follow-up already, not at the next turn.
+        yield* TestClock.adjust("1 second")
+        expect(seen.flatMap((e) => e._tag === "turn" ? [e.seq] : [])).toEqual([4, 5])
         const done = yield* landed(c, v.id, 2)
         expect(done.exitReason).toBe("completed")
+        yield* Fiber.join(follower)
+        expect(seen.flatMap((e) => e._tag === "turn" ? [[e.seq, e.turn.entry.kind]] : [])).toEqual([
+          [4, "tool_results"],
+          [5, "user"],
+          [6, "assistant"]
+        ])
+        expect(seen.filter((e) => !["turn", "delta", "exit", "report", "tool_progress"].includes(e._tag))).toEqual([])
         const turns = yield* c.turns(alice, v.id)
         expect(turns.map((t) => t.entry.kind)).toEqual([
           "user",
@@ -93,7 +116,7 @@ describe("the pairing invariant across writers", () => {
         const second = model.requests[1]!
         expect(breaks(second.messages)).toEqual([])
         expect(second.messages.map((m) => m.kind)).toEqual(["user", "assistant", "assistant", "tool_results", "user"])
-      }).pipe(Effect.provide(runtime(store, model)))
+      }).pipe(Effect.scoped, Effect.provide(runtime(store, model)))
     }))
 
   it.live(
