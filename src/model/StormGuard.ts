@@ -28,17 +28,17 @@
  * ⌈10 ms · `maxRate`⌉ = 1 per 10 ms window while a storm lasts, whatever the herd. (2) Waiting: when the provider has
  * recovered by the time the gate reopens, an attempt that reaches the guard as its own Retry-After ends leaves
  * within `jitterMs` + `releaseSpreadMs(n)` of that instant, `n` the attempts ahead of it in line (at most one per
- * other call waiting) — the time the ramp
- * takes to release `n` attempts (~2.1 s for 200; a lone session waits its Retry-After plus at most `jitterMs` =
- * 100 ms). The chain sleeps the Retry-After itself: nothing else is added on top. (3) No wait at the guard exceeds
- * half the provider's attempt timeout (the wait counts against it), so a paced attempt always has time to run. Why
- * these numbers: 20/s probes once per 50 ms, long enough for a throttling provider's answer to come back and halve
- * the rate before many more go; 100/s (one release per 10 ms) is reached within 0.2 s — over real HTTP a higher
- * ceiling let a busy event loop bunch several requests into one 10 ms window, for a little less wait
- * (docs/benchmarks.md, "Storm"); one halving per 250 ms lets a provider that keeps rejecting settle the line near the
- * ceiling (the ramp regains 100/s in 250 ms) instead of crawling at the floor; 100 ms of jitter de-synchronises
- * several Corral processes at a cost a person does not notice. A Retry-After beyond `maxGateMs` (the chain's 60 s cap) starts no
- * storm: the chain fails over at once, and holding the others first would only delay that.
+ * other call waiting) — the time the ramp takes to release `n` attempts (~2.1 s for 200; a lone session waits its
+ * Retry-After plus at most `jitterMs` = 100 ms). The chain sleeps the Retry-After itself: nothing else is added on
+ * top. (3) No wait at the guard exceeds half the provider's attempt timeout (the wait counts against it), so a paced
+ * attempt always has time to run. Why these numbers: 20/s probes once per 50 ms, long enough for a throttling
+ * provider's answer to come back and halve the rate before many more go; 100/s (one release per 10 ms) is reached
+ * within 0.2 s — over real HTTP a higher ceiling let a busy event loop bunch several requests into one 10 ms window,
+ * for a little less wait (docs/benchmarks.md, "Storm"); one halving per 250 ms lets a provider that keeps rejecting
+ * settle the line near the ceiling (the ramp regains 100/s in 250 ms) instead of crawling at the floor; 100 ms of
+ * jitter de-synchronises several Corral processes at a cost a person does not notice. A Retry-After beyond
+ * `maxGateMs` (the chain's 60 s cap) starts no storm: the chain fails over at once, and holding the others first
+ * would only delay that.
  *
  * **A circuit breaker.** `failureThreshold` (5) consecutive transient failures — `server`, `timeout`,
  * `overloaded`, across all sessions — open the circuit for a jittered period in [`openMs`/2, `openMs`] (5–10 s:

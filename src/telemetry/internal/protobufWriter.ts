@@ -159,7 +159,7 @@ export class Writer extends ByteWriter {
     this.uint32(high >>> 0)
   }
 
-  /** A hex id (trace or span id) as its bytes: decoded here, a native call cost more than the id's 16 or 32 digits. */
+  /** A hex id (trace or span id) as its bytes, decoded here rather than by a native call (`Buffer.write`). */
   hex(value: string): void {
     // A batch's spans share few trace ids: the last one's bytes are copied (the same string, compared by identity).
     if (value === this.lastHex) {
@@ -206,7 +206,7 @@ export class Writer extends ByteWriter {
   /**
    * A field's key and a string value as one run of bytes cached per key (`KeyValue.key`: tag, length, the key's
    * UTF-8). Attribute keys are a small set of constants — interned strings whose hash is already known, so the
-   * lookup is cheap — and encoding them character by character was most of what a span's attributes cost.
+   * lookup is cheap — so a key is copied as bytes, not encoded character by character for every attribute.
    */
   key(key: string): void {
     const bytes = keyBytesOf(key)
