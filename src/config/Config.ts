@@ -27,6 +27,7 @@ import * as OrgBudget from "../rails/OrgBudget.js"
 import * as Telemetry from "../telemetry/Settings.js"
 import type * as Approvals from "../tools/Approvals.js"
 import * as McpConfig from "../tools/McpConfig.js"
+import type { FileShape } from "./internal/environment.js"
 import { described, environment } from "./internal/environment.js"
 import { parseJson, readFileSection } from "./internal/file.js"
 import { ConfigInvalid, configIssues } from "./internal/invalid.js"
@@ -135,18 +136,6 @@ const sections = {
 
 /** Every top-level key the file may have. */
 const topLevel = new Set(["$schema", "providers", "tiers", "mcpServers", "telemetry", ...Object.keys(sections)])
-
-/** The decoded sections (each absent when not given). */
-export interface FileShape {
-  readonly apiKeys?: ReadonlyArray<ApiKey>
-  readonly database?: typeof DatabaseSection.Type
-  readonly server?: typeof ServerSection.Type
-  readonly cluster?: typeof ClusterSection.Type
-  readonly limits?: LimitsOverride
-  readonly orgBudgets?: OrgBudget.Settings
-  readonly approvals?: typeof ApprovalsSection.Type
-  readonly demo?: typeof DemoSection.Type
-}
 
 /** Where sessions are stored. */
 export type DatabaseSettings =

@@ -4,8 +4,30 @@
  * file's value, then to the built-in default.
  */
 import { Config as EffectConfig } from "effect"
+import type { LimitsOverride } from "../../domain/Limits.js"
 import * as EnvVars from "../../internal/envVars.js"
-import type { FileShape, Settings } from "../Config.js"
+import type * as OrgBudget from "../../rails/OrgBudget.js"
+import type {
+  ApiKey,
+  ApprovalsSection,
+  ClusterSection,
+  DatabaseSection,
+  DemoSection,
+  ServerSection,
+  Settings
+} from "../Config.js"
+
+/** The decoded sections (each absent when not given). */
+export interface FileShape {
+  readonly apiKeys?: ReadonlyArray<ApiKey>
+  readonly database?: typeof DatabaseSection.Type
+  readonly server?: typeof ServerSection.Type
+  readonly cluster?: typeof ClusterSection.Type
+  readonly limits?: LimitsOverride
+  readonly orgBudgets?: OrgBudget.Settings
+  readonly approvals?: typeof ApprovalsSection.Type
+  readonly demo?: typeof DemoSection.Type
+}
 
 /** `config`, described by variable `name`'s entry in the table. */
 export const described = <A>(name: string, config: EffectConfig.Config<A>): EffectConfig.Config<A> =>
