@@ -10,47 +10,45 @@
  * `corral/cluster` entry, src/cluster.ts) runs them as @effect/cluster entities over the same `make`. It lives apart
  * so that this module, and with it the `corral` entry, never loads @effect/cluster and its peers.
  */
-import { Clock, Context, Duration, Effect, Layer, Option, Schema } from "effect"
-import type { ParseResult, Scope as EffectScope, Stream } from "effect"
+import { Context, Duration, Effect, Layer, Schema } from "effect"
+import type { Scope as EffectScope, Stream } from "effect"
 import { AgentSpec } from "./domain/AgentSpec.js"
 import type { AgentSpecInput } from "./domain/AgentSpec.js"
-import { BudgetExhausted } from "./domain/Errors.js"
-import type { PersistenceFailed, SendError } from "./domain/Errors.js"
-import {
+import type {
   AgentNotFound,
-  FieldIssue,
-  fieldIssues,
+  BudgetExhausted,
   InvalidRequest,
-  InvalidSessionState,
+  PersistenceFailed,
   ScopeMismatch,
+  SendError,
   SessionNotFound
 } from "./domain/Errors.js"
 import { AgentId, SessionId } from "./domain/Ids.js"
-import type { IdempotencyRecord, InboxMessage } from "./domain/Inbox.js"
+import type { IdempotencyRecord } from "./domain/Inbox.js"
 import type { LimitsOverride } from "./domain/Limits.js"
 import type { Turn } from "./domain/Message.js"
 import type { Principal } from "./domain/Principal.js"
 import { Scope } from "./domain/Scope.js"
-import type { Session, SessionView } from "./domain/Session.js"
-import { initialState, view } from "./domain/Session.js"
+import type { SessionView } from "./domain/Session.js"
+import { view } from "./domain/Session.js"
 import type { SessionEvent } from "./domain/SessionEvent.js"
 import type { Trajectory } from "./domain/Trajectory.js"
 import * as LiveEvents from "./events/LiveEvents.js"
 import { SessionEvents, toStream } from "./events/SessionEvents.js"
 import type { Subscription } from "./events/SessionEvents.js"
-import * as Knowledge from "./knowledge/Context.js"
 import { Retriever } from "./knowledge/Retriever.js"
 import type { ModelProvider } from "./model/ModelProvider.js"
 import { Providers } from "./model/ModelProvider.js"
-import * as Cost from "./rails/Cost.js"
 import * as ExitPolicy from "./rails/ExitPolicy.js"
 import * as Limits from "./rails/Limits.js"
 import * as OrgBudget from "./rails/OrgBudget.js"
 import { Ids } from "./session/Ids.js"
+import { accept, create } from "./session/internal/corralAccept.js"
+import * as CorralPorts from "./session/internal/corralPorts.js"
+import type { Ports } from "./session/internal/corralPorts.js"
+import { publishAgent } from "./session/internal/corralPublish.js"
 import * as Idempotency from "./session/internal/idempotency.js"
-import * as JsonSchemaCheck from "./session/internal/jsonSchema.js"
 import * as Prompt from "./session/Prompt.js"
-import * as SessionActor from "./session/SessionActor.js"
 import * as Supervisor from "./session/Supervisor.js"
 import * as MemoryStore from "./store/MemoryStore.js"
 import { SessionStore } from "./store/SessionStore.js"
@@ -264,12 +262,11 @@ export interface MemoryOptions extends Supervisor.Options {
   readonly orgBudgets?: OrgBudget.Settings
 }
 
-const issuesOf = (error: ParseResult.ParseError, prefix = ""): ReadonlyArray<FieldIssue> =>
-  fieldIssues(error, { prefix: [prefix] })
-
-const invalid = (message: string, issues: ReadonlyArray<FieldIssue>) => new InvalidRequest({ message, issues })
-
-/** Builds the service; needs the ports and a supervisor. */
+/**
+ * Builds the service; needs the ports and a supervisor. The methods are assembled from parts sharing one record of
+ * the ports (session/internal/corralPorts.ts): validating and storing an agent (corralPublish.ts), a start or a
+ * follow-up (corralAccept.ts).
+ */
 export const make: Effect.Effect<
   Service,
   never,
@@ -277,119 +274,23 @@ export const make: Effect.Effect<
 > = Effect.gen(function*() {
   const store = yield* SessionStore
   const events = yield* SessionEvents
-  const executor = yield* ToolExecutor
-  const providers = yield* Providers
   const supervisor = yield* Supervisor.Supervisor
   const ceiling = yield* Limits.Limits
-  const hostPolicy = yield* ExitPolicy.Policy
-  const ids = yield* Ids
-  const retriever = yield* Effect.serviceOption(Retriever)
-  const orgBudgets = yield* OrgBudget.OrgBudgets
-
-  const decodeSpec = Schema.decodeUnknown(AgentSpec, { errors: "all", onExcessProperty: "error" })
-  const decodeStart = Schema.decodeUnknown(StartRequest, { errors: "all", onExcessProperty: "error" })
-
-  const publishAgent: Service["publishAgent"] = (by, input) =>
-    Effect.gen(function*() {
-      const spec = yield* decodeSpec(input).pipe(
-        Effect.mapError((error) => invalid("the agent spec is invalid", issuesOf(error)))
-      )
-      const issues: Array<FieldIssue> = []
-      const known = new Set(
-        (yield* executor.list({ sessionId: "", principal: by, scope: "", runId: "" })).map((t) => t.name)
-      )
-      spec.tools.forEach((name, i) => {
-        if (!known.has(name)) {
-          issues.push(
-            new FieldIssue({
-              path: `tools.${i}`,
-              message: `unknown tool "${name}"; known tools: ${[...known].sort().join(", ") || "(none)"}`
-            })
-          )
-        }
-      })
-      if (Option.isNone(providers.route(spec.tier))) {
-        issues.push(
-          new FieldIssue({
-            path: "tier",
-            message: `unknown tier "${spec.tier}"; configured tiers: ${providers.tiers.join(", ") || "(none)"}`
-          })
-        )
-      }
-      const tightened = Limits.tighten(ceiling, spec.limits)
-      if (tightened._tag === "Left") issues.push(...tightened.left.issues)
-      // A cost budget needs prices: a call to an unpriced provider would cost it nothing, and the budget would lie.
-      else if (Cost.bounded(tightened.right) || OrgBudget.perDayOf(orgBudgets, by.orgId) !== undefined) {
-        for (const provider of Option.getOrElse(providers.route(spec.tier), () => [])) {
-          if (provider.pricing !== undefined) continue
-          issues.push(
-            new FieldIssue({
-              path: spec.limits?.costPerSession !== undefined
-                ? "limits.costPerSession"
-                : spec.limits?.costPerBurst !== undefined
-                ? "limits.costPerBurst"
-                : "tier",
-              message:
-                `a cost budget applies${
-                  Cost.bounded(tightened.right) ? "" : ` (the daily budget of org "${by.orgId}")`
-                }, but provider "${provider.name}" of tier "${spec.tier}" has no prices: give it "pricing" in the ` +
-                `configuration`
-            })
-          )
-        }
-      }
-      const policy = ExitPolicy.forSpec(hostPolicy, spec.exitPolicy)
-      if (policy._tag === "Left") issues.push(...policy.left.issues)
-      if (spec.reportSchema !== undefined) {
-        const problem = JsonSchemaCheck.check(spec.reportSchema)
-        if (problem !== undefined) {
-          issues.push(new FieldIssue({ path: "reportSchema", message: `not a valid JSON Schema: ${problem}` }))
-        }
-      }
-      if (issues.length > 0) return yield* invalid("the agent spec is invalid", issues)
-      yield* store.putAgent(by.orgId, spec)
-      return spec
-    })
-
-  const getAgent: Service["getAgent"] = (by, agentId, version) =>
-    Effect.flatMap(store.getAgent(by.orgId, agentId, version), (found) =>
-      Option.match(found, {
-        onNone: () => Effect.fail(new AgentNotFound({ agentId, ...(version === undefined ? {} : { version }) })),
-        onSome: Effect.succeed
-      }))
-
-  const load = (by: Principal, sessionId: string) =>
-    Effect.flatMap(
-      Effect.suspend(() => {
-        const live = supervisor.peek(by.orgId, sessionId)
-        return Option.isSome(live) ? Effect.succeed(live) : store.getSession(by.orgId, sessionId)
-      }),
-      (found) =>
-        Option.match(found, {
-          onNone: () => Effect.fail(new SessionNotFound({ sessionId })),
-          onSome: (session): Effect.Effect<Session> => Effect.succeed(session)
-        })
-    )
-
-  /** The context block of inherited reports; every inherited session must share the org and the scope. */
-  const inherited = (by: Principal, scope: string, sessionIds: ReadonlyArray<string>) =>
-    Effect.gen(function*() {
-      const blocks: Array<string> = []
-      for (const id of sessionIds) {
-        const source = yield* load(by, id)
-        if (source.scope !== scope) {
-          return yield* new ScopeMismatch({
-            message: `inherited artifact ${id} belongs to another scope`,
-            expected: scope,
-            actual: source.scope
-          })
-        }
-        if (source.state.report !== undefined) {
-          blocks.push(`Report of earlier session ${id}:\n${JSON.stringify(source.state.report.data)}`)
-        }
-      }
-      return blocks.join("\n\n")
-    })
+  const ports: Ports = {
+    store,
+    executor: yield* ToolExecutor,
+    providers: yield* Providers,
+    supervisor,
+    ceiling,
+    hostPolicy: yield* ExitPolicy.Policy,
+    ids: yield* Ids,
+    retriever: yield* Effect.serviceOption(Retriever),
+    orgBudgets: yield* OrgBudget.OrgBudgets,
+    decodeSpec: Schema.decodeUnknown(AgentSpec, { errors: "all", onExcessProperty: "error" }),
+    decodeStart: Schema.decodeUnknown(StartRequest, { errors: "all", onExcessProperty: "error" }),
+    ...Idempotency.make(store)
+  }
+  const load = (by: Principal, sessionId: string) => CorralPorts.load(ports, by, sessionId)
 
   /**
    * How long `cancel` waits for the cancelled burst to land: a store write that times out stops the burst, whose own
@@ -397,182 +298,6 @@ export const make: Effect.Effect<
    * tighter), plus 5 s for the loop's in-flight call to stop and the author hook to run.
    */
   const cancelWait = Duration.millis(2 * ceiling.persistTimeoutMs + 5_000)
-
-  const { earlier, replay } = Idempotency.make(store)
-  const idempotency = Idempotency.record
-
-  /**
-   * Validates a start, then stores the session with its first prompt (and the idempotency record) in one step:
-   * from then on the prompt runs, in this process or, after a crash, in the next.
-   */
-  /**
-   * Refuses a new burst of an org whose daily budget cannot pay for even its first call (`BudgetExhausted`, with when
-   * it resets): what is left is below that call's least cost — the agent's system prompt and the message at the
-   * route's input prices, and one output token. The call would be refused anyway; the person who asks learns it now,
-   * with nothing stored.
-   */
-  const withinOrgBudget = (
-    by: Principal,
-    spec: AgentSpec,
-    text: string
-  ): Effect.Effect<void, BudgetExhausted | PersistenceFailed> => {
-    const perDay = OrgBudget.perDayOf(orgBudgets, by.orgId)
-    if (perDay === undefined) return Effect.void
-    return Effect.flatMap(Clock.currentTimeMillis, (now) => {
-      const { day, resetsAt } = OrgBudget.dayOf(now)
-      const prices = Option.getOrElse(providers.route(spec.tier), () => []).flatMap((p) =>
-        p.pricing === undefined ? [] : [p.pricing]
-      )
-      // On the low side (4 characters a token): a burst refused here could not have made its call.
-      const least = Cost.worstCase(prices, Math.floor((Prompt.system(spec).length + text.length) / 4), 1)
-      return Effect.flatMap(
-        store.daySpend(by.orgId, day),
-        (spent) =>
-          perDay - spent > least ? Effect.void : Effect.fail(
-            new BudgetExhausted({
-              message: `${
-                OrgBudget.exhaustedMessage(by.orgId, perDay, spent, resetsAt)
-              }; no new burst starts until then`,
-              orgId: by.orgId,
-              perDayMicros: perDay,
-              spentMicros: spent,
-              resetsAt: new Date(resetsAt).toISOString()
-            })
-          )
-      )
-    })
-  }
-
-  const create = (by: Principal, input: StartRequest, options: SendOptions) =>
-    Effect.gen(function*() {
-      const request = yield* decodeStart(input).pipe(
-        Effect.mapError((error) => invalid("the session request is invalid", issuesOf(error)))
-      )
-      const print = Idempotency.fingerprint("start", request)
-      const before = yield* earlier(by, options.idempotencyKey, print)
-      if (Option.isSome(before)) return before.value
-      const spec = yield* getAgent(by, request.agentId, request.version)
-      yield* withinOrgBudget(by, spec, request.prompt)
-      if (request.sessionId !== undefined) {
-        const existing = yield* store.getSession(by.orgId, request.sessionId)
-        if (Option.isSome(existing)) {
-          return yield* existing.value.scope === request.scope
-            ? Effect.fail(
-              invalid("the session already exists", [
-                new FieldIssue({ path: "sessionId", message: "already exists: use continue to send a follow-up" })
-              ])
-            )
-            : Effect.fail(
-              new ScopeMismatch({
-                message: `session ${request.sessionId} is bound to another scope`,
-                expected: request.scope,
-                actual: existing.value.scope
-              })
-            )
-        }
-      }
-      const inheritedContext = yield* inherited(by, request.scope, request.inheritedArtifacts ?? [])
-      // Knowledge: only the spec's sources, only the caller's org; a failed retrieval degrades the run, never ends it.
-      const retrieved = spec.knowledgeSources.length === 0 || Option.isNone(retriever)
-        ? { context: Option.none<string>(), error: Option.none<string>() }
-        : yield* Knowledge.contextFor(retriever.value, request.prompt, by, spec.knowledgeSources)
-      const context = [Option.getOrElse(retrieved.context, () => ""), inheritedContext].filter((c) => c.length > 0)
-        .join("\n\n")
-      const now = yield* Clock.currentTimeMillis
-      const session: Session = {
-        id: request.sessionId ?? SessionId.make(ids.sessionId()),
-        principal: by,
-        scope: request.scope,
-        agentId: spec.id,
-        agentVersion: spec.version,
-        createdAt: now,
-        updatedAt: now,
-        state: initialState
-      }
-      const message: InboxMessage = {
-        id: ids.messageId(),
-        sessionId: session.id,
-        orgId: by.orgId,
-        kind: "run",
-        text: request.prompt,
-        ...(context.length > 0 ? { context } : {}),
-        ...(Option.isSome(retrieved.error)
-          ? { notes: [{ code: "knowledge.retrieve", message: retrieved.error.value }] }
-          : {}),
-        acceptedAt: now
-      }
-      // The prompt is stored and will run: the session is `running` from the caller's point of view (a retry with
-      // the same key answers the same).
-      const answer = view({ ...session, state: { ...session.state, status: "running" } })
-      const stored = yield* store.accept({
-        session,
-        message,
-        ...idempotency(by, options.idempotencyKey, print, session.id, answer, now)
-      })
-      if (stored._tag === "Duplicate") return yield* replay(stored.first, print)
-      // Recorded in the store too, where the database itself refuses a cross-scope artifact; a refused start never
-      // runs its prompt.
-      yield* Effect.forEach(
-        request.inheritedArtifacts ?? [],
-        (from) => store.inheritArtifact(by.orgId, session.id, from),
-        { discard: true }
-      ).pipe(Effect.tapError(() => Effect.ignore(store.settle(session.id, message.id))))
-      yield* supervisor.adopt(session, spec)
-      return { _tag: "Created" as const, session, answer, opening: Supervisor.fromInbox(message) }
-    })
-
-  /** Validates a follow-up and stores it (with the idempotency record) before it is queued. */
-  const accept = (
-    by: Principal,
-    sessionId: string,
-    text: string,
-    options: SendOptions & { readonly scope?: string },
-    refuseWhileWaiting: boolean
-  ) =>
-    Effect.gen(function*() {
-      if (text.trim().length === 0) {
-        return yield* invalid("the message is empty", [
-          new FieldIssue({ path: "text", message: "must not be empty" })
-        ])
-      }
-      const print = Idempotency.fingerprint("message", { sessionId, text })
-      const before = yield* earlier(by, options.idempotencyKey, print)
-      if (Option.isSome(before)) return before.value
-      const session = yield* load(by, sessionId)
-      if (options.scope !== undefined && options.scope !== session.scope) {
-        return yield* new ScopeMismatch({
-          message: `session ${sessionId} is bound to another scope`,
-          expected: options.scope,
-          actual: session.scope
-        })
-      }
-      if (refuseWhileWaiting && session.state.status === "awaiting_confirmation") {
-        return yield* new InvalidSessionState({
-          sessionId,
-          message: SessionActor.waitingForDecision
-        })
-      }
-      if (OrgBudget.perDayOf(orgBudgets, by.orgId) !== undefined) {
-        const spec = yield* store.getAgent(by.orgId, session.agentId, session.agentVersion)
-        if (Option.isSome(spec)) yield* withinOrgBudget(by, spec.value, text)
-      }
-      const now = yield* Clock.currentTimeMillis
-      const message: InboxMessage = {
-        id: ids.messageId(),
-        sessionId,
-        orgId: by.orgId,
-        kind: "continue",
-        text,
-        acceptedAt: now
-      }
-      const answer = view({ ...session, state: { ...session.state, status: "running" } })
-      const stored = yield* store.accept({
-        message,
-        ...idempotency(by, options.idempotencyKey, print, sessionId, answer, now)
-      })
-      if (stored._tag === "Duplicate") return yield* replay(stored.first, print)
-      return { _tag: "Accepted" as const, answer, opening: Supervisor.fromInbox(message) }
-    })
 
   const send = (by: Principal, sessionId: string, message: Parameters<Supervisor.Service["send"]>[2]) =>
     Effect.map(supervisor.send(by.orgId, sessionId, message), ({ session, tokens }) =>
@@ -608,12 +333,12 @@ export const make: Effect.Effect<
     })
 
   const service: Service = {
-    publishAgent,
-    getAgent,
+    publishAgent: (by, input) => publishAgent(ports, by, input),
+    getAgent: (by, agentId, version) => CorralPorts.getAgent(ports, by, agentId, version),
     listAgents: (by) => store.listAgents(by.orgId),
     start: (by, input, options = {}) =>
       Effect.gen(function*() {
-        const created = yield* create(by, input, options)
+        const created = yield* create(ports, by, input, options)
         // A retry answers the session as it stands now (a landed one with its view), never the first answer's stale
         // `running`.
         if (created._tag === "Replay") return yield* asItStands(by, created.first)
@@ -622,17 +347,17 @@ export const make: Effect.Effect<
         return created.answer
       }),
     run: (by, input, options = {}) =>
-      Effect.flatMap(create(by, input, options), (created) =>
+      Effect.flatMap(create(ports, by, input, options), (created) =>
         created._tag === "Replay"
           ? service.get(by, created.first.sessionId)
           : send(by, created.session.id, created.opening)),
     continue: (by, sessionId, text, options = {}) =>
       Effect.flatMap(
-        accept(by, sessionId, text, options, false),
+        accept(ports, by, sessionId, text, options, false),
         (accepted) => accepted._tag === "Replay" ? service.get(by, sessionId) : send(by, sessionId, accepted.opening)
       ),
     post: (by, sessionId, text, options = {}) =>
-      Effect.flatMap(accept(by, sessionId, text, options, true), (accepted) =>
+      Effect.flatMap(accept(ports, by, sessionId, text, options, true), (accepted) =>
         accepted._tag === "Replay"
           ? asItStands(by, accepted.first)
           : Effect.as(detach(by, sessionId, accepted.opening), accepted.answer)),

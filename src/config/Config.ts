@@ -12,13 +12,14 @@
  *
  * Everything is read through effect's `Config` (so tests swap the `ConfigProvider`); this folder is the only
  * place in Corral that reads the environment. Secrets (`DATABASE_URL`) stay `Redacted`.
+ *
+ * This file holds the sections' schemas, the settings and `load`; reading the file is internal/file.ts, the scalar
+ * variables internal/environment.ts, the error internal/invalid.ts.
  */
-import type { ConfigError, ParseResult } from "effect"
+import type { ParseResult } from "effect"
 import { Config as EffectConfig, Effect, Either, Option, Redacted, Schema } from "effect"
-import { readFile } from "node:fs/promises"
 import { FieldIssue, fieldIssues } from "../domain/Errors.js"
 import { LimitsOverride } from "../domain/Limits.js"
-import * as EnvVars from "../internal/envVars.js"
 import * as ProviderConfig from "../model/ProviderConfig.js"
 import * as Cost from "../rails/Cost.js"
 import * as Limits from "../rails/Limits.js"
@@ -26,18 +27,13 @@ import * as OrgBudget from "../rails/OrgBudget.js"
 import * as Telemetry from "../telemetry/Settings.js"
 import type * as Approvals from "../tools/Approvals.js"
 import * as McpConfig from "../tools/McpConfig.js"
+import type { FileShape } from "./internal/environment.js"
+import { described, environment } from "./internal/environment.js"
+import { parseJson, readFileSection } from "./internal/file.js"
+import { ConfigInvalid, configIssues } from "./internal/invalid.js"
 
 /** The configuration is invalid; `issues` lists every problem with its key path (and source when not the file). */
-export class ConfigInvalid extends Schema.TaggedError<ConfigInvalid>()("ConfigInvalid", {
-  source: Schema.String,
-  issues: Schema.Array(FieldIssue)
-}) {
-  override get message(): string {
-    return `invalid configuration (${this.source}):\n${
-      this.issues.map((i) => `  - ${i.path}: ${i.message}`).join("\n")
-    }`
-  }
-}
+export { ConfigInvalid } from "./internal/invalid.js"
 
 /** One API key: the SHA-256 of the bearer key (never the key itself) and the principal it authenticates. */
 export const ApiKey = Schema.Struct({
@@ -141,18 +137,6 @@ const sections = {
 /** Every top-level key the file may have. */
 const topLevel = new Set(["$schema", "providers", "tiers", "mcpServers", "telemetry", ...Object.keys(sections)])
 
-/** The decoded sections (each absent when not given). */
-interface FileShape {
-  readonly apiKeys?: ReadonlyArray<ApiKey>
-  readonly database?: typeof DatabaseSection.Type
-  readonly server?: typeof ServerSection.Type
-  readonly cluster?: typeof ClusterSection.Type
-  readonly limits?: LimitsOverride
-  readonly orgBudgets?: OrgBudget.Settings
-  readonly approvals?: typeof ApprovalsSection.Type
-  readonly demo?: typeof DemoSection.Type
-}
-
 /** Where sessions are stored. */
 export type DatabaseSettings =
   | { readonly _tag: "Postgres"; readonly url: Redacted.Redacted; readonly maxConnections: number }
@@ -244,9 +228,6 @@ export const defaults: Settings = {
   telemetry: Telemetry.defaults
 }
 
-const described = <A>(name: string, config: EffectConfig.Config<A>): EffectConfig.Config<A> =>
-  EffectConfig.withDescription(config, EnvVars.byName(name).description)
-
 const pathOf = (path: ReadonlyArray<PropertyKey>): string =>
   path.reduce<string>(
     (acc, key) => typeof key === "number" ? `${acc}[${key}]` : acc === "" ? String(key) : `${acc}.${String(key)}`,
@@ -291,17 +272,6 @@ const decodeSections = (raw: Record<string, unknown>): { shape: FileShape; issue
   return { shape, issues }
 }
 
-/** Flattens a `ConfigError` into one issue per leaf, named by the variable. */
-const configIssues = (error: ConfigError.ConfigError): Array<FieldIssue> => {
-  switch (error._op) {
-    case "And":
-    case "Or":
-      return [...configIssues(error.left), ...configIssues(error.right)]
-    default:
-      return [new FieldIssue({ path: error.path.join(".") || "(environment)", message: error.message })]
-  }
-}
-
 /** The structured keys a JSON variable may replace. */
 const jsonVars = [
   ["CORRAL_PROVIDERS", "providers"],
@@ -311,53 +281,6 @@ const jsonVars = [
   ["CORRAL_LIMITS", "limits"],
   ["CORRAL_ORG_BUDGETS", "orgBudgets"]
 ] as const
-
-const readText = (path: string) =>
-  Effect.tryPromise({
-    try: () => readFile(path, "utf8"),
-    catch: (error) => error
-  }).pipe(
-    Effect.map(Option.some),
-    Effect.catchAll((error) =>
-      typeof error === "object" && error !== null && Reflect.get(error, "code") === "ENOENT"
-        ? Effect.succeed(Option.none<string>())
-        : Effect.fail(String(error))
-    )
-  )
-
-const parseJson = (text: string): Either.Either<unknown, string> => {
-  try {
-    return Either.right(JSON.parse(text))
-  } catch (error) {
-    return Either.left(`not valid JSON (${error instanceof Error ? error.message : String(error)})`)
-  }
-}
-
-const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
-
-/** Reads the file named by `CORRAL_CONFIG`, or nothing when the default path does not exist. */
-const readFileSection = Effect.gen(function*() {
-  const explicit = yield* EffectConfig.option(described("CORRAL_CONFIG", EffectConfig.string("CORRAL_CONFIG"))).pipe(
-    Effect.mapError((error) => new ConfigInvalid({ source: "environment", issues: configIssues(error) }))
-  )
-  const path = Option.getOrElse(explicit, () => EnvVars.byName("CORRAL_CONFIG").default ?? "./corral.json")
-  const text = yield* readText(path).pipe(
-    Effect.mapError((reason) => fail(path, "(file)", `cannot read the configuration file: ${reason}`))
-  )
-  if (Option.isNone(text)) {
-    if (Option.isSome(explicit)) {
-      return yield* fail("CORRAL_CONFIG", "CORRAL_CONFIG", `names ${path}, which does not exist`)
-    }
-    return { path: undefined, raw: {} as Record<string, unknown> }
-  }
-  const parsed = parseJson(text.value)
-  if (Either.isLeft(parsed)) return yield* fail(path, "(file)", parsed.left)
-  if (!isObject(parsed.right)) return yield* fail(path, "(root)", "expected a JSON object")
-  return { path, raw: parsed.right }
-})
-
-const fail = (source: string, path: string, message: string) =>
-  new ConfigInvalid({ source, issues: [new FieldIssue({ path, message })] })
 
 /**
  * Loads the configuration: the file, then the JSON variables over its structured keys, then the scalar variables,
@@ -427,7 +350,7 @@ export const load: Effect.Effect<Settings, ConfigInvalid> = Effect.gen(function*
     Telemetry.environment(Either.isRight(telemetrySection) ? telemetrySection.right : undefined)
   )
   if (Either.isLeft(telemetry)) issues.push(...configIssues(telemetry.left))
-  const scalars = yield* Effect.either(environment(shape))
+  const scalars = yield* Effect.either(environment(shape, defaults))
   if (Either.isLeft(scalars)) issues.push(...configIssues(scalars.left))
   if (
     issues.length > 0 || Either.isLeft(scalars) || Either.isLeft(models) || Either.isLeft(mcp) ||
@@ -486,127 +409,6 @@ export const load: Effect.Effect<Settings, ConfigInvalid> = Effect.gen(function*
     telemetry: telemetry.right
   }
 })
-
-const positive = (name: string, fallback: number) =>
-  described(
-    name,
-    EffectConfig.integer(name).pipe(
-      EffectConfig.validate({ message: "Expected a positive integer", validation: (n) => n > 0 }),
-      EffectConfig.withDefault(fallback)
-    )
-  )
-
-const optionalPositive = (name: string) =>
-  EffectConfig.option(described(
-    name,
-    EffectConfig.integer(name).pipe(
-      EffectConfig.validate({ message: "Expected a positive integer", validation: (n) => n > 0 })
-    )
-  ))
-
-/** The scalar variables, each defaulting to the file's value, then to the built-in default. */
-const environment = (file: FileShape) =>
-  EffectConfig.all({
-    store: described(
-      "CORRAL_STORE",
-      EffectConfig.literal("sql", "memory")("CORRAL_STORE").pipe(
-        EffectConfig.withDefault(file.database?.store ?? "sql")
-      )
-    ),
-    url: EffectConfig.option(described("DATABASE_URL", EffectConfig.redacted("DATABASE_URL"))),
-    dataDir: described(
-      "CORRAL_DATA_DIR",
-      EffectConfig.nonEmptyString("CORRAL_DATA_DIR").pipe(
-        EffectConfig.withDefault(file.database?.dataDir ?? "./.corral")
-      )
-    ),
-    maxConnections: positive("CORRAL_DB_MAX_CONNECTIONS", file.database?.maxConnections ?? 10),
-    host: described(
-      "CORRAL_HOST",
-      EffectConfig.nonEmptyString("CORRAL_HOST").pipe(
-        EffectConfig.withDefault(file.server?.host ?? defaults.server.host)
-      )
-    ),
-    port: described(
-      "CORRAL_PORT",
-      EffectConfig.integer("CORRAL_PORT").pipe(
-        EffectConfig.validate({ message: "Expected a port from 0 to 65535", validation: (n) => n >= 0 && n <= 65535 }),
-        EffectConfig.withDefault(file.server?.port ?? defaults.server.port)
-      )
-    ),
-    bodyLimitBytes: positive("CORRAL_BODY_LIMIT_BYTES", file.server?.bodyLimitBytes ?? defaults.server.bodyLimitBytes),
-    shutdownTimeoutMs: positive(
-      "CORRAL_SHUTDOWN_TIMEOUT_MS",
-      file.server?.shutdownTimeoutMs ?? defaults.server.shutdownTimeoutMs
-    ),
-    keepAliveMs: positive("CORRAL_KEEPALIVE_MS", file.server?.keepAliveMs ?? defaults.server.keepAliveMs),
-    maxRunningBursts: described(
-      "CORRAL_MAX_RUNNING_BURSTS",
-      EffectConfig.integer("CORRAL_MAX_RUNNING_BURSTS").pipe(
-        EffectConfig.validate({ message: "Expected a non-negative integer (0 = no cap)", validation: (n) => n >= 0 }),
-        EffectConfig.withDefault(file.server?.maxRunningBursts ?? defaults.server.maxRunningBursts)
-      )
-    ),
-    maxRequestsInFlight: described(
-      "CORRAL_MAX_REQUESTS_IN_FLIGHT",
-      EffectConfig.integer("CORRAL_MAX_REQUESTS_IN_FLIGHT").pipe(
-        EffectConfig.validate({ message: "Expected a non-negative integer (0 = no cap)", validation: (n) => n >= 0 }),
-        EffectConfig.withDefault(file.server?.maxRequestsInFlight ?? defaults.server.maxRequestsInFlight)
-      )
-    ),
-    clusterEnabled: described(
-      "CORRAL_CLUSTER",
-      EffectConfig.boolean("CORRAL_CLUSTER").pipe(
-        EffectConfig.withDefault(file.cluster?.enabled ?? defaults.cluster.enabled)
-      )
-    ),
-    clusterHost: described(
-      "CORRAL_CLUSTER_HOST",
-      EffectConfig.nonEmptyString("CORRAL_CLUSTER_HOST").pipe(
-        EffectConfig.withDefault(file.cluster?.host ?? defaults.cluster.host)
-      )
-    ),
-    clusterPort: described(
-      "CORRAL_CLUSTER_PORT",
-      EffectConfig.integer("CORRAL_CLUSTER_PORT").pipe(
-        EffectConfig.validate({ message: "Expected a port from 1 to 65535", validation: (n) => n >= 1 && n <= 65535 }),
-        EffectConfig.withDefault(file.cluster?.port ?? defaults.cluster.port)
-      )
-    ),
-    clusterLockExpirationMs: positive(
-      "CORRAL_CLUSTER_LOCK_EXPIRATION_MS",
-      file.cluster?.lockExpirationMs ?? defaults.cluster.lockExpirationMs
-    ),
-    clusterHealthCheckMs: positive(
-      "CORRAL_CLUSTER_HEALTH_CHECK_MS",
-      file.cluster?.healthCheckMs ?? defaults.cluster.healthCheckMs
-    ),
-    mcpIdleMs: optionalPositive("CORRAL_MCP_IDLE_MS"),
-    mcpMaxSessions: optionalPositive("CORRAL_MCP_MAX_SESSIONS"),
-    mcpMaxSessionsPerOrg: optionalPositive("CORRAL_MCP_MAX_SESSIONS_PER_ORG"),
-    mcpAllowedHosts: EffectConfig.option(described(
-      "CORRAL_MCP_ALLOWED_HOSTS",
-      EffectConfig.array(EffectConfig.nonEmptyString(), "CORRAL_MCP_ALLOWED_HOSTS").pipe(
-        EffectConfig.validate({
-          message: "Expected host names without scheme or port, comma-separated (e.g. corral.example.com)",
-          validation: (hosts) => hosts.every((h) => /^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$/.test(h))
-        })
-      )
-    )),
-    mcpElicitationWaitMs: optionalPositive("CORRAL_MCP_ELICITATION_WAIT_MS"),
-    approvalTtlMs: positive("CORRAL_APPROVAL_TTL_MS", file.approvals?.ttlMs ?? defaults.approvals.ttlMs),
-    demoEnabled: described(
-      "CORRAL_DEMO",
-      EffectConfig.boolean("CORRAL_DEMO").pipe(EffectConfig.withDefault(file.demo?.enabled ?? defaults.demo.enabled))
-    ),
-    demoDelayMs: described(
-      "CORRAL_DEMO_DELAY_MS",
-      EffectConfig.integer("CORRAL_DEMO_DELAY_MS").pipe(
-        EffectConfig.validate({ message: "Expected a non-negative integer", validation: (n) => n >= 0 }),
-        EffectConfig.withDefault(file.demo?.delayMs ?? defaults.demo.delayMs)
-      )
-    )
-  })
 
 /** CLI settings: where a running server is, and the key to send it (both optional). */
 export const client = EffectConfig.all({

@@ -17,9 +17,9 @@
  * at this provider (it took `maxAttempts` − 1 throttles here) goes behind the others: while the provider still
  * rejects, its next rejections go to calls with attempts to spare (a line in arrival order alone let a session take
  * three 429s while another took one, and fail). Only the last attempt yields: ranking every call by the throttles
- * it took would put each retry behind every new call, a session's finalize call included, and stretch the wait. The rate starts at `startRate` when the gate
- * reopens — so the first release goes alone: the probe — and grows linearly by `rampRate` per second up to
- * `maxRate`. A throttle after the reopening halves it (at most once per `decreaseEveryMs`, never below `minRate`)
+ * it took would put each retry behind every new call, a session's finalize call included, and stretch the wait. The
+ * rate starts at `startRate` when the gate reopens — so the first release goes alone: the probe — and grows linearly
+ * by `rampRate` per second up to `maxRate`. A throttle after the reopening halves it (at most once per `decreaseEveryMs`, never below `minRate`)
  * and the line is planned again, order kept. A waiter woken late (this process stalled, and every due timer fires
  * at once) plans the line again from the last release, so a stall delays the line instead of bunching it. The
  * storm ends once the rate is back at `maxRate` and nobody waits.
@@ -28,17 +28,17 @@
  * ⌈10 ms · `maxRate`⌉ = 1 per 10 ms window while a storm lasts, whatever the herd. (2) Waiting: when the provider has
  * recovered by the time the gate reopens, an attempt that reaches the guard as its own Retry-After ends leaves
  * within `jitterMs` + `releaseSpreadMs(n)` of that instant, `n` the attempts ahead of it in line (at most one per
- * other call waiting) — the time the ramp
- * takes to release `n` attempts (~2.1 s for 200; a lone session waits its Retry-After plus at most `jitterMs` =
- * 100 ms). The chain sleeps the Retry-After itself: nothing else is added on top. (3) No wait at the guard exceeds
- * half the provider's attempt timeout (the wait counts against it), so a paced attempt always has time to run. Why
- * these numbers: 20/s probes once per 50 ms, long enough for a throttling provider's answer to come back and halve
- * the rate before many more go; 100/s (one release per 10 ms) is reached within 0.2 s — measured over real HTTP
- * (docs/benchmarks.md, "Storm"), a 200/s ceiling let a busy event loop deliver 6–9 requests in one 10 ms window
- * where 100/s delivered 2, for ~0.4 s more wait at 200 sessions; one halving per 250 ms lets a provider that keeps
- * rejecting settle the line near the ceiling (the ramp regains 100/s in 250 ms) instead of crawling at the floor; 100 ms of jitter de-synchronises several Corral
- * processes at a cost a person does not notice. A Retry-After beyond `maxGateMs` (the chain's 60 s cap) starts no
- * storm: the chain fails over at once, and holding the others first would only delay that.
+ * other call waiting) — the time the ramp takes to release `n` attempts (~2.1 s for 200; a lone session waits its
+ * Retry-After plus at most `jitterMs` = 100 ms). The chain sleeps the Retry-After itself: nothing else is added on
+ * top. (3) No wait at the guard exceeds half the provider's attempt timeout (the wait counts against it), so a paced
+ * attempt always has time to run. Why these numbers: 20/s probes once per 50 ms, long enough for a throttling
+ * provider's answer to come back and halve the rate before many more go; 100/s (one release per 10 ms) is reached
+ * within 0.2 s — over real HTTP a higher ceiling let a busy event loop bunch several requests into one 10 ms window,
+ * for a little less wait (docs/benchmarks.md, "Storm"); one halving per 250 ms lets a provider that keeps rejecting
+ * settle the line near the ceiling (the ramp regains 100/s in 250 ms) instead of crawling at the floor; 100 ms of
+ * jitter de-synchronises several Corral processes at a cost a person does not notice. A Retry-After beyond
+ * `maxGateMs` (the chain's 60 s cap) starts no storm: the chain fails over at once, and holding the others first
+ * would only delay that.
  *
  * **A circuit breaker.** `failureThreshold` (5) consecutive transient failures — `server`, `timeout`,
  * `overloaded`, across all sessions — open the circuit for a jittered period in [`openMs`/2, `openMs`] (5–10 s:
@@ -53,13 +53,18 @@
  * in the burst's trajectory as a `storm_wait` decision, so the trace and the viewer's waterfall show where the time
  * went.
  *
+ * `wrap` builds the guard's state (internal/stormLine.ts: the storm's line and pacer) and answers with the provider
+ * over it; a failure's effect on the storm and the circuit is internal/stormCircuit.ts.
+ *
  * An attempt interrupted from outside (the chain's timeout, which cannot be told apart from a cancelled session)
  * counts as a `timeout` failure: a provider that hangs must open the circuit like one that errors. Time comes from
  * `Clock` and jitter from `Random`, so a TestClock and a seeded `Random` replay a storm exactly.
  */
-import { Clock, Effect, FiberRef, Random } from "effect"
-import type { ErrorKind } from "../domain/ErrorKind.js"
+import { Clock, Effect, FiberRef } from "effect"
 import { ProviderError } from "../domain/Errors.js"
+import { onFailure, rejectOpen, throttled } from "./internal/stormCircuit.js"
+import type { Guard } from "./internal/stormLine.js"
+import { calmNow, pass, rateAt } from "./internal/stormLine.js"
 import type { ModelProvider, ModelRequest } from "./ModelProvider.js"
 
 /** The guard's bounds; every field has a default (see the module comment for why it sits there). */
@@ -154,20 +159,6 @@ export interface Guarded extends ModelProvider {
   readonly status: () => Status
 }
 
-const transient = new Set<ErrorKind>(["server", "timeout", "overloaded"])
-const throttled = new Set<ErrorKind>(["rate_limit", "overloaded"])
-
-interface Waiter {
-  readonly earliest: number
-  /** 1 for a call on its last attempt here (it goes behind the others), 0 otherwise. */
-  readonly rank: number
-  slot: number
-}
-
-/** Uniform integer in [lo, hi], from the `Random` service. */
-const uniform = (lo: number, hi: number): Effect.Effect<number> =>
-  Random.nextIntBetween(Math.floor(lo), Math.floor(Math.max(lo, hi)) + 1)
-
 interface Pace {
   readonly startRate: number
   readonly rampRate: number
@@ -202,171 +193,8 @@ export const releaseSpreadMs = (releases: number, options: Options = {}): number
  * this caller's jittered slot as `retryAfterMs`. Wrap each provider once per process: two wrappers are two guards.
  */
 export const wrap = (provider: ModelProvider, options: Options = {}): Guarded => {
-  const threshold = Math.max(1, options.failureThreshold ?? defaults.failureThreshold)
-  const openMs = Math.max(1, options.openMs ?? defaults.openMs)
-  const pauseMs = Math.max(1, options.pauseMs ?? defaults.pauseMs)
-  const maxGateMs = options.maxGateMs ?? defaults.maxGateMs
-  const jitterMs = Math.max(0, options.jitterMs ?? defaults.jitterMs)
-  const { maxRate, rampRate, startRate } = paceOf(options)
-  const minRate = Math.min(startRate, Math.max(0.001, options.minRate ?? defaults.minRate))
-  const decreaseEveryMs = Math.max(0, options.decreaseEveryMs ?? defaults.decreaseEveryMs)
-  const maxWaitMs = Math.floor(provider.timeoutMs / 2)
-  // A call that took this many throttles here has one attempt left.
-  const lastAttemptAfter = Math.max(1, Math.floor(provider.maxAttempts) - 1)
-
-  // The storm: the gate, and the pacer's line (rate = rampFrom + rampRate · (t − rampStart), at most maxRate).
-  let storm = false
-  let gateUntil = 0
-  let rampStart = 0
-  let rampFrom = startRate
-  let nextFree = 0
-  let lastRelease = Number.NEGATIVE_INFINITY
-  let lastDecrease = Number.NEGATIVE_INFINITY
-  // The waiters, in order — calls on their last attempt behind the others, then arrival — each with its planned
-  // release instant.
-  const line: Array<Waiter> = []
-  // How many throttles each request (one chain call, all its attempts) has taken from this provider.
-  const rejections = new WeakMap<ModelRequest, number>()
-  let storms = 0
-  let gated = 0
-  // The circuit.
-  let openUntil = 0
-  let openSpreadMs = 0
-  let openKind: ErrorKind = "server"
-  let consecutive = 0
-  let opened = 0
-  let rejected = 0
-
-  const rateAt = (t: number) => Math.min(maxRate, rampFrom + rampRate * Math.max(0, t - rampStart) / 1000)
-  const minGapMs = 1000 / maxRate
-
-  // The next place in line no earlier than `earliest`, nor sooner after the last actual release than the ceiling
-  // allows (a release can come later than its plan, and the plan's next place would then be too close to it).
-  const place = (earliest: number) => {
-    const slot = Math.max(earliest, nextFree, lastRelease + minGapMs)
-    nextFree = slot + 1000 / rateAt(slot)
-    return slot
-  }
-
-  // Plans every waiter again from `now`, in the same order: after a halving, or when the process stalled and
-  // timers fired late (all at once, whatever the plan), so the line keeps its spacing and its order.
-  const replan = (now: number) => {
-    nextFree = Math.max(now, lastRelease + minGapMs)
-    for (const waiter of line) waiter.slot = place(Math.max(waiter.earliest, now))
-  }
-
-  // Joins the line at its rank; behind everyone it simply takes the next place, ahead of others the line moves.
-  const join = (waiter: Waiter, now: number) => {
-    const at = line.findIndex((other) => waiter.rank < other.rank)
-    if (at === -1) {
-      line.push(waiter)
-      waiter.slot = place(waiter.earliest)
-      return
-    }
-    line.splice(at, 0, waiter)
-    replan(now)
-  }
-
-  const calmNow = (now: number) => {
-    if (storm && now >= gateUntil && line.length === 0 && nextFree <= now && rateAt(now) >= maxRate) storm = false
-    return !storm
-  }
-
-  const onThrottle = (now: number, waitMs: number, jitter: number) => {
-    if (calmNow(now)) {
-      storm = true
-      storms++
-      gateUntil = now + waitMs + jitter
-      rampStart = gateUntil
-      rampFrom = startRate
-      nextFree = gateUntil
-      return
-    }
-    // Before the reopening the herd is held already; after it, a throttle means the rate is still too high.
-    if (now < gateUntil || now - lastDecrease < decreaseEveryMs) return
-    lastDecrease = now
-    rampFrom = Math.max(minRate, rateAt(now) / 2)
-    rampStart = now
-    replan(now + 1000 / rampFrom)
-  }
-
-  // Generator functions made once per guarded provider (`fnUntraced`), not per attempt: see session/Loop's `iteration`.
-  const onFailure = Effect.fnUntraced(function*(error: ProviderError) {
-    const now = yield* Clock.currentTimeMillis
-    if (throttled.has(error.kind)) {
-      const retryAfter = error.retryAfterMs
-      const jitter = yield* uniform(0, jitterMs)
-      if (retryAfter === undefined) onThrottle(now, yield* uniform(pauseMs / 2, pauseMs), jitter)
-      else if (retryAfter <= maxGateMs) onThrottle(now, retryAfter, jitter)
-    }
-    if (!transient.has(error.kind)) {
-      // Auth, quota, a bad request, a refusal: the provider answered coherently, so it is not sick.
-      if (error.kind !== "rate_limit") consecutive = 0
-      return
-    }
-    consecutive++
-    if (consecutive < threshold || now < openUntil) return
-    const period = yield* uniform(openMs / 2, openMs)
-    openUntil = now + period
-    openSpreadMs = Math.max(pauseMs, Math.floor(period / 2))
-    openKind = error.kind
-    opened++
-    // Half-open once the period ends: the next failure reopens at once, a success resets the count.
-    consecutive = threshold - 1
-  })
-
-  // During a storm: waits for this attempt's place in line (the plan may move while it waits).
-  const pass = (arrivedAt: number, request: ModelRequest) => {
-    const waiter: Waiter = {
-      earliest: Math.max(arrivedAt, gateUntil),
-      rank: (rejections.get(request) ?? 0) >= lastAttemptAfter ? 1 : 0,
-      slot: 0
-    }
-    return Effect.acquireUseRelease(
-      Effect.sync(() => {
-        gated++
-        join(waiter, arrivedAt)
-      }),
-      () =>
-        Effect.gen(function*() {
-          let now = arrivedAt
-          while (waiter.slot > now && now - arrivedAt < maxWaitMs) {
-            // Whole milliseconds, rounded up: a release never precedes its place (clocks tick in ms).
-            yield* Effect.sleep(Math.ceil(Math.min(waiter.slot - now, maxWaitMs - (now - arrivedAt))))
-            now = yield* Clock.currentTimeMillis
-            // Woken late (the process stalled: the others are due too), or too soon after a release that was
-            // itself late: keep the spacing, plan the line again from here.
-            if (now - waiter.slot > minGapMs || now < lastRelease + minGapMs) replan(now)
-          }
-          lastRelease = now
-          options.onRelease?.({ arrivedAt, releasedAt: now })
-          const listener = yield* FiberRef.get(waitListener)
-          if (listener !== undefined && now > arrivedAt) {
-            yield* listener({ provider: provider.name, arrivedAt, releasedAt: now })
-          }
-        }),
-      () =>
-        Effect.sync(() => {
-          const at = line.indexOf(waiter)
-          if (at !== -1) line.splice(at, 1)
-        })
-    )
-  }
-
-  const rejectOpen = Effect.fnUntraced(function*(now: number) {
-    rejected++
-    const slot = openUntil + (yield* uniform(0, openSpreadMs))
-    return yield* Effect.fail(
-      new ProviderError({
-        kind: openKind,
-        provider: provider.name,
-        message: `${provider.name} is failing (${threshold} consecutive ${openKind} failures): circuit open for ` +
-          `${openUntil - now} ms more; no request sent`,
-        retryAfterMs: Math.max(0, slot - now)
-      })
-    )
-  })
-
+  const guard = make(provider, options)
+  const { maxRate } = guard.settings
   return {
     name: provider.name,
     model: provider.model,
@@ -375,40 +203,83 @@ export const wrap = (provider: ModelProvider, options: Options = {}): Guarded =>
     ...(provider.maxOutputTokens === undefined ? {} : { maxOutputTokens: provider.maxOutputTokens }),
     timeoutMs: provider.timeoutMs,
     maxAttempts: provider.maxAttempts,
+    // Made once per guarded provider (`fnUntraced`), not per attempt: see session/Loop's `iteration`.
     complete: Effect.fnUntraced(function*(request: ModelRequest) {
       const now = yield* Clock.currentTimeMillis
-      if (now < openUntil) return yield* rejectOpen(now)
-      if (!calmNow(now)) yield* pass(now, request)
+      if (now < guard.openUntil) return yield* rejectOpen(guard, now)
+      if (!calmNow(guard, now)) yield* pass(guard, now, request)
       return yield* provider.complete(request).pipe(
         Effect.tap(() =>
           Effect.sync(() => {
-            consecutive = 0
+            guard.consecutive = 0
           })
         ),
         Effect.tapError((error) =>
           Effect.zipRight(
             Effect.sync(() => {
-              if (throttled.has(error.kind)) rejections.set(request, (rejections.get(request) ?? 0) + 1)
+              if (throttled.has(error.kind)) guard.rejections.set(request, (guard.rejections.get(request) ?? 0) + 1)
             }),
-            onFailure(error)
+            onFailure(guard, error)
           )
         ),
         Effect.onInterrupt(() =>
-          onFailure(new ProviderError({ kind: "timeout", provider: provider.name, message: "interrupted" }))
+          onFailure(guard, new ProviderError({ kind: "timeout", provider: provider.name, message: "interrupted" }))
         )
       )
     }),
     status: () => ({
-      storm,
-      gateUntil,
-      rate: storm ? rateAt(Math.max(gateUntil, nextFree)) : maxRate,
-      waiting: line.length,
-      openUntil,
-      consecutiveFailures: consecutive,
-      opened,
-      storms,
-      gated,
-      rejected
+      storm: guard.storm,
+      gateUntil: guard.gateUntil,
+      rate: guard.storm ? rateAt(guard, Math.max(guard.gateUntil, guard.nextFree)) : maxRate,
+      waiting: guard.line.length,
+      openUntil: guard.openUntil,
+      consecutiveFailures: guard.consecutive,
+      opened: guard.opened,
+      storms: guard.storms,
+      gated: guard.gated,
+      rejected: guard.rejected
     })
+  }
+}
+
+/** A calm guard's state, its bounds resolved from `options` (defaults) and the provider's timeout and attempts. */
+const make = (provider: ModelProvider, options: Options): Guard => {
+  const { maxRate, rampRate, startRate } = paceOf(options)
+  return {
+    provider,
+    settings: {
+      threshold: Math.max(1, options.failureThreshold ?? defaults.failureThreshold),
+      openMs: Math.max(1, options.openMs ?? defaults.openMs),
+      pauseMs: Math.max(1, options.pauseMs ?? defaults.pauseMs),
+      maxGateMs: options.maxGateMs ?? defaults.maxGateMs,
+      jitterMs: Math.max(0, options.jitterMs ?? defaults.jitterMs),
+      startRate,
+      rampRate,
+      maxRate,
+      minRate: Math.min(startRate, Math.max(0.001, options.minRate ?? defaults.minRate)),
+      decreaseEveryMs: Math.max(0, options.decreaseEveryMs ?? defaults.decreaseEveryMs),
+      maxWaitMs: Math.floor(provider.timeoutMs / 2),
+      lastAttemptAfter: Math.max(1, Math.floor(provider.maxAttempts) - 1),
+      minGapMs: 1000 / maxRate
+    },
+    onRelease: options.onRelease,
+    waitListener,
+    storm: false,
+    gateUntil: 0,
+    rampStart: 0,
+    rampFrom: startRate,
+    nextFree: 0,
+    lastRelease: Number.NEGATIVE_INFINITY,
+    lastDecrease: Number.NEGATIVE_INFINITY,
+    line: [],
+    rejections: new WeakMap(),
+    storms: 0,
+    gated: 0,
+    openUntil: 0,
+    openSpreadMs: 0,
+    openKind: "server",
+    consecutive: 0,
+    opened: 0,
+    rejected: 0
   }
 }

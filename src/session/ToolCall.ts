@@ -211,35 +211,30 @@ const persistTurn = Effect.fnUntraced(function*(state: TurnState, now: number) {
   )
 })
 
-/**
- * Runs the calls of one assistant turn and persists their results. Returns what ends the burst after the turn, if
- * anything: the first `after_tools` check of the exit policy that fires (by default `repeat_call_halt`,
- * `bad_tool_use`, `confirmation_pending`, `tool_budget`, in that order).
- */
-export const runTurn: (
-  ctx: Burst.Context,
-  burst: Burst.Burst,
-  calls: ReadonlyArray<ToolCall>
-) => Effect.Effect<Option.Option<ExitPolicy.Decision>, PersistenceFailed> = Effect.fnUntraced(function*(
-  ctx: Burst.Context,
-  burst: Burst.Burst,
-  calls: ReadonlyArray<ToolCall>
-) {
-  const { run, surplus } = TurnCap.split(calls, ctx.limits)
-  if (surplus.length > 0) {
-    Burst.decided(burst, { _tag: "turn_cap", at: yield* Clock.currentTimeMillis, surplus: surplus.length })
-  }
-  const slots: Array<Slot | undefined> = new Array(run.length)
-  // -1: not dispatched (0 is a valid Clock time: the TestClock starts there).
-  const started: Array<number> = new Array(run.length).fill(-1)
-  // Each call's own end: a turn's calls run concurrently, and each is recorded with its own duration.
-  const ended: Array<number> = new Array(run.length).fill(-1)
-  const dispatch: Array<number> = []
-  // Each dispatched call's sampler slot: how many samples its server had served (MCP sampling).
-  const samples: Array<ModelCall.SampleSlot | undefined> = new Array(run.length)
-  let budgetRefused = 0
+/** The turn's plan, and the slots its dispatch fills in: one entry per call that is not surplus. */
+interface Plan {
+  readonly slots: Array<Slot | undefined>
+  /** When each call was dispatched; -1: not dispatched (0 is a valid Clock time: the TestClock starts there). */
+  readonly started: Array<number>
+  /** Each call's own end: a turn's calls run concurrently, and each is recorded with its own duration. */
+  readonly ended: Array<number>
+  /** The indexes of the calls to run now (reads that claimed a budget unit), in order. */
+  readonly dispatch: Array<number>
+  /** Each dispatched call's sampler slot: how many samples its server had served (MCP sampling). */
+  readonly samples: Array<ModelCall.SampleSlot | undefined>
+  readonly budgetRefused: number
+}
 
-  // Plan sequentially so budget claims are deterministic and happen before any dispatch.
+/**
+ * Plans the turn's calls, sequentially so budget claims are deterministic and happen before any dispatch: an unknown
+ * tool is answered at once, a write becomes a pending confirmation (or an error when its arguments are not a JSON
+ * object), a read claims a tool-call budget unit and is dispatched, or is refused when none is left. A generator
+ * `runTurn` delegates to (`yield*`), not an Effect of its own: it adds no step to the turn.
+ */
+function* plan(ctx: Burst.Context, burst: Burst.Burst, run: ReadonlyArray<ToolCall>) {
+  const slots: Array<Slot | undefined> = new Array(run.length)
+  const dispatch: Array<number> = []
+  let budgetRefused = 0
   for (let i = 0; i < run.length; i++) {
     const call = run[i]!
     const def = ctx.tools.get(call.name)
@@ -299,29 +294,24 @@ export const runTurn: (
       }
     }
   }
-
-  const persist = Effect.clockWith((clock) =>
-    persistTurn(
-      { ctx, burst, calls, run, surplus, slots, started, ended, samples, budgetRefused },
-      clock.unsafeCurrentTimeMillis()
-    )
-  )
-
-  const toolCtx = {
-    sessionId: ctx.session.id,
-    principal: ctx.session.principal,
-    scope: ctx.session.scope,
-    // Core tools acting for several MCP servers (read_resource) reach only those of the agent's own tools.
-    allowlist: ctx.spec.tools
+  const plan: Plan = {
+    slots,
+    started: new Array(run.length).fill(-1),
+    ended: new Array(run.length).fill(-1),
+    dispatch,
+    samples: new Array(run.length),
+    budgetRefused
   }
-  const runtime = yield* Effect.runtime<never>()
-  const runSync = Runtime.runSyncExit(runtime)
-  const inFlight: Array<readonly [number, Fiber.RuntimeFiber<ToolOutcome, never>]> = []
+  return plan
+}
 
-  // The turn's calls start together: their `tool_start` events go out first, on this fiber, chained one after the
-  // other (`forEach` would set up a loop of its own for a handful of events).
-  const announce = Effect.suspend(() =>
-    dispatch.reduce<Effect.Effect<void>>((before, i) =>
+/**
+ * The turn's dispatched calls announced: their `tool_start` events go out first, on the turn's fiber, chained one
+ * after the other (`forEach` would set up a loop of its own for a handful of events).
+ */
+const announce = (ctx: Burst.Context, burst: Burst.Burst, run: ReadonlyArray<ToolCall>, plan: Plan) =>
+  Effect.suspend(() =>
+    plan.dispatch.reduce<Effect.Effect<void>>((before, i) =>
       Effect.zipRight(
         before,
         ctx.ports.events.publish({
@@ -333,11 +323,33 @@ export const runTurn: (
         })
       ), Effect.void)
   )
-  // Sync-first dispatch: every call starts in order, right away; a call that finishes without suspending costs no
-  // fiber, and the ones that suspend keep running concurrently and are joined below.
-  const startAll = Effect.clockWith((clock) => {
+
+/** A dispatched call still running after `startAll`, by its index in the turn. */
+type InFlight = Array<readonly [number, Fiber.RuntimeFiber<ToolOutcome, never>]>
+
+/**
+ * Sync-first dispatch: every call starts in order, right away; a call that finishes without suspending costs no
+ * fiber, and the ones that suspend keep running concurrently (in `inFlight`) and are joined by `joinAll`.
+ */
+const startAll = (
+  ctx: Burst.Context,
+  burst: Burst.Burst,
+  run: ReadonlyArray<ToolCall>,
+  plan: Plan,
+  runSync: ReturnType<typeof Runtime.runSyncExit<never>>,
+  inFlight: InFlight
+) => {
+  const toolCtx = {
+    sessionId: ctx.session.id,
+    principal: ctx.session.principal,
+    scope: ctx.session.scope,
+    // Core tools acting for several MCP servers (read_resource) reach only those of the agent's own tools.
+    allowlist: ctx.spec.tools
+  }
+  const { ended, samples, slots, started } = plan
+  return Effect.clockWith((clock) => {
     const now = clock.unsafeCurrentTimeMillis()
-    for (const i of dispatch) {
+    for (const i of plan.dispatch) {
       const call = run[i]!
       started[i] = now
       // A tool server's sample is a model call of this session, charged to this call (MCP sampling), and lives
@@ -375,23 +387,51 @@ export const runTurn: (
     }
     return Effect.void
   })
-  const joinSuspended = Effect.forEach(
-    inFlight,
-    ([i, fiber]) =>
-      Effect.flatMap(Fiber.join(fiber), (outcome) =>
-        Effect.map(Clock.currentTimeMillis, (at) => {
-          slots[i] = { outcome, status: outcome.isError ? "error" : "ok" }
-          ended[i] = at
-        })),
-    { concurrency: "unbounded", discard: true }
+}
+
+/** Joins the calls that suspended in `startAll`; most turns' calls all finish there, and then nothing is set up. */
+const joinAll = (plan: Plan, inFlight: InFlight) =>
+  Effect.suspend(() =>
+    inFlight.length === 0 ? Effect.void : Effect.forEach(
+      inFlight,
+      ([i, fiber]) =>
+        Effect.flatMap(Fiber.join(fiber), (outcome) =>
+          Effect.map(Clock.currentTimeMillis, (at) => {
+            plan.slots[i] = { outcome, status: outcome.isError ? "error" : "ok" }
+            plan.ended[i] = at
+          })),
+      { concurrency: "unbounded", discard: true }
+    )
   )
-  // Most turns' calls all finish in `startAll`: then there is nothing to join (and no concurrent `forEach` to set up).
-  const joinAll = Effect.suspend(() => inFlight.length === 0 ? Effect.void : joinSuspended)
+
+/**
+ * Runs the calls of one assistant turn and persists their results. Returns what ends the burst after the turn, if
+ * anything: the first `after_tools` check of the exit policy that fires (by default `repeat_call_halt`,
+ * `bad_tool_use`, `confirmation_pending`, `tool_budget`, in that order).
+ */
+export const runTurn: (
+  ctx: Burst.Context,
+  burst: Burst.Burst,
+  calls: ReadonlyArray<ToolCall>
+) => Effect.Effect<Option.Option<ExitPolicy.Decision>, PersistenceFailed> = Effect.fnUntraced(function*(
+  ctx: Burst.Context,
+  burst: Burst.Burst,
+  calls: ReadonlyArray<ToolCall>
+) {
+  const { run, surplus } = TurnCap.split(calls, ctx.limits)
+  if (surplus.length > 0) {
+    Burst.decided(burst, { _tag: "turn_cap", at: yield* Clock.currentTimeMillis, surplus: surplus.length })
+  }
+  const planned = yield* plan(ctx, burst, run)
+  const state: TurnState = { ctx, burst, calls, run, surplus, ...planned }
+  const persist = Effect.clockWith((clock) => persistTurn(state, clock.unsafeCurrentTimeMillis()))
+  const runSync = Runtime.runSyncExit(yield* Effect.runtime<never>())
+  const inFlight: InFlight = []
 
   // If the burst is interrupted mid-dispatch, the calls still running are stopped, and the finished results plus an
   // "interrupted" result for each unfinished call are still persisted: the transcript stays paired and resumable.
-  yield* announce
-  yield* Effect.zipRight(startAll, joinAll).pipe(
+  yield* announce(ctx, burst, run, planned)
+  yield* Effect.zipRight(startAll(ctx, burst, run, planned, runSync, inFlight), joinAll(planned, inFlight)).pipe(
     Effect.onInterrupt(() =>
       Effect.zipRight(
         Effect.forEach(inFlight, ([, fiber]) => Fiber.interrupt(fiber), { discard: true }),

@@ -33,38 +33,22 @@
  * happened; lost servers are restarted (see `internal/mcpConnection`). A call's progress and its server's log
  * messages go to `ToolNotices` when the runtime provides one.
  */
-import {
-  Chunk,
-  Clock,
-  Deferred,
-  Duration,
-  Effect,
-  Either,
-  Fiber,
-  Layer,
-  Option,
-  Queue,
-  Runtime,
-  Schedule,
-  Schema
-} from "effect"
+import { Chunk, Clock, Deferred, Effect, Either, Fiber, Layer, Option, Queue, Runtime, Schedule, Schema } from "effect"
 import type { Context, Scope } from "effect"
 import { Elicitations } from "./Elicitations.js"
 import * as McpCall from "./internal/mcpCall.js"
 import type { Entry } from "./internal/mcpCall.js"
-import * as ClientRequests from "./internal/mcpClientRequests.js"
 import * as Connection from "./internal/mcpConnection.js"
-import * as McpElicit from "./internal/mcpElicit.js"
 import { configuredEntries, entriesOf } from "./internal/mcpEntries.js"
-import * as McpOAuth from "./internal/mcpOAuth.js"
+import type * as McpOAuth from "./internal/mcpOAuth.js"
 import * as McpResources from "./internal/mcpResources.js"
-import * as McpSample from "./internal/mcpSample.js"
+import * as Wiring from "./internal/mcpWiring.js"
 import * as Texts from "./internal/texts.js"
-import * as McpConfig from "./McpConfig.js"
+import type * as McpConfig from "./McpConfig.js"
 import { McpCredentials } from "./McpCredentials.js"
 import * as Credentials from "./McpCredentials.js"
 import { ToolExecutor } from "./ToolExecutor.js"
-import type { ToolContext, ToolDef, ToolOutcome, ToolServerStatus } from "./ToolExecutor.js"
+import type { ToolContext, ToolDef, ToolOutcome } from "./ToolExecutor.js"
 import { ToolNotices } from "./ToolNotices.js"
 
 /** Two servers (or one server twice) export the same tool name; `prefix` or `exclude` one of them in the config. */
@@ -246,39 +230,29 @@ export const make = (
   Effect.gen(function*() {
     const changes = yield* Queue.unbounded<Change>()
     const notices = yield* Effect.serviceOption(ToolNotices)
-    const elicitations = yield* Effect.serviceOption(Elicitations)
     const runtime = yield* Effect.runtime<never>()
     const runFork = Runtime.runFork(runtime)
-    const runPromise = Runtime.runPromise(runtime)
-    const connection: Connection.Options = {
-      connectTimeoutMs: options?.connectTimeoutMs ?? 30_000,
-      restart: options?.restartSchedule ?? defaultRestartSchedule,
-      onToolsChanged: (handle) => Queue.unsafeOffer(changes, { _tag: "Changed", handle }),
-      onElicit: (handle, params, signal) =>
-        runPromise(McpElicit.answer({ elicitations, notices }, handle, params), { signal }),
-      onSample: (handle, params, signal) =>
-        runPromise(McpSample.answer(handle, params), { signal }).then(
-          Either.getOrThrowWith((refusal) => ClientRequests.rpcError(refusal.code, refusal.message))
-        )
-    }
+    const connection = Wiring.connectionOptions(
+      {
+        connectTimeoutMs: options?.connectTimeoutMs ?? 30_000,
+        restart: options?.restartSchedule ?? defaultRestartSchedule,
+        elicitations: yield* Effect.serviceOption(Elicitations),
+        notices
+      },
+      (handle) => Queue.unsafeOffer(changes, { _tag: "Changed", handle }),
+      runtime
+    )
     const now = yield* Clock.currentTimeMillis
     const credentials = Option.getOrElse(yield* Effect.serviceOption(McpCredentials), Credentials.makeMemory)
-    const oauthOf = (name: string, config: McpConfig.McpServer): McpOAuth.Session | undefined => {
-      if (McpConfig.isStdio(config) || config.auth === undefined) return undefined
-      const key = Credentials.keyFor(name, config.url)
-      const vault: McpOAuth.Vault = {
-        load: () =>
-          runPromise(Effect.map(
-            credentials.load(key),
-            Option.match({ onNone: () => ({}), onSome: (json) => JSON.parse(json) as McpOAuth.Saved })
-          )),
-        save: (saved) => runPromise(credentials.save(key, JSON.stringify(saved)))
-      }
-      return new McpOAuth.Session(name, config.auth, vault, options?.interaction ?? "none")
-    }
+    const interaction = options?.interaction ?? "none"
     // Sorted, so a collision always names the servers in the same order.
     const handles = Object.keys(servers).sort().map((name) =>
-      Connection.makeHandle(name, servers[name]!, now, oauthOf(name, servers[name]!))
+      Connection.makeHandle(
+        name,
+        servers[name]!,
+        now,
+        Wiring.oauthOf(credentials, interaction, runtime, name, servers[name]!)
+      )
     )
     // One finalizer closing every server at once: a graceful stdio close can take up to a second, and they add up.
     // On a fiber of its own: a finalizer runs with the fiber refs of its acquisition, and a layer built beside others
@@ -319,32 +293,13 @@ export const make = (
     // Refusals already logged, so a collision that persists across refreshes is reported once.
     let reported = new Set<string>()
 
-    const relist = (handle: Connection.Handle) =>
-      Effect.matchEffect(Connection.listTools(handle, connection.connectTimeoutMs), {
-        onFailure: (reason) =>
-          Effect.logWarning(
-            `MCP server "${handle.name}": listing its tools again failed (${reason}); keeping the ` +
-              `${listed.get(handle)?.length ?? 0} tools it listed last until its next change or restart`
-          ),
-        onSuccess: (tools) =>
-          Effect.flatMap(entriesOf(handle, tools), (entries) =>
-            Effect.suspend(() => {
-              const before = new Set((listed.get(handle) ?? []).map((e) => e.def.name))
-              const after = new Set(entries.map((e) => e.def.name))
-              listed.set(handle, entries)
-              const added = [...after].filter((n) => !before.has(n))
-              const removed = [...before].filter((n) => !after.has(n))
-              return added.length + removed.length === 0 ? Effect.void : Effect.logInfo(
-                `MCP server "${handle.name}" changed its tools: added [${added.join(", ")}], ` +
-                  `removed [${removed.join(", ")}]`
-              )
-            }))
-      })
-
     const apply = (due: ReadonlySet<Connection.Handle>) =>
       Effect.gen(function*() {
         // Concurrently: one slow server must not hold back the others' lists for its whole timeout.
-        yield* Effect.forEach(due, relist, { concurrency: "unbounded", discard: true })
+        yield* Effect.forEach(due, (handle) => Wiring.relist(listed, connection.connectTimeoutMs, handle), {
+          concurrency: "unbounded",
+          discard: true
+        })
         const { entries, refused } = merge(handles, listed, current.entries)
         current = snapshotOf(entries, handles)
         const keys = new Set<string>()
@@ -370,61 +325,19 @@ export const make = (
       Deferred.make<void>(),
       (done) => Effect.zipRight(Queue.offer(changes, { _tag: "Barrier", done }), Deferred.await(done))
     )
-
-    const notifyFor = (ctx: ToolContext, name: string): McpCall.Notify | undefined => {
-      if (notices._tag === "None") return undefined
-      const sink = notices.value
-      const at = { sessionId: ctx.sessionId, callId: ctx.callId, name }
-      return (notice) => {
-        runFork(sink.notify(notice._tag === "progress" ? { ...notice, ...at } : { ...notice, ...at }))
-      }
-    }
-
-    const probeMs = options?.probeMs ?? 1_000
-    // Every down server tried at once, concurrently; the re-list of those that came back awaited too; all within
-    // `probeMs`.
-    const probeDown = Effect.suspend(() => {
-      // Streamable HTTP servers only: they come back by themselves, and trying one costs a request. A stdio server is
-      // down because Corral could not run it; spawning it for every burst would not bring it back sooner.
-      const down = handles.filter((h) => !McpConfig.isStdio(h.config) && Connection.phaseOf(h) === "down")
-      if (down.length === 0) return Effect.void
-      return Effect.forEach(down, (h) => Connection.probe(h, probeMs), { concurrency: "unbounded", discard: true })
-        .pipe(
-          Effect.zipRight(
-            Effect.suspend(() => down.some((h) => Connection.phaseOf(h) === "up") ? refreshed : Effect.void)
-          ),
-          Effect.timeout(Duration.millis(probeMs)),
-          Effect.ignore
-        )
-    })
-
-    const statuses = Effect.sync(() =>
-      handles.map((handle): ToolServerStatus => {
-        let tools = 0
-        for (const entry of current.entries.values()) if (entry.handle === handle) tools++
-        return {
-          name: handle.name,
-          transport: McpConfig.isStdio(handle.config) ? "stdio" : "http",
-          state: Connection.phaseOf(handle),
-          since: handle.since,
-          lastError: handle.lastError,
-          failures: handle.failures,
-          tools
-        }
-      })
-    )
+    const probeDown = Wiring.probeDown(handles, options?.probeMs ?? 1_000, refreshed)
     return {
       get tools() {
         return known(current, handles)
       },
       refreshed,
-      servers: statuses,
+      servers: Wiring.statuses(handles, () => current.entries),
       list: () => Effect.zipRight(probeDown, Effect.sync(() => known(current, handles))),
       call: (name, argumentsJson, ctx) =>
         Effect.suspend(() =>
           current.core !== undefined && name === current.core.def.name
             ? McpResources.callCore(current.core, current.entries, handles, argumentsJson, ctx)
-            : dispatch(current, name, argumentsJson, notifyFor(ctx, name), ctx)
+            : dispatch(current, name, argumentsJson, Wiring.notifyFor(notices, runFork, ctx, name), ctx)
         ),
       prompt: (ref, ctx) => McpResources.prompt(handles, ref, ctx.timeoutMs),
       describe: (name) => {

@@ -15,7 +15,7 @@ import type {
   ResourceTemplate,
   Tool
 } from "@modelcontextprotocol/sdk/types.js"
-import { Clock, Effect, Option, Schema, Stream } from "effect"
+import { Effect, Schema, Stream } from "effect"
 import { Corral } from "../../Corral.js"
 import type { AgentSpec } from "../../domain/AgentSpec.js"
 import type { PersistenceFailed, SessionNotFound } from "../../domain/Errors.js"
@@ -23,9 +23,10 @@ import type { Principal } from "../../domain/Principal.js"
 import type { SessionView } from "../../domain/Session.js"
 import * as Limits from "../../rails/Limits.js"
 import { SessionStore } from "../../store/SessionStore.js"
+import * as CatalogCalls from "./internal/catalogCalls.js"
 import * as Render from "./internal/render.js"
 import * as Schemas from "./internal/schemas.js"
-import * as Runs from "./Runs.js"
+import type * as Runs from "./Runs.js"
 
 /** A tool name nobody offers here (a JSON-RPC "invalid params" error for the host). */
 export class UnknownTool extends Schema.TaggedError<UnknownTool>()("UnknownTool", { name: Schema.String }) {
@@ -99,67 +100,6 @@ const RUN_PREFIX = "run_"
 
 const json = (value: unknown): string => JSON.stringify(value, null, 2)
 
-/** The structured content of a call's answer (the shape `Schemas.runOutput` declares). */
-const structured = (outcome: Runs.Outcome): Record<string, unknown> => {
-  const view = outcome.view
-  return {
-    sessionId: view.id,
-    resource: Render.sessionUri(view.id),
-    agentId: view.agentId,
-    scope: view.scope,
-    status: view.status,
-    landed: outcome.landed,
-    ...(view.exitReason === undefined ? {} : { exitReason: view.exitReason }),
-    ...(view.report === undefined || view.status === "running"
-      ? {}
-      : { report: view.report.data, reportSource: view.report.source }),
-    pending: view.pending.map((p) => ({
-      tool: p.tool,
-      arguments: p.arguments,
-      ...(p.token === undefined ? {} : { token: p.token }),
-      ...(p.expiresAt === undefined ? {} : { expiresAt: new Date(p.expiresAt).toISOString() })
-    })),
-    modelCalls: view.modelCalls,
-    toolCalls: view.toolCalls
-  }
-}
-
-/** A session's answer: `isError` when the burst ended any way but `completed` or waiting for a decision. */
-const answer = (outcome: Runs.Outcome): CallToolResult => {
-  const reason = outcome.view.exitReason
-  return {
-    content: [
-      { type: "text", text: Render.session(outcome.view, outcome.note) },
-      {
-        type: "resource_link",
-        uri: Render.sessionUri(outcome.view.id),
-        name: `session ${outcome.view.id}`,
-        mimeType: "application/json"
-      }
-    ],
-    structuredContent: structured(outcome),
-    isError: outcome.landed && reason !== undefined && reason !== "completed" && reason !== "confirmation_pending"
-  }
-}
-
-const failed = (message: string): CallToolResult => ({ content: [{ type: "text", text: message }], isError: true })
-
-/** An error of the Corral service as a tool error text: the message and every field issue. */
-const describe = (
-  error: { readonly message: string; readonly issues?: ReadonlyArray<{ path: string; message: string }> }
-) => [error.message, ...(error.issues ?? []).map((i) => `  ${i.path}: ${i.message}`)].join("\n")
-
-const isRecord = (value: unknown): value is Record<string, unknown> =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
-
-/** The fields of `args` that `allowed` does not name, as a tool error (hosts must send only declared fields). */
-const extraFields = (args: Record<string, unknown>, allowed: ReadonlyArray<string>): string | undefined => {
-  const extra = Object.keys(args).filter((k) => !allowed.includes(k))
-  return extra.length === 0
-    ? undefined
-    : `unknown argument${extra.length > 1 ? "s" : ""}: ${extra.join(", ")} (expected ${allowed.join(", ")})`
-}
-
 const toolOf = (spec: AgentSpec): Tool => ({
   name: `${RUN_PREFIX}${spec.id}`,
   title: spec.name,
@@ -208,47 +148,11 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Corra
   Effect.gen(function*() {
     const corral = yield* Corral
     const store = yield* SessionStore
-    const hostActiveMs = options.activeTimeMs ?? Limits.defaults.activeTimeMs
-    const marginMs = options.marginMs ?? defaultMarginMs
-
-    const deadlineFor = (spec: AgentSpec | undefined) =>
-      Effect.map(
-        Clock.currentTimeMillis,
-        (now) => now + Math.min(hostActiveMs, spec?.limits?.activeTimeMs ?? hostActiveMs) + marginMs
-      )
-
-    const run = (by: Principal, agentId: string, args: unknown, host: Runs.Host) =>
-      Effect.gen(function*() {
-        if (!isRecord(args)) return failed("the arguments must be an object with `scope` and `prompt`")
-        const extra = extraFields(args, ["scope", "prompt"])
-        if (extra !== undefined) return failed(extra)
-        const spec = yield* corral.getAgent(by, agentId)
-        const started = yield* corral.start(by, {
-          agentId,
-          scope: args["scope"] as string,
-          prompt: args["prompt"] as string
-        })
-        yield* host.log("info", `session ${started.id} started (agent ${agentId} v${started.agentVersion})`)
-        const outcome = yield* Runs.drive(corral, by, started.id, host, yield* deadlineFor(spec))
-        return answer(outcome)
-      }).pipe(Effect.catchAll((error) => Effect.succeed(failed(describe(error)))))
-
-    const approve = (by: Principal, args: unknown, host: Runs.Host) =>
-      Effect.gen(function*() {
-        if (!isRecord(args)) return failed("the arguments must be an object with `sessionId`, `token` and `decision`")
-        const extra = extraFields(args, ["sessionId", "token", "decision"])
-        if (extra !== undefined) return failed(extra)
-        const { decision, sessionId, token } = args
-        if (typeof sessionId !== "string" || sessionId.length === 0) {
-          return failed("sessionId: a session id is required")
-        }
-        if (typeof token !== "string" || token.length === 0) return failed("token: the approval token is required")
-        if (decision !== "approve" && decision !== "reject") return failed(`decision: "approve" or "reject"`)
-        const view = yield* corral.get(by, sessionId)
-        const spec = yield* Effect.option(corral.getAgent(by, view.agentId, view.agentVersion))
-        const deadline = yield* deadlineFor(Option.getOrUndefined(spec))
-        return answer(yield* Runs.decide(corral, by, sessionId, token, decision, host, deadline))
-      }).pipe(Effect.catchAll((error) => Effect.succeed(failed(describe(error)))))
+    const calls: CatalogCalls.Calls = {
+      corral,
+      hostActiveMs: options.activeTimeMs ?? Limits.defaults.activeTimeMs,
+      marginMs: options.marginMs ?? defaultMarginMs
+    }
 
     const listSessions = (by: Principal, limit: number, cursor?: string) =>
       store.listSessions(by.orgId, { limit, ...(cursor === undefined ? {} : { cursor }) })
@@ -260,7 +164,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Corra
           (agents) => [...agents].sort((a, b) => a.id.localeCompare(b.id)).map(toolOf).concat([approveTool])
         ),
       callTool: (by, name, args, host) => {
-        if (name === approveTool.name) return approve(by, args, host)
+        if (name === approveTool.name) return CatalogCalls.approve(calls, by, args, host)
         if (!name.startsWith(RUN_PREFIX)) return Effect.fail(new UnknownTool({ name }))
         const agentId = name.slice(RUN_PREFIX.length)
         // An agent of another org (or none) is not offered, so it is unknown here, like any other name.
@@ -269,7 +173,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Corra
           (found) =>
             found._tag === "Left" && found.left._tag === "AgentNotFound"
               ? Effect.fail(new UnknownTool({ name }))
-              : run(by, agentId, args, host)
+              : CatalogCalls.run(calls, by, agentId, args, host)
         )
       },
       listResources: (by, cursor) =>

@@ -139,19 +139,7 @@ export class Session implements OAuthClientProvider {
   readonly clientMetadataUrl?: string
 
   get clientMetadata(): OAuthClientMetadata {
-    const scope = this.config.scopes?.join(" ")
-    const confidential = this.config.clientId !== undefined && this.config.clientSecretEnv !== undefined
-    const signed = this.config.clientId !== undefined && this.config.privateKeyEnv !== undefined
-    return {
-      client_name: "Corral",
-      redirect_uris: this.redirectUrl === undefined ? [] : [this.redirectUrl],
-      grant_types: this.config.grant === "client_credentials"
-        ? ["client_credentials"]
-        : ["authorization_code", "refresh_token"],
-      response_types: this.config.grant === "client_credentials" ? [] : ["code"],
-      token_endpoint_auth_method: signed ? "private_key_jwt" : confidential ? "client_secret_basic" : "none",
-      ...(scope === undefined || scope === "" ? {} : { scope })
-    }
+    return clientMetadataOf(this.config, this.redirectUrl)
   }
 
   state(): string {
@@ -160,19 +148,7 @@ export class Session implements OAuthClientProvider {
   }
 
   async clientInformation(): Promise<OAuthClientInformationMixed | undefined> {
-    const saved = await this.load()
-    if (this.config.clientId !== undefined) {
-      // A pre-registered client: the config is the truth (a saved copy only adds the issuer it was bound to).
-      const issuer = saved.clientInformation?.client_id === this.config.clientId
-        ? saved.clientInformation.issuer
-        : undefined
-      return {
-        client_id: this.config.clientId,
-        ...(this.secret === undefined ? {} : { client_secret: this.secret }),
-        ...(issuer === undefined || issuer === null ? {} : { issuer })
-      }
-    }
-    return saved.clientInformation
+    return clientInformationOf(this.config, this.secret, await this.load())
   }
 
   async saveClientInformation(clientInformation: OAuthClientInformationMixed): Promise<void> {
@@ -219,62 +195,115 @@ export class Session implements OAuthClientProvider {
   async invalidateCredentials(scope: "all" | "client" | "tokens" | "verifier" | "discovery"): Promise<void> {
     if (scope === "verifier" || scope === "all") this.verifier = undefined
     if (scope === "verifier") return
-    await this.update((saved) => ({
-      ...(scope === "all" || scope === "client" ? {} : { clientInformation: saved.clientInformation }),
-      ...(scope === "all" || scope === "tokens" ? {} : { tokens: saved.tokens }),
-      ...(scope === "all" || scope === "discovery" ? {} : { discoveryState: saved.discoveryState })
-    }))
+    await this.update((saved) => invalidated(saved, scope))
   }
 
   prepareTokenRequest(scope?: string): URLSearchParams | undefined {
-    if (this.config.grant !== "client_credentials") return undefined
-    const params = new URLSearchParams({ grant_type: "client_credentials" })
-    const wanted = scope ?? this.config.scopes?.join(" ")
-    if (wanted !== undefined && wanted !== "") params.set("scope", wanted)
-    return params
+    return tokenRequestOf(this.config, scope)
   }
 
   async redirectToAuthorization(authorizationUrl: URL): Promise<void> {
-    if (this.interaction === "none") {
-      throw new NeedsPerson(
-        `it needs a person to sign in at its authorization server (${authorizationUrl.origin}; OAuth grant ` +
-          `authorization_code) and this host has nobody to ask: sign in once with \`corral mcp login ${this.server}\` ` +
-          "(the tokens are stored for corral serve, which needs CORRAL_SECRET_KEY), or use \"grant\": " +
-          "\"client_credentials\" if the server allows it, or a token in `headers` " +
-          "(`{ \"Authorization\": { \"env\": \"VAR\", \"prefix\": \"Bearer \" } }`)"
-      )
-    }
+    if (this.interaction === "none") throw new NeedsPerson(needsPersonText(this.server, authorizationUrl))
     if (this.interaction === "capture") {
       this.authorizationUrl = authorizationUrl
       return
     }
-    const response = await fetch(authorizationUrl, {
-      redirect: "manual",
-      signal: AbortSignal.timeout(FOLLOW_TIMEOUT_MS)
-    })
-    await response.body?.cancel()
-    const location = response.headers.get("location")
-    if (response.status < 300 || response.status >= 400 || location === null) {
-      throw new NeedsPerson(
-        `its authorization server answered HTTP ${response.status} instead of redirecting back (a sign-in page?): ` +
-          "a person must authorize Corral there, which corral mcp inspect cannot do"
-      )
-    }
-    const back = new URL(location, authorizationUrl)
-    const expected = new URL(this.redirectUrl!)
-    if (back.origin !== expected.origin || back.pathname !== expected.pathname) {
-      throw new Error(`the authorization server redirected to ${back.origin}${back.pathname}, not to ${expected.href}`)
-    }
-    const error = back.searchParams.get("error")
-    if (error !== null) {
-      const description = back.searchParams.get("error_description")
-      throw new Error(`the authorization server refused: ${error}${description === null ? "" : ` (${description})`}`)
-    }
-    if (this.expectedState !== undefined && back.searchParams.get("state") !== this.expectedState) {
-      throw new Error("the authorization server's redirect carried another state: refused (a forged redirect?)")
-    }
-    const code = back.searchParams.get("code")
-    if (code === null) throw new Error("the authorization server's redirect carried no code")
-    this.pendingCode = code
+    this.pendingCode = await follow(authorizationUrl, this.redirectUrl!, this.expectedState)
   }
+}
+
+/** The client's metadata: its grant, redirect URL, authentication method and scopes, from the config. */
+const clientMetadataOf = (config: McpConfig.OAuth, redirectUrl: string | undefined): OAuthClientMetadata => {
+  const scope = config.scopes?.join(" ")
+  const confidential = config.clientId !== undefined && config.clientSecretEnv !== undefined
+  const signed = config.clientId !== undefined && config.privateKeyEnv !== undefined
+  return {
+    client_name: "Corral",
+    redirect_uris: redirectUrl === undefined ? [] : [redirectUrl],
+    grant_types: config.grant === "client_credentials"
+      ? ["client_credentials"]
+      : ["authorization_code", "refresh_token"],
+    response_types: config.grant === "client_credentials" ? [] : ["code"],
+    token_endpoint_auth_method: signed ? "private_key_jwt" : confidential ? "client_secret_basic" : "none",
+    ...(scope === undefined || scope === "" ? {} : { scope })
+  }
+}
+
+/** The client's information: a pre-registered client's from the config, else what registration saved. */
+const clientInformationOf = (
+  config: McpConfig.OAuth,
+  secret: string | undefined,
+  saved: Saved
+): OAuthClientInformationMixed | undefined => {
+  if (config.clientId === undefined) return saved.clientInformation
+  // A pre-registered client: the config is the truth (a saved copy only adds the issuer it was bound to).
+  const issuer = saved.clientInformation?.client_id === config.clientId ? saved.clientInformation.issuer : undefined
+  return {
+    client_id: config.clientId,
+    ...(secret === undefined ? {} : { client_secret: secret }),
+    ...(issuer === undefined || issuer === null ? {} : { issuer })
+  }
+}
+
+/** The parameters of a `client_credentials` token request (`undefined` for another grant). */
+const tokenRequestOf = (config: McpConfig.OAuth, scope: string | undefined): URLSearchParams | undefined => {
+  if (config.grant !== "client_credentials") return undefined
+  const params = new URLSearchParams({ grant_type: "client_credentials" })
+  const wanted = scope ?? config.scopes?.join(" ")
+  if (wanted !== undefined && wanted !== "") params.set("scope", wanted)
+  return params
+}
+
+/** `saved` without what `scope` invalidates. */
+const invalidated = (saved: Saved, scope: "all" | "client" | "tokens" | "discovery"): Saved => ({
+  ...(scope === "all" || scope === "client" ? {} : { clientInformation: saved.clientInformation }),
+  ...(scope === "all" || scope === "tokens" ? {} : { tokens: saved.tokens }),
+  ...(scope === "all" || scope === "discovery" ? {} : { discoveryState: saved.discoveryState })
+})
+
+/** Why a host with nobody to ask cannot authorize at `authorizationUrl`, and what to do instead. */
+const needsPersonText = (server: string, authorizationUrl: URL): string =>
+  `it needs a person to sign in at its authorization server (${authorizationUrl.origin}; OAuth grant ` +
+  `authorization_code) and this host has nobody to ask: sign in once with \`corral mcp login ${server}\` ` +
+  "(the tokens are stored for corral serve, which needs CORRAL_SECRET_KEY), or use \"grant\": " +
+  "\"client_credentials\" if the server allows it, or a token in `headers` " +
+  "(`{ \"Authorization\": { \"env\": \"VAR\", \"prefix\": \"Bearer \" } }`)"
+
+/**
+ * Follows the authorization URL without following redirects (`follow`): the redirect back to `redirectUrl` must carry
+ * the state the URL was made with and a code, which is answered. Bounded by `FOLLOW_TIMEOUT_MS`.
+ */
+const follow = async (
+  authorizationUrl: URL,
+  redirectUrl: string,
+  expectedState: string | undefined
+): Promise<string> => {
+  const response = await fetch(authorizationUrl, {
+    redirect: "manual",
+    signal: AbortSignal.timeout(FOLLOW_TIMEOUT_MS)
+  })
+  await response.body?.cancel()
+  const location = response.headers.get("location")
+  if (response.status < 300 || response.status >= 400 || location === null) {
+    throw new NeedsPerson(
+      `its authorization server answered HTTP ${response.status} instead of redirecting back (a sign-in page?): ` +
+        "a person must authorize Corral there, which corral mcp inspect cannot do"
+    )
+  }
+  const back = new URL(location, authorizationUrl)
+  const expected = new URL(redirectUrl)
+  if (back.origin !== expected.origin || back.pathname !== expected.pathname) {
+    throw new Error(`the authorization server redirected to ${back.origin}${back.pathname}, not to ${expected.href}`)
+  }
+  const error = back.searchParams.get("error")
+  if (error !== null) {
+    const description = back.searchParams.get("error_description")
+    throw new Error(`the authorization server refused: ${error}${description === null ? "" : ` (${description})`}`)
+  }
+  if (expectedState !== undefined && back.searchParams.get("state") !== expectedState) {
+    throw new Error("the authorization server's redirect carried another state: refused (a forged redirect?)")
+  }
+  const code = back.searchParams.get("code")
+  if (code === null) throw new Error("the authorization server's redirect carried no code")
+  return code
 }
