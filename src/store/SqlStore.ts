@@ -119,7 +119,20 @@ const decodeScopes = Schema.decodeUnknown(Schema.Array(Schema.Struct({ id: Schem
 
 const encodeState = Schema.encode(SessionState)
 const encodeSpec = Schema.encode(AgentSpec)
-const encodeTrajectory = Schema.encode(Trajectory)
+
+/**
+ * A session state's or a trajectory's JSON text. Their schemas transform nothing (classes and defaults encode to the
+ * fields they hold), so the value's JSON IS its encoding, as for a turn's entry (`appendTurn`): the static type
+ * vouches for the shape, and the Schema encoder run on every save was a sixth of the store's CPU per served turn
+ * (docs/benchmarks.md, issue 44). Rows are decoded with the Schema when read. Fails on a value JSON cannot hold.
+ */
+const jsonText = (operation: string, value: SessionState | Trajectory): Effect.Effect<string, PersistenceFailed> => {
+  try {
+    return Effect.succeed(JSON.stringify(value))
+  } catch (error) {
+    return Effect.fail(new PersistenceFailed({ operation, message: `not JSON: ${String(error)}` }))
+  }
+}
 
 /** A `turns(afterSeq)` bound as an int4 the database accepts, matching the memory driver's slice semantics. */
 const afterBound = (afterSeq: number | undefined): number =>
@@ -353,7 +366,7 @@ export const make = (
 
       saveState: (id, state, at) =>
         Effect.gen(function*() {
-          const encoded = JSON.stringify(yield* encodeState(state))
+          const encoded = yield* jsonText("saveState", state)
           // `status` is its own column (recovery's index); it is written with `state` in one statement, so the
           // two can never disagree.
           const rows = yield* sql`UPDATE sessions SET status = ${state.status}, state = ${encoded}::json,
@@ -436,7 +449,7 @@ export const make = (
 
       saveTrajectory: (trajectory) =>
         Effect.gen(function*() {
-          const payload = JSON.stringify(yield* encodeTrajectory(trajectory))
+          const payload = yield* jsonText("saveTrajectory", trajectory)
           // The org comes from the session row, never from the payload.
           const rows =
             yield* sql`INSERT INTO trajectories (run_id, session_id, org_id, exit_reason, started_at, payload)
