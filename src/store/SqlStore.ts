@@ -42,6 +42,8 @@ import * as GroupCommit from "./internal/groupCommit.js"
 import * as Ledger from "./internal/ledger.js"
 import * as Overload from "./internal/overload.js"
 import * as Refusals from "./internal/refusals.js"
+import * as SessionWrites from "./internal/sessionWrites.js"
+import { isRowError } from "./internal/sessionWrites.js"
 import * as SqlApprovals from "./internal/sqlApprovals.js"
 import * as SqlInbox from "./internal/sqlInbox.js"
 import * as Migrations from "./Migrations.js"
@@ -146,26 +148,23 @@ const appendTimedOut = (waitedMs: number, overloaded: boolean) => timedOut("appe
 
 type Service = Context.Tag.Service<SessionStore>
 
+/** The methods whose writes are group-committed: each carries its deadline on its group-commit item. */
+const groupCommitted = new Set(["appendTurn", "saveState", "saveTrajectory", "settle"])
+
 /**
- * Every method of `service` bounded by `timeoutMs` (`within`), except `appendTurn`: an append carries its deadline
- * on its group-commit item, which costs no timer and no fiber per call (the hot path; groupCommit.ts). Wrapping the
- * whole service, rather than each method, keeps the bound on methods added later too.
+ * Every method of `service` bounded by `timeoutMs` (`within`), except the group-committed ones: their writes carry
+ * their deadline on their group-commit item, which costs no timer and no fiber per call (the hot path;
+ * groupCommit.ts). Wrapping the whole service, rather than each method, keeps the bound on methods added later too.
  */
 const bounded = (service: Service, timeoutMs: number, liveness: Overload.Liveness): Service => {
   const out: Record<string, unknown> = {}
   for (const [name, method] of Object.entries(service) as Array<[string, (...args: Array<unknown>) => unknown]>) {
-    out[name] = name === "appendTurn"
+    out[name] = groupCommitted.has(name)
       ? method
       : (...args: Array<unknown>) =>
         within(name, timeoutMs, liveness)(method(...args) as Effect.Effect<unknown, unknown>)
   }
   return out as unknown as Service
-}
-
-/** SQLSTATE classes that belong to one row's data (bad value, constraint, too large): worth isolating the row. */
-const isRowError = (error: unknown): boolean => {
-  const state = sqlState(error)
-  return state !== undefined && (state.startsWith("22") || state.startsWith("23") || state.startsWith("54"))
 }
 
 /**
@@ -276,6 +275,13 @@ export const make = (
       patience: liveness
     })
 
+    // A session's state, its trajectories and its settled messages: group-committed too, in their own statement.
+    const sessionWrite = yield* SessionWrites.make({
+      maxItems: options.maxBatch ?? 1_000,
+      maxWeight: options.maxBatchBytes ?? 8 * 1024 * 1024,
+      patience: liveness
+    })
+
     const sessionColumns = sql`id, org_id, user_id, scope, agent_id, agent_version, state, created_at, updated_at`
 
     const service: Service = {
@@ -365,14 +371,15 @@ export const make = (
         }).pipe(persist("listSessions")),
 
       saveState: (id, state, at) =>
-        Effect.gen(function*() {
-          const encoded = yield* jsonText("saveState", state)
-          // `status` is its own column (recovery's index); it is written with `state` in one statement, so the
-          // two can never disagree.
-          const rows = yield* sql`UPDATE sessions SET status = ${state.status}, state = ${encoded}::json,
-            updated_at = ${at} WHERE id = ${id} RETURNING id`.pipe(Effect.flatMap(decodeIds))
-          if (rows.length === 0) return yield* noSession("saveState", id)
-        }).pipe(persist("saveState")),
+        Effect.flatMap(
+          jsonText("saveState", state),
+          // `status` is its own column (recovery's index); it is written with `state` in one statement, so the two
+          // can never disagree.
+          (encoded) =>
+            sessionWrite({ _tag: "state", sessionId: id, status: state.status, state: encoded, at }, storeTimeoutMs)
+        ),
+
+      settle: (sessionId, messageId) => sessionWrite({ _tag: "settle", sessionId, messageId }, storeTimeoutMs),
 
       listRunning: () =>
         sql`SELECT ${sessionColumns} FROM sessions WHERE status = 'running'`.pipe(
@@ -448,18 +455,15 @@ export const make = (
         ),
 
       saveTrajectory: (trajectory) =>
-        Effect.gen(function*() {
-          const payload = yield* jsonText("saveTrajectory", trajectory)
-          // The org comes from the session row, never from the payload.
-          const rows =
-            yield* sql`INSERT INTO trajectories (run_id, session_id, org_id, exit_reason, started_at, payload)
-            SELECT ${trajectory.runId}, s.id, s.org_id, ${trajectory.exitReason}, ${trajectory.startedAt}, ${payload}::json
-            FROM sessions s WHERE s.id = ${trajectory.sessionId}
-            ON CONFLICT (run_id) DO UPDATE SET payload = EXCLUDED.payload, exit_reason = EXCLUDED.exit_reason
-              WHERE trajectories.session_id = EXCLUDED.session_id
-            RETURNING run_id AS id`.pipe(Effect.flatMap(decodeIds))
-          if (rows.length === 0) return yield* noSession("saveTrajectory", trajectory.sessionId)
-        }).pipe(persist("saveTrajectory")),
+        Effect.flatMap(jsonText("saveTrajectory", trajectory), (payload) =>
+          sessionWrite({
+            _tag: "trajectory",
+            sessionId: trajectory.sessionId,
+            runId: trajectory.runId,
+            exitReason: trajectory.exitReason,
+            startedAt: trajectory.startedAt,
+            payload
+          }, storeTimeoutMs)),
 
       trajectories: (orgId, sessionId) =>
         sql`SELECT payload FROM trajectories WHERE session_id = ${sessionId} AND org_id = ${orgId}

@@ -734,6 +734,46 @@ export const sessionStoreContract = (name: string, storeLayer: Layer.Layer<Sessi
         }
       }))
 
+    it.effect("stores states, trajectories and settlements given at once for many sessions, each as if alone", () =>
+      Effect.gen(function*() {
+        const store = yield* SessionStore
+        const org = newOrg()
+        const sessions = Array.from({ length: 30 }, () => newSession(org))
+        const runs = sessions.map((session) => inbound(session, "run", "go"))
+        yield* Effect.forEach(sessions, (session, i) => store.accept({ session, message: runs[i]! }), { discard: true })
+        const ghost = newSession(org)
+        const saved = sessions.map((session, i) => trajectory(session, i + 1))
+        // Every session's saves at once (its later ones after its earlier ones), beside a missing session's.
+        const outcomes = yield* Effect.all(
+          [
+            ...sessions.map((session, i) =>
+              Effect.all([
+                store.saveState(session.id, { ...initialState, status: "running", modelCalls: 1 }, 1),
+                store.saveTrajectory({ ...saved[i]!, open: true }),
+                store.settle(session.id, runs[i]!.id)
+              ], { concurrency: "unbounded" }).pipe(
+                Effect.zipRight(Effect.all([
+                  store.saveState(session.id, { ...initialState, status: "idle", modelCalls: i + 2 }, 2),
+                  store.saveTrajectory(saved[i]!)
+                ], { concurrency: "unbounded" }))
+              )
+            ),
+            store.saveState(ghost.id, initialState, 1),
+            store.saveTrajectory(trajectory(ghost, 1))
+          ].map((save) => Effect.either(save)),
+          { concurrency: "unbounded" }
+        )
+        // Only the missing session's two saves failed.
+        expect(outcomes.filter((o) => o._tag === "Left").length).toBe(2)
+        expect(outcomes.slice(-2).map((o) => o._tag)).toEqual(["Left", "Left"])
+        for (const [i, session] of sessions.entries()) {
+          const state = Option.getOrThrow(yield* store.getSession(org, session.id)).state
+          expect([state.status, state.modelCalls]).toEqual(["idle", i + 2])
+          expect(yield* store.trajectories(org, session.id)).toEqual([saved[i]])
+          expect(yield* store.inbox(session.id)).toEqual([])
+        }
+      }))
+
     it.effect("lists an org's sessions newest first, filtered by scope and status, never another org's", () =>
       Effect.gen(function*() {
         const store = yield* SessionStore

@@ -22,7 +22,7 @@ import { SessionState, SessionView } from "../../domain/Session.js"
 import type { AcceptOutcome, SessionStore } from "../SessionStore.js"
 import { persist, sqlState } from "./failure.js"
 
-type Methods = Pick<Context.Tag.Service<SessionStore>, "accept" | "findIdempotency" | "inbox" | "settle">
+type Methods = Pick<Context.Tag.Service<SessionStore>, "accept" | "findIdempotency" | "inbox">
 
 const encodeMessage = Schema.encode(InboxMessage)
 const encodeView = Schema.encode(SessionView)
@@ -179,11 +179,6 @@ export const make = (sql: SqlClient.SqlClient): Methods => {
           Effect.flatMap(decodeMessages),
           Effect.map((rows) => rows.map((row) => row.payload)),
           persist("inbox")
-        ),
-    settle: (sessionId, messageId) =>
-      sql`DELETE FROM inbox WHERE id = ${messageId} AND session_id = ${sessionId}`.pipe(
-        Effect.asVoid,
-        persist("settle")
-      )
+        )
   }
 }
