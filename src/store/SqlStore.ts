@@ -23,13 +23,9 @@ import { Context, Effect, Exit, Layer, Option, Schema } from "effect"
 import type { Array as Arr, ConfigError, Duration, Scope as EffectScope } from "effect"
 import { AgentSpec } from "../domain/AgentSpec.js"
 import { PersistenceFailed } from "../domain/Errors.js"
-import { AgentId, SessionId } from "../domain/Ids.js"
 import { TurnEntry } from "../domain/Message.js"
 import type { Turn } from "../domain/Message.js"
-import { Principal } from "../domain/Principal.js"
-import { Scope } from "../domain/Scope.js"
 import { SessionState } from "../domain/Session.js"
-import type { Session } from "../domain/Session.js"
 import { Trajectory } from "../domain/Trajectory.js"
 import * as OrgBudget from "../rails/OrgBudget.js"
 import * as Metrics from "../telemetry/Metrics.js"
@@ -42,6 +38,8 @@ import * as GroupCommit from "./internal/groupCommit.js"
 import * as Ledger from "./internal/ledger.js"
 import * as Overload from "./internal/overload.js"
 import * as Refusals from "./internal/refusals.js"
+import { decodeSessions, toSession } from "./internal/sessionReads.js"
+import * as SessionReads from "./internal/sessionReads.js"
 import * as SessionWrites from "./internal/sessionWrites.js"
 import { isRowError } from "./internal/sessionWrites.js"
 import * as SqlApprovals from "./internal/sqlApprovals.js"
@@ -82,31 +80,6 @@ export interface Options {
   }
 }
 
-const SessionRow = Schema.Struct({
-  id: SessionId,
-  org_id: Schema.String,
-  user_id: Schema.String,
-  scope: Scope,
-  agent_id: AgentId,
-  agent_version: Schema.Int,
-  state: SessionState,
-  created_at: Schema.Number,
-  updated_at: Schema.Number
-})
-const decodeSessions = Schema.decodeUnknown(Schema.Array(SessionRow))
-const toSession = (row: typeof SessionRow.Type): Session => ({
-  id: row.id,
-  principal: new Principal({ orgId: row.org_id, userId: row.user_id }),
-  scope: row.scope,
-  agentId: row.agent_id,
-  agentVersion: row.agent_version,
-  createdAt: row.created_at,
-  updatedAt: row.updated_at,
-  state: row.state
-})
-
-const TurnRow = Schema.Struct({ seq: Schema.Int, created_at: Schema.Number, payload: TurnEntry })
-const decodeTurns = Schema.decodeUnknown(Schema.Array(TurnRow))
 const decodeEntry = Schema.decodeUnknown(TurnEntry)
 const decodeSpecs = Schema.decodeUnknown(Schema.Array(Schema.Struct({ spec: AgentSpec })))
 const decodeTrajectories = Schema.decodeUnknown(Schema.Array(Schema.Struct({ payload: Trajectory })))
@@ -148,8 +121,8 @@ const appendTimedOut = (waitedMs: number, overloaded: boolean) => timedOut("appe
 
 type Service = Context.Tag.Service<SessionStore>
 
-/** The methods whose writes are group-committed: each carries its deadline on its group-commit item. */
-const groupCommitted = new Set(["appendTurn", "saveState", "saveTrajectory", "settle"])
+/** The methods group-committed (the writes, `getSession`, `turns`): each carries its deadline on its item. */
+const groupCommitted = new Set(["appendTurn", "saveState", "saveTrajectory", "settle", "getSession", "turns"])
 
 /**
  * Every method of `service` bounded by `timeoutMs` (`within`), except the group-committed ones: their writes carry
@@ -282,7 +255,12 @@ export const make = (
       patience: liveness
     })
 
-    const sessionColumns = sql`id, org_id, user_id, scope, agent_id, agent_version, state, created_at, updated_at`
+    // Reads of one session by id, and of its turns: batched too (internal/sessionReads.ts).
+    const readOptions = { maxItems: options.maxBatch ?? 1_000, patience: liveness }
+    const getSession = yield* SessionReads.makeGetSession(readOptions)
+    const readTurns = yield* SessionReads.makeTurns(readOptions)
+
+    const sessionColumns = sql.literal(SessionReads.columns)
 
     const service: Service = {
       ...SqlApprovals.make(sql),
@@ -338,12 +316,7 @@ export const make = (
           )
         }).pipe(persist("createSession")),
 
-      getSession: (orgId, id) =>
-        sql`SELECT ${sessionColumns} FROM sessions WHERE id = ${id} AND org_id = ${orgId}`.pipe(
-          Effect.flatMap(decodeSessions),
-          Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toSession)),
-          persist("getSession")
-        ),
+      getSession: (orgId, id) => getSession({ orgId, id }, storeTimeoutMs),
 
       listSessions: (orgId, options) =>
         Effect.gen(function*() {
@@ -414,15 +387,7 @@ export const make = (
         }),
 
       turns: (orgId, sessionId, afterSeq) =>
-        sql`SELECT t.seq, t.created_at, t.payload FROM turns t JOIN sessions s ON s.id = t.session_id
-          WHERE t.session_id = ${sessionId} AND s.org_id = ${orgId} AND t.seq > ${afterBound(afterSeq)}
-          ORDER BY t.seq`.pipe(
-          Effect.flatMap(decodeTurns),
-          Effect.map((rows) =>
-            rows.map((row): Turn => ({ sessionId, seq: row.seq, at: row.created_at, entry: row.payload }))
-          ),
-          persist("turns")
-        ),
+        readTurns({ orgId, id: sessionId, after: afterBound(afterSeq) }, storeTimeoutMs),
 
       inheritArtifact: (orgId, sessionId, fromSessionId) =>
         Effect.gen(function*() {

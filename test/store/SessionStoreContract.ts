@@ -734,6 +734,22 @@ export const sessionStoreContract = (name: string, storeLayer: Layer.Layer<Sessi
         }
       }))
 
+    it.effect("reads many sessions asked for at once, each for its own org only", () =>
+      Effect.gen(function*() {
+        const store = yield* SessionStore
+        const [a, b] = [newOrg(), newOrg()]
+        const sessions = Array.from({ length: 20 }, (_, i) => newSession(i % 2 === 0 ? a : b))
+        yield* Effect.forEach(sessions, store.createSession, { discard: true })
+        const reads = yield* Effect.all([
+          ...sessions.map((session) => store.getSession(session.principal.orgId, session.id)),
+          // The same ids asked for by the other org, and an id nobody has.
+          ...sessions.map((session) => store.getSession(session.principal.orgId === a ? b : a, session.id)),
+          store.getSession(a, newSession(a).id)
+        ], { concurrency: "unbounded" })
+        expect(reads.slice(0, 20).map((found) => Option.getOrThrow(found).id)).toEqual(sessions.map((s) => s.id))
+        expect(reads.slice(20).every(Option.isNone)).toBe(true)
+      }))
+
     it.effect("stores states, trajectories and settlements given at once for many sessions, each as if alone", () =>
       Effect.gen(function*() {
         const store = yield* SessionStore
