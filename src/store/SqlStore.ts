@@ -121,8 +121,17 @@ const appendTimedOut = (waitedMs: number, overloaded: boolean) => timedOut("appe
 
 type Service = Context.Tag.Service<SessionStore>
 
-/** The methods group-committed (the writes, `getSession`, `turns`): each carries its deadline on its item. */
-const groupCommitted = new Set(["appendTurn", "saveState", "saveTrajectory", "settle", "getSession", "turns"])
+/** The methods group-committed (the writes, the reads by key): each carries its deadline on its item. */
+const groupCommitted = new Set([
+  "appendTurn",
+  "saveState",
+  "saveTrajectory",
+  "settle",
+  "getSession",
+  "turns",
+  "getAgent",
+  "findIdempotency"
+])
 
 /**
  * Every method of `service` bounded by `timeoutMs` (`within`), except the group-committed ones: their writes carry
@@ -255,10 +264,12 @@ export const make = (
       patience: liveness
     })
 
-    // Reads of one session by id, and of its turns: batched too (internal/sessionReads.ts).
+    // Reads by key (a session, its turns, an agent, an idempotency key): batched too (internal/sessionReads.ts).
     const readOptions = { maxItems: options.maxBatch ?? 1_000, patience: liveness }
     const getSession = yield* SessionReads.makeGetSession(readOptions)
     const readTurns = yield* SessionReads.makeTurns(readOptions)
+    const getAgent = yield* SessionReads.makeGetAgent(readOptions)
+    const findIdempotency = yield* SessionReads.makeFindIdempotency(readOptions)
 
     const sessionColumns = sql.literal(SessionReads.columns)
 
@@ -273,14 +284,9 @@ export const make = (
             ON CONFLICT (org_id, id, version) DO UPDATE SET spec = EXCLUDED.spec, published_at = now()`
         }).pipe(persist("putAgent")),
 
-      getAgent: (orgId, id, version) =>
-        (version === undefined
-          ? sql`SELECT spec FROM agents WHERE org_id = ${orgId} AND id = ${id} ORDER BY version DESC LIMIT 1`
-          : sql`SELECT spec FROM agents WHERE org_id = ${orgId} AND id = ${id} AND version = ${version}`).pipe(
-            Effect.flatMap(decodeSpecs),
-            Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), (row) => row.spec)),
-            persist("getAgent")
-          ),
+      getAgent: (orgId, id, version) => getAgent({ orgId, id, version }, storeTimeoutMs),
+
+      findIdempotency: (orgId, key) => findIdempotency({ orgId, key }, storeTimeoutMs),
 
       listAgents: (orgId) =>
         sql`SELECT DISTINCT ON (id) spec FROM agents WHERE org_id = ${orgId} ORDER BY id, version DESC`.pipe(

@@ -750,6 +750,31 @@ export const sessionStoreContract = (name: string, storeLayer: Layer.Layer<Sessi
         expect(reads.slice(20).every(Option.isNone)).toBe(true)
       }))
 
+    it.effect("answers agent reads asked for at once, each by its own org, id and version", () =>
+      Effect.gen(function*() {
+        const store = yield* SessionStore
+        const [a, b] = [newOrg(), newOrg()]
+        yield* store.putAgent(a, spec("triage", 1))
+        yield* store.putAgent(a, spec("triage", 2))
+        yield* store.putAgent(b, spec("triage", 7))
+        const found = yield* Effect.all([
+          store.getAgent(a, "triage"),
+          store.getAgent(a, "triage", 1),
+          store.getAgent(b, "triage"),
+          store.getAgent(b, "triage", 1),
+          store.getAgent(a, "triage", 1.5),
+          store.getAgent(a, "other")
+        ], { concurrency: "unbounded" })
+        expect(found.map((o) => Option.map(o, (s) => s.version))).toEqual([
+          Option.some(2),
+          Option.some(1),
+          Option.some(7),
+          Option.none(),
+          Option.none(),
+          Option.none()
+        ])
+      }))
+
     it.effect("stores states, trajectories and settlements given at once for many sessions, each as if alone", () =>
       Effect.gen(function*() {
         const store = yield* SessionStore

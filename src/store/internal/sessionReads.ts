@@ -12,8 +12,10 @@
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Either, Exit, Option, Schema } from "effect"
 import type { Array as Arr, Scope as EffectScope } from "effect"
+import { AgentSpec } from "../../domain/AgentSpec.js"
 import { PersistenceFailed } from "../../domain/Errors.js"
 import { AgentId, SessionId } from "../../domain/Ids.js"
+import type { IdempotencyRecord } from "../../domain/Inbox.js"
 import { TurnEntry } from "../../domain/Message.js"
 import type { Turn } from "../../domain/Message.js"
 import { Principal } from "../../domain/Principal.js"
@@ -23,7 +25,8 @@ import type { Session } from "../../domain/Session.js"
 import { describe, persist, timedOut, within } from "./failure.js"
 import * as GroupCommit from "./groupCommit.js"
 import type * as Overload from "./overload.js"
-import { int4Array, oid, stringArray } from "./pgArrays.js"
+import { boolArray, int4Array, oid, stringArray } from "./pgArrays.js"
+import * as SqlInbox from "./sqlInbox.js"
 
 /** A `sessions` row as read (`columns`). */
 export const SessionRow = Schema.Struct({
@@ -179,6 +182,98 @@ export const makeTurns = (options: Options) =>
               }))
             )
             : undecodable("turns", decoded.left)
+        })
+      }
+    ))
+
+/** One queued read of an agent: a version, or the latest (`version` undefined). */
+export interface AgentRead {
+  readonly orgId: string
+  readonly id: string
+  readonly version: number | undefined
+}
+
+/** Each read's agent (the given version, or the highest), with the read's position in the batch (1-based). */
+const agentsStatement = `SELECT DISTINCT ON (v.i) v.i::int4 AS i, a.spec
+  FROM unnest($1::text[], $2::text[], $3::int4[], $4::bool[]) WITH ORDINALITY AS v (org_id, id, version, latest, i)
+  JOIN agents a ON a.org_id = v.org_id AND a.id = v.id AND (v.latest OR a.version = v.version)
+  ORDER BY v.i, a.version DESC`
+
+const decodeSpec = Schema.decodeUnknownEither(AgentSpec)
+
+/** Whether `version` can name a stored version (an int4): any other matches none, as the lone statement found. */
+const storable = (version: number): boolean => Number.isInteger(version) && version >= -(2 ** 31) && version < 2 ** 31
+
+/**
+ * Starts the group commit of `getAgent` in the current scope and returns it: the org's agent `id` at `version`, or
+ * its highest version; none when there is none; fails like `makeGetSession`'s reads.
+ */
+export const makeGetAgent = (options: Options) => {
+  const made = batched<AgentRead, Option.Option<AgentSpec>>("getAgent", options, (sql, batch) =>
+    Effect.map(
+      sql.unsafe(agentsStatement, [
+        stringArray(oid.text, batch.map((r) => r.orgId)),
+        stringArray(oid.text, batch.map((r) => r.id)),
+        int4Array(batch.map((r) => r.version ?? 0)),
+        boolArray(batch.map((r) => r.version === undefined ? 1 : 0))
+      ]),
+      (rows) => {
+        const byRead: Array<unknown> = batch.map(() => undefined)
+        for (const row of rows) {
+          const { i, spec } = row as { readonly i?: number; readonly spec?: unknown }
+          byRead[(i ?? 0) - 1] = spec
+        }
+        return batch.map((_, k) => {
+          const raw = byRead[k]
+          if (raw === undefined) return Exit.succeed(Option.none())
+          const spec = decodeSpec(raw)
+          return Either.isRight(spec) ? Exit.succeed(Option.some(spec.right)) : undecodable("getAgent", spec.left)
+        })
+      }
+    ))
+  return Effect.map(
+    made,
+    (read) => (item: AgentRead, timeoutMs: number) =>
+      item.version !== undefined && !storable(item.version)
+        ? Effect.succeed(Option.none<AgentSpec>())
+        : read(item, timeoutMs)
+  )
+}
+
+/** One queued read of an idempotency record. */
+export interface KeyRead {
+  readonly orgId: string
+  readonly key: string
+}
+
+/** Each read's record, with the read's position in the batch (1-based). */
+const keysStatement = `SELECT v.i::int4 AS i, k.org_id, k.key, k.fingerprint, k.session_id, k.answer, k.created_at
+  FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS v (org_id, key, i)
+  JOIN idempotency_keys k ON k.org_id = v.org_id AND k.key = v.key`
+
+const decodeKey = Schema.decodeUnknownEither(SqlInbox.KeyRow)
+
+/**
+ * Starts the group commit of `findIdempotency` in the current scope and returns it: the org's record of `key`, or
+ * none; fails like `makeGetSession`'s reads.
+ */
+export const makeFindIdempotency = (options: Options) =>
+  batched<KeyRead, Option.Option<IdempotencyRecord>>("findIdempotency", options, (sql, batch) =>
+    Effect.map(
+      sql.unsafe(keysStatement, [
+        stringArray(oid.text, batch.map((r) => r.orgId)),
+        stringArray(oid.text, batch.map((r) => r.key))
+      ]),
+      (rows) => {
+        const byRead: Array<unknown> = batch.map(() => undefined)
+        for (const row of rows) byRead[((row as { readonly i?: number }).i ?? 0) - 1] = row
+        return batch.map((_, k) => {
+          const raw = byRead[k]
+          if (raw === undefined) return Exit.succeed(Option.none())
+          const row = decodeKey(raw)
+          return Either.isRight(row)
+            ? Exit.succeed(Option.some(SqlInbox.toRecord(row.right)))
+            : undecodable("findIdempotency", row.left)
         })
       }
     ))

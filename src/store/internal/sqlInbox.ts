@@ -28,7 +28,8 @@ const encodeMessage = Schema.encode(InboxMessage)
 const encodeView = Schema.encode(SessionView)
 const encodeState = Schema.encode(SessionState)
 const decodeMessages = Schema.decodeUnknown(Schema.Array(Schema.Struct({ payload: InboxMessage })))
-const KeyRow = Schema.Struct({
+/** An `idempotency_keys` row as read. */
+export const KeyRow = Schema.Struct({
   org_id: Schema.String,
   key: Schema.String,
   fingerprint: Schema.String,
@@ -39,7 +40,8 @@ const KeyRow = Schema.Struct({
 const decodeKeys = Schema.decodeUnknown(Schema.Array(KeyRow))
 const decodeIds = Schema.decodeUnknown(Schema.Array(Schema.Struct({ id: Schema.String })))
 
-const toRecord = (row: typeof KeyRow.Type): IdempotencyRecord => ({
+/** A decoded row as the store's `IdempotencyRecord`. */
+export const toRecord = (row: typeof KeyRow.Type): IdempotencyRecord => ({
   orgId: row.org_id,
   key: row.key,
   fingerprint: row.fingerprint,
