@@ -20,33 +20,27 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Exit, Layer, Option, Schema } from "effect"
-import type { Array as Arr, ConfigError, Duration, Scope as EffectScope } from "effect"
+import type { ConfigError, Duration, Scope as EffectScope } from "effect"
 import { AgentSpec } from "../domain/AgentSpec.js"
 import { PersistenceFailed } from "../domain/Errors.js"
-import { TurnEntry } from "../domain/Message.js"
 import type { Turn } from "../domain/Message.js"
 import { SessionState } from "../domain/Session.js"
 import { Trajectory } from "../domain/Trajectory.js"
-import * as OrgBudget from "../rails/OrgBudget.js"
-import * as Metrics from "../telemetry/Metrics.js"
 import * as Database from "./Database.js"
 import * as Embedded from "./Embedded.js"
-import * as AppendBatch from "./internal/appendBatch.js"
 import type { Append } from "./internal/appendBatch.js"
-import { persist, sqlState, timedOut, within } from "./internal/failure.js"
-import * as GroupCommit from "./internal/groupCommit.js"
-import * as Ledger from "./internal/ledger.js"
+import * as Appends from "./internal/appends.js"
+import { persist, sqlState, within } from "./internal/failure.js"
 import * as Overload from "./internal/overload.js"
-import * as Refusals from "./internal/refusals.js"
 import { decodeSessions, toSession } from "./internal/sessionReads.js"
 import * as SessionReads from "./internal/sessionReads.js"
 import * as SessionWrites from "./internal/sessionWrites.js"
-import { isRowError } from "./internal/sessionWrites.js"
 import * as SqlApprovals from "./internal/sqlApprovals.js"
+import * as SqlArtifacts from "./internal/sqlArtifacts.js"
 import * as SqlInbox from "./internal/sqlInbox.js"
+import * as SqlSpend from "./internal/sqlSpend.js"
 import * as Migrations from "./Migrations.js"
 import { decodeCursor, encodeCursor, SessionStore } from "./SessionStore.js"
-import type { Appended } from "./SessionStore.js"
 
 /** The persistence timeout and group-commit tuning; see docs/storage.md for the measurements behind the defaults. */
 export interface Options {
@@ -80,17 +74,8 @@ export interface Options {
   }
 }
 
-const decodeEntry = Schema.decodeUnknown(TurnEntry)
 const decodeSpecs = Schema.decodeUnknown(Schema.Array(Schema.Struct({ spec: AgentSpec })))
 const decodeTrajectories = Schema.decodeUnknown(Schema.Array(Schema.Struct({ payload: Trajectory })))
-const decodeIds = Schema.decodeUnknown(Schema.Array(Schema.Struct({ id: Schema.String })))
-const decodeHold = Schema.decodeUnknown(
-  Schema.Tuple(
-    Schema.Struct({ granted: Schema.NumberFromString, spent: Schema.NumberFromString, held: Schema.NumberFromString })
-  )
-)
-const decodeSpent = Schema.decodeUnknown(Schema.Array(Schema.Struct({ spent: Schema.NumberFromString })))
-const decodeScopes = Schema.decodeUnknown(Schema.Array(Schema.Struct({ id: Schema.String, scope: Schema.String })))
 
 const encodeState = Schema.encode(SessionState)
 const encodeSpec = Schema.encode(AgentSpec)
@@ -115,9 +100,6 @@ const afterBound = (afterSeq: number | undefined): number =>
 
 const noSession = (operation: string, sessionId: string) =>
   new PersistenceFailed({ operation, message: `no session "${sessionId}"` })
-
-/** An append the database did not answer in time (it may still land: the next read shows whether it did). */
-const appendTimedOut = (waitedMs: number, overloaded: boolean) => timedOut("appendTurn", waitedMs, overloaded)
 
 type Service = Context.Tag.Service<SessionStore>
 
@@ -163,97 +145,12 @@ export const make = (
     /** A flood of this store's own statements is not an outage (internal/overload.ts). */
     const liveness = new Overload.Liveness()
 
-    /**
-     * Numbers and inserts a batch of turns of any sessions in one statement (internal/appendBatch.ts: binary array
-     * parameters, each session's counter bumped once by its count). Resolves with one Exit per append, in batch
-     * order; an append whose session does not exist fails alone.
-     */
-    const notify = options.notify
-    /** The batch's turns (closing turns first) notified in the statement's transaction: see `Options.notify`. */
-    const notified = (exits: ReadonlyArray<Exit.Exit<Appended, PersistenceFailed>>) => {
-      if (notify === undefined) return Effect.succeed(exits)
-      const turns: Array<Turn> = []
-      for (const exit of exits) {
-        if (Exit.isFailure(exit)) continue
-        const { closed, ...turn } = exit.value
-        if (closed !== undefined) turns.push(closed)
-        turns.push(turn)
-      }
-      const payloads = notify.payloads(turns)
-      if (payloads.length === 0) return Effect.succeed(exits)
-      return Effect.as(
-        sql`SELECT count(pg_notify(${notify.channel}, p)) FROM unnest(${payloads}::text[]) AS p`,
-        exits
-      )
-    }
-
-    const insertBatch = (batch: ReadonlyArray<Append>) =>
-      Effect.suspend(() => {
-        const expanded = AppendBatch.expand(batch)
-        const encoded = AppendBatch.encode(expanded.rows)
-        const written = sql.unsafe(AppendBatch.statement, encoded.params).values.pipe(
-          Effect.flatMap((rows) => {
-            const { bases, closed, seqs } = AppendBatch.readBack(encoded, rows)
-            return Effect.forEach(batch, (append, i): Effect.Effect<Exit.Exit<Appended, PersistenceFailed>> => {
-              const row = expanded.at[i]!
-              const seq = seqs[row]
-              if (seq === undefined) return Effect.succeed(Exit.fail(noSession("appendTurn", append.sessionId)))
-              const turn: Appended = { sessionId: append.sessionId, seq, at: append.at, entry: append.entry }
-              const inBatch = expanded.closedBy[i]!
-              if (inBatch >= 0) {
-                const closing = expanded.rows[inBatch]!
-                return Effect.succeed(
-                  Exit.succeed({ ...turn, closed: { ...turn, seq: seqs[inBatch]!, entry: closing.entry } })
-                )
-              }
-              const position = encoded.position[row]!
-              const stored = encoded.rank[row] === 1 ? closed[position] : undefined
-              if (stored === undefined) return Effect.succeed(Exit.succeed(turn))
-              // The closing entry another writer built (Pairing.ts), as the database returned it.
-              return decodeEntry(typeof stored === "string" ? JSON.parse(stored) : stored).pipe(
-                Effect.orDie,
-                Effect.map((entry) => Exit.succeed({ ...turn, closed: { ...turn, seq: bases[position]!, entry } }))
-              )
-            })
-          }),
-          Effect.flatMap(notified)
-        )
-        return (notify === undefined ? written : sql.withTransaction(written)).pipe(
-          // Two processes' batches can lock shared sessions in different orders; Postgres aborts one of them
-          // whole (nothing was written), so running it again is safe.
-          Effect.retry({ times: 2, while: (error) => sqlState(error) === "40P01" })
-        )
-      })
-
-    const writeBatch = (batch: Arr.NonEmptyReadonlyArray<Append>) =>
-      Effect.suspend(() => {
-        Metrics.storeAppendBatch.unsafeUpdate(batch.length, [])
-        return insertBatch(batch)
-      }).pipe(
-        // One bad row must not fail its neighbours: on a data error, write the batch's rows one by one, in order.
-        Effect.catchAll((error) =>
-          batch.length > 1 && isRowError(error)
-            ? Effect.forEach(batch, (append) =>
-              insertBatch([append]).pipe(
-                persist("appendTurn"),
-                Effect.flatMap((exits) => exits[0] ?? Exit.fail(noSession("appendTurn", append.sessionId))),
-                Effect.exit
-              ))
-            : Effect.fail(error)
-        ),
-        persist("appendTurn")
-      )
-
-    const submit = yield* GroupCommit.make<Append, Appended, PersistenceFailed>({
+    const { submit, writeBatch } = yield* Appends.make({
+      ...(options.notify === undefined ? {} : { notify: options.notify }),
       lanes: options.lanes ?? 1,
       maxItems: options.maxBatch ?? 1_000,
       maxWeight: options.maxBatchBytes ?? 8 * 1024 * 1024,
       ...(options.window === undefined ? {} : { window: options.window }),
-      key: (append) => append.sessionId,
-      weight: (append) => append.payload.length,
-      write: writeBatch,
-      closed: () => new PersistenceFailed({ operation: "appendTurn", message: "the store is shutting down" }),
-      timedOut: (_, waitedMs, extended) => appendTimedOut(waitedMs, extended),
       patience: liveness
     })
 
@@ -395,36 +292,6 @@ export const make = (
       turns: (orgId, sessionId, afterSeq) =>
         readTurns({ orgId, id: sessionId, after: afterBound(afterSeq) }, storeTimeoutMs),
 
-      inheritArtifact: (orgId, sessionId, fromSessionId) =>
-        Effect.gen(function*() {
-          // The scope is taken from the inheriting session's row; the composite foreign key on
-          // (org_id, scope, inherited_session_id) is what refuses another org's or another scope's session.
-          const outcome = yield* sql`WITH target AS (
-              SELECT id, org_id, scope FROM sessions WHERE id = ${sessionId} AND org_id = ${orgId}
-            ),
-            ins AS (
-              INSERT INTO session_artifacts (session_id, org_id, scope, inherited_session_id)
-              SELECT id, org_id, scope, ${fromSessionId} FROM target
-              ON CONFLICT (session_id, inherited_session_id) DO NOTHING
-            )
-            SELECT id FROM target`.pipe(
-            Effect.flatMap(decodeIds),
-            Effect.map((rows) => rows.length > 0 ? "recorded" as const : "missing" as const),
-            Effect.catchIf((error) => sqlState(error) === "23503", () => Effect.succeed("refused" as const)),
-            persist("inheritArtifact")
-          )
-          if (outcome === "missing") return yield* noSession("inheritArtifact", sessionId)
-          if (outcome === "refused") return yield* refusal(orgId, sessionId, fromSessionId)
-        }),
-
-      inherited: (orgId, sessionId) =>
-        sql`SELECT inherited_session_id AS id FROM session_artifacts
-          WHERE session_id = ${sessionId} AND org_id = ${orgId}`.pipe(
-          Effect.flatMap(decodeIds),
-          Effect.map((rows) => rows.map((row) => row.id).sort()),
-          persist("inherited")
-        ),
-
       saveTrajectory: (trajectory) =>
         Effect.flatMap(jsonText("saveTrajectory", trajectory), (payload) =>
           sessionWrite({
@@ -443,49 +310,9 @@ export const make = (
           Effect.map((rows) => rows.map((row) => row.payload)),
           persist("trajectories")
         ),
-
-      // Summed here from the payloads, by the function the memory store uses: the two stores cannot disagree.
-      usage: (orgId, from, to) =>
-        sql`SELECT payload FROM trajectories
-          WHERE org_id = ${orgId} AND started_at >= ${from - Ledger.lookBehindMs} AND started_at < ${to}`.pipe(
-          Effect.flatMap(decodeTrajectories),
-          Effect.map((rows) => Ledger.rows(rows.map((row) => row.payload), from, to)),
-          persist("usage")
-        ),
-
-      holdSpend: (orgId, day, perDayMicros, wantMicros, at) =>
-        sql`SELECT granted::text, spent::text, held::text FROM corral_hold_spend(
-          ${orgId}, ${day}, ${perDayMicros}, ${wantMicros}, ${at}, ${at + OrgBudget.holdLifetimeMs})`.pipe(
-          Effect.flatMap(decodeHold),
-          Effect.map(([row]) => ({ granted: row.granted, tally: { spentMicros: row.spent, heldMicros: row.held } })),
-          persist("holdSpend")
-        ),
-
-      settleSpend: (orgId, day, heldMicros, spentMicros) =>
-        sql`UPDATE org_spend SET spent_micros = spent_micros + ${spentMicros},
-          held_micros = GREATEST(0, held_micros - ${heldMicros})
-          WHERE org_id = ${orgId} AND day = ${day}`.pipe(Effect.asVoid, persist("settleSpend")),
-
-      daySpend: (orgId, day) =>
-        sql`SELECT spent_micros::text AS spent FROM org_spend WHERE org_id = ${orgId} AND day = ${day}`.pipe(
-          Effect.flatMap(decodeSpent),
-          Effect.map((rows) => rows[0]?.spent ?? 0),
-          persist("daySpend")
-        )
+      ...SqlArtifacts.make(sql),
+      ...SqlSpend.make(sql)
     }
-
-    /** Words the foreign-key refusal with the scopes involved, as far as the org may see them. */
-    const refusal = (orgId: string, sessionId: string, fromSessionId: string) =>
-      sql`SELECT id, scope FROM sessions WHERE org_id = ${orgId} AND id IN (${sessionId}, ${fromSessionId})`.pipe(
-        Effect.flatMap(decodeScopes),
-        persist("inheritArtifact"),
-        Effect.flatMap((rows) => {
-          const scopeOf = (id: string) => rows.find((row) => row.id === id)?.scope
-          return Effect.fail(
-            Refusals.crossScope(sessionId, fromSessionId, scopeOf(sessionId) ?? "", scopeOf(fromSessionId))
-          )
-        })
-      )
 
     return bounded(service, storeTimeoutMs, liveness)
   })
