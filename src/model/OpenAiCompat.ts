@@ -36,7 +36,7 @@ import type { ErrorKind } from "../domain/ErrorKind.js"
 import type { FinishReason, ModelReply, ReasoningPart, ToolCall, ToolResult, TurnEntry } from "../domain/Message.js"
 import type { Usage } from "../domain/Usage.js"
 import * as Http from "./internal/http.js"
-import { Chunk, Completion, type ContentValue, isChunk, type WireToolCall } from "./internal/openAiWire.js"
+import { Chunk, Completion, type ContentValue, type WireToolCall } from "./internal/openAiWire.js"
 import type * as Sse from "./internal/sse.js"
 import * as WireUsage from "./internal/usage.js"
 import type { ModelProvider, ModelRequest } from "./ModelProvider.js"
@@ -448,7 +448,7 @@ export const make = (options: Options): Effect.Effect<ModelProvider, never, Http
           return false
         }
         if (data === "") return true
-        const decoded = Http.decodeJsonEither(transport, Chunk, data, response.status, isChunk)
+        const decoded = Http.decodeJsonEither(transport, Chunk, data, response.status)
         if (Either.isLeft(decoded)) return decoded.left
         const chunk = decoded.right
         if (chunk.usage !== null && chunk.usage !== undefined) state.usage = WireUsage.fromOpenAi(chunk.usage)

@@ -348,22 +348,18 @@ export const post = (
 
 /**
  * Decodes `raw` (a 2xx body, or one event's data) as JSON against `schema`, synchronously. Fails `server` when it
- * is not JSON or not the expected shape (the status is kept). `schema` must not be asynchronous. `accepts`, given,
- * is a check that passes only values `schema` decodes to themselves (a schema with no transformations): those skip
- * the decoder, everything else is decoded.
+ * is not JSON or not the expected shape (the status is kept). `schema` must not be asynchronous.
  */
 export const decodeJsonEither = <A, I>(
   transport: Transport,
   schema: Schema.Schema<A, I>,
   raw: string,
-  status: number,
-  accepts?: (u: unknown) => u is A
+  status: number
 ): Either.Either<A, ProviderError> => {
   const json = parseJson(raw)
   if (Either.isLeft(json)) {
     return Either.left(fail(transport, "server", `the reply was not valid JSON: ${excerpt(raw, 120)}`, { status }))
   }
-  if (accepts !== undefined && accepts(json.right)) return Either.right(json.right)
   return Either.mapLeft(Schema.decodeUnknownEither(schema)(json.right), (error) =>
     fail(
       transport,

@@ -73,36 +73,3 @@ export const Chunk = Schema.Struct({
   error: Schema.optional(Schema.Unknown)
 })
 export type Chunk = typeof Chunk.Type
-
-// ---------------------------------------------------------------------------------------------------------------
-// A streamed chunk checked without the Schema decoder: every chunk of every streamed reply was decoded by it, a fifth
-// of the provider client's CPU per served turn (docs/benchmarks.md, issue 44). The schemas above transform nothing,
-// so a value they accept is its own decoding (unknown fields aside, which nothing reads); `isChunk` accepts only
-// what `Chunk` accepts, and anything else goes to the Schema decoder, which decides and words the failure.
-
-const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
-const absent = (u: unknown): u is null | undefined => u === undefined || u === null
-const optString = (u: unknown): boolean => absent(u) || typeof u === "string"
-const optNumber = (u: unknown): boolean => absent(u) || typeof u === "number"
-const optObject = (u: unknown, fields: (o: Record<string, unknown>) => boolean): boolean =>
-  absent(u) || (isObject(u) && fields(u))
-const optArray = (u: unknown, element: (e: unknown) => boolean): boolean =>
-  absent(u) || (Array.isArray(u) && u.every(element))
-
-const isToolCall = (u: unknown): boolean =>
-  isObject(u) && optNumber(u.index) && optString(u.id) && optString(u.type) &&
-  optObject(u.function, (f) => optString(f.name))
-
-const isUsage = (u: unknown): boolean =>
-  optObject(u, (o) =>
-    optNumber(o.prompt_tokens) && optNumber(o.completion_tokens) &&
-    optObject(o.prompt_tokens_details, (d) => optNumber(d.cached_tokens)) &&
-    optObject(o.completion_tokens_details, (d) => optNumber(d.reasoning_tokens)))
-
-const isChoice = (u: unknown): boolean =>
-  isObject(u) && optString(u.finish_reason) &&
-  optObject(u.delta, (d) => optString(d.content) && optString(d.refusal) && optArray(d.tool_calls, isToolCall))
-
-/** Whether `u` is a `Chunk` as the Schema would decode it (a `false` says only: ask the Schema). */
-export const isChunk = (u: unknown): u is Chunk =>
-  isObject(u) && optString(u.id) && optString(u.model) && optArray(u.choices, isChoice) && isUsage(u.usage)

@@ -47,8 +47,6 @@ export const ResponsesUsage = Schema.Struct({
 })
 export type ResponsesUsage = typeof ResponsesUsage.Type
 
-// Every count is a non-negative integer (`count`), so the `Usage`s below are made without the class's validation
-// (its constructor's second argument), which the provider client ran on every reply and every usage chunk.
 const count = (value: number | null | undefined): number =>
   value === null || value === undefined || !Number.isFinite(value) ? 0 : Math.max(0, Math.round(value))
 
@@ -60,7 +58,7 @@ export const fromOpenAi = (usage: OpenAiUsage | null | undefined): Usage =>
     cacheReadTokens: count(usage.prompt_tokens_details?.cached_tokens),
     cacheWriteTokens: 0,
     reasoningTokens: Math.min(count(usage.completion_tokens_details?.reasoning_tokens), count(usage.completion_tokens))
-  }, true)
+  })
 
 /** Normalises an OpenAI Responses usage (absent → zero); reasoning tokens stay counted in the output. Never fails. */
 export const fromResponses = (usage: ResponsesUsage | null | undefined): Usage =>
@@ -70,7 +68,7 @@ export const fromResponses = (usage: ResponsesUsage | null | undefined): Usage =
     cacheReadTokens: count(usage.input_tokens_details?.cached_tokens),
     cacheWriteTokens: count(usage.input_tokens_details?.cache_write_tokens),
     reasoningTokens: count(usage.output_tokens_details?.reasoning_tokens)
-  }, true)
+  })
 
 /** Normalises an Anthropic usage (absent → zero); cache reads and writes count as input too. Never fails. */
 export const fromAnthropic = (usage: AnthropicUsage | null | undefined): Usage => {
@@ -81,9 +79,8 @@ export const fromAnthropic = (usage: AnthropicUsage | null | undefined): Usage =
     inputTokens: count(usage.input_tokens) + cacheRead + cacheWrite,
     outputTokens: count(usage.output_tokens),
     cacheReadTokens: cacheRead,
-    cacheWriteTokens: cacheWrite,
-    reasoningTokens: 0
-  }, true)
+    cacheWriteTokens: cacheWrite
+  })
 }
 
 const Either = Schema.Struct({ usage: Schema.Struct({ ...OpenAiUsage.fields, ...AnthropicUsage.fields }) })
