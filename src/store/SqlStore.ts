@@ -11,8 +11,11 @@
  *
  * Appends go through group commit (internal/groupCommit.ts): turns from many sessions share one statement, a call
  * of `corral_append_turns` (migrations/0003_append_function.ts, whose plan stays cached per connection) with the
- * batch as binary array parameters (internal/appendBatch.ts); an append completes only after the statement that
- * carried it committed.
+ * batch as binary array parameters (internal/appendBatch.ts, internal/appends.ts); an append completes only after the
+ * statement that carried it committed. A session's other writes (its state, its trajectories, its settled messages)
+ * share statements the same way (internal/sessionWrites.ts), and so do the reads by key on the served path (a
+ * session, its turns, an agent, an idempotency key: internal/sessionReads.ts), so a served session has one statement
+ * of its own left, its accept (docs/benchmarks.md, issue 44). The other methods are in internal/sql*.ts.
  *
  * Isolation: every read filters by org, either on the row's own `org_id` or by joining the session it belongs to.
  * Failures: every SQL error, decode error or defect is wrapped once, here, into `PersistenceFailed` (SqlError never
@@ -21,7 +24,6 @@
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Exit, Layer, Option, Schema } from "effect"
 import type { ConfigError, Duration, Scope as EffectScope } from "effect"
-import { AgentSpec } from "../domain/AgentSpec.js"
 import { PersistenceFailed } from "../domain/Errors.js"
 import type { Turn } from "../domain/Message.js"
 import { SessionState } from "../domain/Session.js"
@@ -32,15 +34,15 @@ import type { Append } from "./internal/appendBatch.js"
 import * as Appends from "./internal/appends.js"
 import { persist, sqlState, within } from "./internal/failure.js"
 import * as Overload from "./internal/overload.js"
-import { decodeSessions, toSession } from "./internal/sessionReads.js"
 import * as SessionReads from "./internal/sessionReads.js"
 import * as SessionWrites from "./internal/sessionWrites.js"
 import * as SqlApprovals from "./internal/sqlApprovals.js"
 import * as SqlArtifacts from "./internal/sqlArtifacts.js"
 import * as SqlInbox from "./internal/sqlInbox.js"
+import * as SqlListings from "./internal/sqlListings.js"
 import * as SqlSpend from "./internal/sqlSpend.js"
 import * as Migrations from "./Migrations.js"
-import { decodeCursor, encodeCursor, SessionStore } from "./SessionStore.js"
+import { SessionStore } from "./SessionStore.js"
 
 /** The persistence timeout and group-commit tuning; see docs/storage.md for the measurements behind the defaults. */
 export interface Options {
@@ -74,17 +76,16 @@ export interface Options {
   }
 }
 
-const decodeSpecs = Schema.decodeUnknown(Schema.Array(Schema.Struct({ spec: AgentSpec })))
 const decodeTrajectories = Schema.decodeUnknown(Schema.Array(Schema.Struct({ payload: Trajectory })))
 
 const encodeState = Schema.encode(SessionState)
-const encodeSpec = Schema.encode(AgentSpec)
 
 /**
  * A session state's or a trajectory's JSON text. Their schemas transform nothing (classes and defaults encode to the
  * fields they hold), so the value's JSON IS its encoding, as for a turn's entry (`appendTurn`): the static type
- * vouches for the shape, and the Schema encoder run on every save was a sixth of the store's CPU per served turn
- * (docs/benchmarks.md, issue 44). Rows are decoded with the Schema when read. Fails on a value JSON cannot hold.
+ * vouches for the shape, and the Schema encoder run on every save was a visible part of the store's CPU per served
+ * turn (measured: docs/benchmarks.md, issue 44). Rows are decoded with the Schema when read. Fails on a value JSON
+ * cannot hold.
  */
 const jsonText = (operation: string, value: SessionState | Trajectory): Effect.Effect<string, PersistenceFailed> => {
   try {
@@ -168,30 +169,13 @@ export const make = (
     const getAgent = yield* SessionReads.makeGetAgent(readOptions)
     const findIdempotency = yield* SessionReads.makeFindIdempotency(readOptions)
 
-    const sessionColumns = sql.literal(SessionReads.columns)
-
     const service: Service = {
+      ...SqlListings.make(sql),
       ...SqlApprovals.make(sql),
       ...SqlInbox.make(sql),
-      putAgent: (orgId, spec) =>
-        Effect.gen(function*() {
-          const encoded = JSON.stringify(yield* encodeSpec(spec))
-          yield* sql`INSERT INTO agents (org_id, id, version, spec)
-            VALUES (${orgId}, ${spec.id}, ${spec.version}, ${encoded}::json)
-            ON CONFLICT (org_id, id, version) DO UPDATE SET spec = EXCLUDED.spec, published_at = now()`
-        }).pipe(persist("putAgent")),
-
       getAgent: (orgId, id, version) => getAgent({ orgId, id, version }, storeTimeoutMs),
 
       findIdempotency: (orgId, key) => findIdempotency({ orgId, key }, storeTimeoutMs),
-
-      listAgents: (orgId) =>
-        sql`SELECT DISTINCT ON (id) spec FROM agents WHERE org_id = ${orgId} ORDER BY id, version DESC`.pipe(
-          Effect.flatMap(decodeSpecs),
-          // Sorted here, not by the database's collation, so the order is the same code-unit order on every driver.
-          Effect.map((rows) => rows.map((row) => row.spec).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))),
-          persist("listAgents")
-        ),
 
       createSession: (session) =>
         Effect.gen(function*() {
@@ -221,31 +205,6 @@ export const make = (
 
       getSession: (orgId, id) => getSession({ orgId, id }, storeTimeoutMs),
 
-      listSessions: (orgId, options) =>
-        Effect.gen(function*() {
-          const after = options.cursor === undefined ? undefined : decodeCursor(options.cursor)
-          if (options.cursor !== undefined && after === undefined) {
-            return yield* new PersistenceFailed({ operation: "listSessions", message: "not a session cursor" })
-          }
-          const limit = Math.max(1, Math.floor(options.limit))
-          // `COLLATE "C"` orders ids by code unit, as `listedBefore` (and so the memory driver and the cursor) does.
-          const where = [
-            sql`org_id = ${orgId}`,
-            ...(options.scope === undefined ? [] : [sql`scope = ${options.scope}`]),
-            ...(options.status === undefined ? [] : [sql`status = ${options.status}`]),
-            ...(after === undefined ? [] : [
-              sql`(created_at < ${after.createdAt} OR (created_at = ${after.createdAt} AND id COLLATE "C" < ${after.id}))`
-            ])
-          ]
-          const rows = yield* sql`SELECT ${sessionColumns} FROM sessions WHERE ${sql.and(where)}
-            ORDER BY created_at DESC, id COLLATE "C" DESC LIMIT ${limit + 1}`.pipe(Effect.flatMap(decodeSessions))
-          const page = rows.slice(0, limit).map(toSession)
-          const last = page[page.length - 1]
-          return rows.length > limit && last !== undefined
-            ? { sessions: page, nextCursor: encodeCursor(last) }
-            : { sessions: page }
-        }).pipe(persist("listSessions")),
-
       saveState: (id, state, at) =>
         Effect.flatMap(
           jsonText("saveState", state),
@@ -256,13 +215,6 @@ export const make = (
         ),
 
       settle: (sessionId, messageId) => sessionWrite({ _tag: "settle", sessionId, messageId }, storeTimeoutMs),
-
-      listRunning: () =>
-        sql`SELECT ${sessionColumns} FROM sessions WHERE status = 'running'`.pipe(
-          Effect.flatMap(decodeSessions),
-          Effect.map((rows) => rows.map(toSession)),
-          persist("listRunning")
-        ),
 
       appendTurn: (sessionId, entry, at, timeoutMs) =>
         Effect.contextWithEffect((context: Context.Context<never>) => {
