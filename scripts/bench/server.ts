@@ -23,7 +23,9 @@
  *
  * Diagnostics through `--server-node-args`: `"--import tsx --import ./scripts/bench/internal/countOpsPreload.ts"`
  * counts Effect run-loop instructions in the server (`CORRAL_COUNT_OPS_FILE`, `CORRAL_COUNT_OPS_TURNS`), and
- * `…/allocProfilePreload.ts` samples its allocations with the stacks that made them (`CORRAL_ALLOC_PROFILE_FILE`).
+ * `…/allocProfilePreload.ts` samples its allocations with the stacks that made them (`CORRAL_ALLOC_PROFILE_FILE`),
+ * and `…/countSqlPreload.ts` counts the statements it sends to Postgres by their first words (`CORRAL_COUNT_SQL_FILE`,
+ * `CORRAL_COUNT_SQL_UNITS`: e.g. the sessions run, warm-up included).
  * `BENCH_SERVER_LOG=FILE` keeps every line the server writes (the report tallies only warning and error messages).
  *
  * With `--nodes N` (N ≥ 2, Postgres only) the same run measures three set-ups one after the other, each on its own

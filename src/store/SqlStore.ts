@@ -11,8 +11,11 @@
  *
  * Appends go through group commit (internal/groupCommit.ts): turns from many sessions share one statement, a call
  * of `corral_append_turns` (migrations/0003_append_function.ts, whose plan stays cached per connection) with the
- * batch as binary array parameters (internal/appendBatch.ts); an append completes only after the statement that
- * carried it committed.
+ * batch as binary array parameters (internal/appendBatch.ts, internal/appends.ts); an append completes only after the
+ * statement that carried it committed. A session's other writes (its state, its trajectories, its settled messages)
+ * share statements the same way (internal/sessionWrites.ts), and so do the reads by key on the served path (a
+ * session, its turns, an agent, an idempotency key: internal/sessionReads.ts), so a served session has one statement
+ * of its own left, its accept (docs/benchmarks.md, issue 44). The other methods are in internal/sql*.ts.
  *
  * Isolation: every read filters by org, either on the row's own `org_id` or by joining the session it belongs to.
  * Failures: every SQL error, decode error or defect is wrapped once, here, into `PersistenceFailed` (SqlError never
@@ -20,33 +23,26 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Exit, Layer, Option, Schema } from "effect"
-import type { Array as Arr, ConfigError, Duration, Scope as EffectScope } from "effect"
-import { AgentSpec } from "../domain/AgentSpec.js"
+import type { ConfigError, Duration, Scope as EffectScope } from "effect"
 import { PersistenceFailed } from "../domain/Errors.js"
-import { AgentId, SessionId } from "../domain/Ids.js"
-import { TurnEntry } from "../domain/Message.js"
 import type { Turn } from "../domain/Message.js"
-import { Principal } from "../domain/Principal.js"
-import { Scope } from "../domain/Scope.js"
 import { SessionState } from "../domain/Session.js"
-import type { Session } from "../domain/Session.js"
 import { Trajectory } from "../domain/Trajectory.js"
-import * as OrgBudget from "../rails/OrgBudget.js"
-import * as Metrics from "../telemetry/Metrics.js"
 import * as Database from "./Database.js"
 import * as Embedded from "./Embedded.js"
-import * as AppendBatch from "./internal/appendBatch.js"
 import type { Append } from "./internal/appendBatch.js"
-import { persist, sqlState, timedOut, within } from "./internal/failure.js"
-import * as GroupCommit from "./internal/groupCommit.js"
-import * as Ledger from "./internal/ledger.js"
+import * as Appends from "./internal/appends.js"
+import { persist, sqlState, within } from "./internal/failure.js"
 import * as Overload from "./internal/overload.js"
-import * as Refusals from "./internal/refusals.js"
+import * as SessionReads from "./internal/sessionReads.js"
+import * as SessionWrites from "./internal/sessionWrites.js"
 import * as SqlApprovals from "./internal/sqlApprovals.js"
+import * as SqlArtifacts from "./internal/sqlArtifacts.js"
 import * as SqlInbox from "./internal/sqlInbox.js"
+import * as SqlListings from "./internal/sqlListings.js"
+import * as SqlSpend from "./internal/sqlSpend.js"
 import * as Migrations from "./Migrations.js"
-import { decodeCursor, encodeCursor, SessionStore } from "./SessionStore.js"
-import type { Appended } from "./SessionStore.js"
+import { SessionStore } from "./SessionStore.js"
 
 /** The persistence timeout and group-commit tuning; see docs/storage.md for the measurements behind the defaults. */
 export interface Options {
@@ -80,46 +76,24 @@ export interface Options {
   }
 }
 
-const SessionRow = Schema.Struct({
-  id: SessionId,
-  org_id: Schema.String,
-  user_id: Schema.String,
-  scope: Scope,
-  agent_id: AgentId,
-  agent_version: Schema.Int,
-  state: SessionState,
-  created_at: Schema.Number,
-  updated_at: Schema.Number
-})
-const decodeSessions = Schema.decodeUnknown(Schema.Array(SessionRow))
-const toSession = (row: typeof SessionRow.Type): Session => ({
-  id: row.id,
-  principal: new Principal({ orgId: row.org_id, userId: row.user_id }),
-  scope: row.scope,
-  agentId: row.agent_id,
-  agentVersion: row.agent_version,
-  createdAt: row.created_at,
-  updatedAt: row.updated_at,
-  state: row.state
-})
-
-const TurnRow = Schema.Struct({ seq: Schema.Int, created_at: Schema.Number, payload: TurnEntry })
-const decodeTurns = Schema.decodeUnknown(Schema.Array(TurnRow))
-const decodeEntry = Schema.decodeUnknown(TurnEntry)
-const decodeSpecs = Schema.decodeUnknown(Schema.Array(Schema.Struct({ spec: AgentSpec })))
 const decodeTrajectories = Schema.decodeUnknown(Schema.Array(Schema.Struct({ payload: Trajectory })))
-const decodeIds = Schema.decodeUnknown(Schema.Array(Schema.Struct({ id: Schema.String })))
-const decodeHold = Schema.decodeUnknown(
-  Schema.Tuple(
-    Schema.Struct({ granted: Schema.NumberFromString, spent: Schema.NumberFromString, held: Schema.NumberFromString })
-  )
-)
-const decodeSpent = Schema.decodeUnknown(Schema.Array(Schema.Struct({ spent: Schema.NumberFromString })))
-const decodeScopes = Schema.decodeUnknown(Schema.Array(Schema.Struct({ id: Schema.String, scope: Schema.String })))
 
 const encodeState = Schema.encode(SessionState)
-const encodeSpec = Schema.encode(AgentSpec)
-const encodeTrajectory = Schema.encode(Trajectory)
+
+/**
+ * A session state's or a trajectory's JSON text. Their schemas transform nothing (classes and defaults encode to the
+ * fields they hold), so the value's JSON IS its encoding, as for a turn's entry (`appendTurn`): the static type
+ * vouches for the shape, and the Schema encoder run on every save was a visible part of the store's CPU per served
+ * turn (measured: docs/benchmarks.md, issue 44). Rows are decoded with the Schema when read. Fails on a value JSON
+ * cannot hold.
+ */
+const jsonText = (operation: string, value: SessionState | Trajectory): Effect.Effect<string, PersistenceFailed> => {
+  try {
+    return Effect.succeed(JSON.stringify(value))
+  } catch (error) {
+    return Effect.fail(new PersistenceFailed({ operation, message: `not JSON: ${String(error)}` }))
+  }
+}
 
 /** A `turns(afterSeq)` bound as an int4 the database accepts, matching the memory driver's slice semantics. */
 const afterBound = (afterSeq: number | undefined): number =>
@@ -128,31 +102,34 @@ const afterBound = (afterSeq: number | undefined): number =>
 const noSession = (operation: string, sessionId: string) =>
   new PersistenceFailed({ operation, message: `no session "${sessionId}"` })
 
-/** An append the database did not answer in time (it may still land: the next read shows whether it did). */
-const appendTimedOut = (waitedMs: number, overloaded: boolean) => timedOut("appendTurn", waitedMs, overloaded)
-
 type Service = Context.Tag.Service<SessionStore>
 
+/** The methods group-committed (the writes, the reads by key): each carries its deadline on its item. */
+const groupCommitted = new Set([
+  "appendTurn",
+  "saveState",
+  "saveTrajectory",
+  "settle",
+  "getSession",
+  "turns",
+  "getAgent",
+  "findIdempotency"
+])
+
 /**
- * Every method of `service` bounded by `timeoutMs` (`within`), except `appendTurn`: an append carries its deadline
- * on its group-commit item, which costs no timer and no fiber per call (the hot path; groupCommit.ts). Wrapping the
- * whole service, rather than each method, keeps the bound on methods added later too.
+ * Every method of `service` bounded by `timeoutMs` (`within`), except the group-committed ones: their writes carry
+ * their deadline on their group-commit item, which costs no timer and no fiber per call (the hot path;
+ * groupCommit.ts). Wrapping the whole service, rather than each method, keeps the bound on methods added later too.
  */
 const bounded = (service: Service, timeoutMs: number, liveness: Overload.Liveness): Service => {
   const out: Record<string, unknown> = {}
   for (const [name, method] of Object.entries(service) as Array<[string, (...args: Array<unknown>) => unknown]>) {
-    out[name] = name === "appendTurn"
+    out[name] = groupCommitted.has(name)
       ? method
       : (...args: Array<unknown>) =>
         within(name, timeoutMs, liveness)(method(...args) as Effect.Effect<unknown, unknown>)
   }
   return out as unknown as Service
-}
-
-/** SQLSTATE classes that belong to one row's data (bad value, constraint, too large): worth isolating the row. */
-const isRowError = (error: unknown): boolean => {
-  const state = sqlState(error)
-  return state !== undefined && (state.startsWith("22") || state.startsWith("23") || state.startsWith("54"))
 }
 
 /**
@@ -169,129 +146,36 @@ export const make = (
     /** A flood of this store's own statements is not an outage (internal/overload.ts). */
     const liveness = new Overload.Liveness()
 
-    /**
-     * Numbers and inserts a batch of turns of any sessions in one statement (internal/appendBatch.ts: binary array
-     * parameters, each session's counter bumped once by its count). Resolves with one Exit per append, in batch
-     * order; an append whose session does not exist fails alone.
-     */
-    const notify = options.notify
-    /** The batch's turns (closing turns first) notified in the statement's transaction: see `Options.notify`. */
-    const notified = (exits: ReadonlyArray<Exit.Exit<Appended, PersistenceFailed>>) => {
-      if (notify === undefined) return Effect.succeed(exits)
-      const turns: Array<Turn> = []
-      for (const exit of exits) {
-        if (Exit.isFailure(exit)) continue
-        const { closed, ...turn } = exit.value
-        if (closed !== undefined) turns.push(closed)
-        turns.push(turn)
-      }
-      const payloads = notify.payloads(turns)
-      if (payloads.length === 0) return Effect.succeed(exits)
-      return Effect.as(
-        sql`SELECT count(pg_notify(${notify.channel}, p)) FROM unnest(${payloads}::text[]) AS p`,
-        exits
-      )
-    }
-
-    const insertBatch = (batch: ReadonlyArray<Append>) =>
-      Effect.suspend(() => {
-        const expanded = AppendBatch.expand(batch)
-        const encoded = AppendBatch.encode(expanded.rows)
-        const written = sql.unsafe(AppendBatch.statement, encoded.params).values.pipe(
-          Effect.flatMap((rows) => {
-            const { bases, closed, seqs } = AppendBatch.readBack(encoded, rows)
-            return Effect.forEach(batch, (append, i): Effect.Effect<Exit.Exit<Appended, PersistenceFailed>> => {
-              const row = expanded.at[i]!
-              const seq = seqs[row]
-              if (seq === undefined) return Effect.succeed(Exit.fail(noSession("appendTurn", append.sessionId)))
-              const turn: Appended = { sessionId: append.sessionId, seq, at: append.at, entry: append.entry }
-              const inBatch = expanded.closedBy[i]!
-              if (inBatch >= 0) {
-                const closing = expanded.rows[inBatch]!
-                return Effect.succeed(
-                  Exit.succeed({ ...turn, closed: { ...turn, seq: seqs[inBatch]!, entry: closing.entry } })
-                )
-              }
-              const position = encoded.position[row]!
-              const stored = encoded.rank[row] === 1 ? closed[position] : undefined
-              if (stored === undefined) return Effect.succeed(Exit.succeed(turn))
-              // The closing entry another writer built (Pairing.ts), as the database returned it.
-              return decodeEntry(typeof stored === "string" ? JSON.parse(stored) : stored).pipe(
-                Effect.orDie,
-                Effect.map((entry) => Exit.succeed({ ...turn, closed: { ...turn, seq: bases[position]!, entry } }))
-              )
-            })
-          }),
-          Effect.flatMap(notified)
-        )
-        return (notify === undefined ? written : sql.withTransaction(written)).pipe(
-          // Two processes' batches can lock shared sessions in different orders; Postgres aborts one of them
-          // whole (nothing was written), so running it again is safe.
-          Effect.retry({ times: 2, while: (error) => sqlState(error) === "40P01" })
-        )
-      })
-
-    const writeBatch = (batch: Arr.NonEmptyReadonlyArray<Append>) =>
-      Effect.suspend(() => {
-        Metrics.storeAppendBatch.unsafeUpdate(batch.length, [])
-        return insertBatch(batch)
-      }).pipe(
-        // One bad row must not fail its neighbours: on a data error, write the batch's rows one by one, in order.
-        Effect.catchAll((error) =>
-          batch.length > 1 && isRowError(error)
-            ? Effect.forEach(batch, (append) =>
-              insertBatch([append]).pipe(
-                persist("appendTurn"),
-                Effect.flatMap((exits) => exits[0] ?? Exit.fail(noSession("appendTurn", append.sessionId))),
-                Effect.exit
-              ))
-            : Effect.fail(error)
-        ),
-        persist("appendTurn")
-      )
-
-    const submit = yield* GroupCommit.make<Append, Appended, PersistenceFailed>({
+    const { submit, writeBatch } = yield* Appends.make({
+      ...(options.notify === undefined ? {} : { notify: options.notify }),
       lanes: options.lanes ?? 1,
       maxItems: options.maxBatch ?? 1_000,
       maxWeight: options.maxBatchBytes ?? 8 * 1024 * 1024,
       ...(options.window === undefined ? {} : { window: options.window }),
-      key: (append) => append.sessionId,
-      weight: (append) => append.payload.length,
-      write: writeBatch,
-      closed: () => new PersistenceFailed({ operation: "appendTurn", message: "the store is shutting down" }),
-      timedOut: (_, waitedMs, extended) => appendTimedOut(waitedMs, extended),
       patience: liveness
     })
 
-    const sessionColumns = sql`id, org_id, user_id, scope, agent_id, agent_version, state, created_at, updated_at`
+    // A session's state, its trajectories and its settled messages: group-committed too, in their own statement.
+    const sessionWrite = yield* SessionWrites.make({
+      maxItems: options.maxBatch ?? 1_000,
+      maxWeight: options.maxBatchBytes ?? 8 * 1024 * 1024,
+      patience: liveness
+    })
+
+    // Reads by key (a session, its turns, an agent, an idempotency key): batched too (internal/sessionReads.ts).
+    const readOptions = { maxItems: options.maxBatch ?? 1_000, patience: liveness }
+    const getSession = yield* SessionReads.makeGetSession(readOptions)
+    const readTurns = yield* SessionReads.makeTurns(readOptions)
+    const getAgent = yield* SessionReads.makeGetAgent(readOptions)
+    const findIdempotency = yield* SessionReads.makeFindIdempotency(readOptions)
 
     const service: Service = {
+      ...SqlListings.make(sql),
       ...SqlApprovals.make(sql),
       ...SqlInbox.make(sql),
-      putAgent: (orgId, spec) =>
-        Effect.gen(function*() {
-          const encoded = JSON.stringify(yield* encodeSpec(spec))
-          yield* sql`INSERT INTO agents (org_id, id, version, spec)
-            VALUES (${orgId}, ${spec.id}, ${spec.version}, ${encoded}::json)
-            ON CONFLICT (org_id, id, version) DO UPDATE SET spec = EXCLUDED.spec, published_at = now()`
-        }).pipe(persist("putAgent")),
+      getAgent: (orgId, id, version) => getAgent({ orgId, id, version }, storeTimeoutMs),
 
-      getAgent: (orgId, id, version) =>
-        (version === undefined
-          ? sql`SELECT spec FROM agents WHERE org_id = ${orgId} AND id = ${id} ORDER BY version DESC LIMIT 1`
-          : sql`SELECT spec FROM agents WHERE org_id = ${orgId} AND id = ${id} AND version = ${version}`).pipe(
-            Effect.flatMap(decodeSpecs),
-            Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), (row) => row.spec)),
-            persist("getAgent")
-          ),
-
-      listAgents: (orgId) =>
-        sql`SELECT DISTINCT ON (id) spec FROM agents WHERE org_id = ${orgId} ORDER BY id, version DESC`.pipe(
-          Effect.flatMap(decodeSpecs),
-          // Sorted here, not by the database's collation, so the order is the same code-unit order on every driver.
-          Effect.map((rows) => rows.map((row) => row.spec).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))),
-          persist("listAgents")
-        ),
+      findIdempotency: (orgId, key) => findIdempotency({ orgId, key }, storeTimeoutMs),
 
       createSession: (session) =>
         Effect.gen(function*() {
@@ -319,54 +203,18 @@ export const make = (
           )
         }).pipe(persist("createSession")),
 
-      getSession: (orgId, id) =>
-        sql`SELECT ${sessionColumns} FROM sessions WHERE id = ${id} AND org_id = ${orgId}`.pipe(
-          Effect.flatMap(decodeSessions),
-          Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toSession)),
-          persist("getSession")
-        ),
-
-      listSessions: (orgId, options) =>
-        Effect.gen(function*() {
-          const after = options.cursor === undefined ? undefined : decodeCursor(options.cursor)
-          if (options.cursor !== undefined && after === undefined) {
-            return yield* new PersistenceFailed({ operation: "listSessions", message: "not a session cursor" })
-          }
-          const limit = Math.max(1, Math.floor(options.limit))
-          // `COLLATE "C"` orders ids by code unit, as `listedBefore` (and so the memory driver and the cursor) does.
-          const where = [
-            sql`org_id = ${orgId}`,
-            ...(options.scope === undefined ? [] : [sql`scope = ${options.scope}`]),
-            ...(options.status === undefined ? [] : [sql`status = ${options.status}`]),
-            ...(after === undefined ? [] : [
-              sql`(created_at < ${after.createdAt} OR (created_at = ${after.createdAt} AND id COLLATE "C" < ${after.id}))`
-            ])
-          ]
-          const rows = yield* sql`SELECT ${sessionColumns} FROM sessions WHERE ${sql.and(where)}
-            ORDER BY created_at DESC, id COLLATE "C" DESC LIMIT ${limit + 1}`.pipe(Effect.flatMap(decodeSessions))
-          const page = rows.slice(0, limit).map(toSession)
-          const last = page[page.length - 1]
-          return rows.length > limit && last !== undefined
-            ? { sessions: page, nextCursor: encodeCursor(last) }
-            : { sessions: page }
-        }).pipe(persist("listSessions")),
+      getSession: (orgId, id) => getSession({ orgId, id }, storeTimeoutMs),
 
       saveState: (id, state, at) =>
-        Effect.gen(function*() {
-          const encoded = JSON.stringify(yield* encodeState(state))
-          // `status` is its own column (recovery's index); it is written with `state` in one statement, so the
-          // two can never disagree.
-          const rows = yield* sql`UPDATE sessions SET status = ${state.status}, state = ${encoded}::json,
-            updated_at = ${at} WHERE id = ${id} RETURNING id`.pipe(Effect.flatMap(decodeIds))
-          if (rows.length === 0) return yield* noSession("saveState", id)
-        }).pipe(persist("saveState")),
-
-      listRunning: () =>
-        sql`SELECT ${sessionColumns} FROM sessions WHERE status = 'running'`.pipe(
-          Effect.flatMap(decodeSessions),
-          Effect.map((rows) => rows.map(toSession)),
-          persist("listRunning")
+        Effect.flatMap(
+          jsonText("saveState", state),
+          // `status` is its own column (recovery's index); it is written with `state` in one statement, so the two
+          // can never disagree.
+          (encoded) =>
+            sessionWrite({ _tag: "state", sessionId: id, status: state.status, state: encoded, at }, storeTimeoutMs)
         ),
+
+      settle: (sessionId, messageId) => sessionWrite({ _tag: "settle", sessionId, messageId }, storeTimeoutMs),
 
       appendTurn: (sessionId, entry, at, timeoutMs) =>
         Effect.contextWithEffect((context: Context.Context<never>) => {
@@ -394,59 +242,18 @@ export const make = (
         }),
 
       turns: (orgId, sessionId, afterSeq) =>
-        sql`SELECT t.seq, t.created_at, t.payload FROM turns t JOIN sessions s ON s.id = t.session_id
-          WHERE t.session_id = ${sessionId} AND s.org_id = ${orgId} AND t.seq > ${afterBound(afterSeq)}
-          ORDER BY t.seq`.pipe(
-          Effect.flatMap(decodeTurns),
-          Effect.map((rows) =>
-            rows.map((row): Turn => ({ sessionId, seq: row.seq, at: row.created_at, entry: row.payload }))
-          ),
-          persist("turns")
-        ),
-
-      inheritArtifact: (orgId, sessionId, fromSessionId) =>
-        Effect.gen(function*() {
-          // The scope is taken from the inheriting session's row; the composite foreign key on
-          // (org_id, scope, inherited_session_id) is what refuses another org's or another scope's session.
-          const outcome = yield* sql`WITH target AS (
-              SELECT id, org_id, scope FROM sessions WHERE id = ${sessionId} AND org_id = ${orgId}
-            ),
-            ins AS (
-              INSERT INTO session_artifacts (session_id, org_id, scope, inherited_session_id)
-              SELECT id, org_id, scope, ${fromSessionId} FROM target
-              ON CONFLICT (session_id, inherited_session_id) DO NOTHING
-            )
-            SELECT id FROM target`.pipe(
-            Effect.flatMap(decodeIds),
-            Effect.map((rows) => rows.length > 0 ? "recorded" as const : "missing" as const),
-            Effect.catchIf((error) => sqlState(error) === "23503", () => Effect.succeed("refused" as const)),
-            persist("inheritArtifact")
-          )
-          if (outcome === "missing") return yield* noSession("inheritArtifact", sessionId)
-          if (outcome === "refused") return yield* refusal(orgId, sessionId, fromSessionId)
-        }),
-
-      inherited: (orgId, sessionId) =>
-        sql`SELECT inherited_session_id AS id FROM session_artifacts
-          WHERE session_id = ${sessionId} AND org_id = ${orgId}`.pipe(
-          Effect.flatMap(decodeIds),
-          Effect.map((rows) => rows.map((row) => row.id).sort()),
-          persist("inherited")
-        ),
+        readTurns({ orgId, id: sessionId, after: afterBound(afterSeq) }, storeTimeoutMs),
 
       saveTrajectory: (trajectory) =>
-        Effect.gen(function*() {
-          const payload = JSON.stringify(yield* encodeTrajectory(trajectory))
-          // The org comes from the session row, never from the payload.
-          const rows =
-            yield* sql`INSERT INTO trajectories (run_id, session_id, org_id, exit_reason, started_at, payload)
-            SELECT ${trajectory.runId}, s.id, s.org_id, ${trajectory.exitReason}, ${trajectory.startedAt}, ${payload}::json
-            FROM sessions s WHERE s.id = ${trajectory.sessionId}
-            ON CONFLICT (run_id) DO UPDATE SET payload = EXCLUDED.payload, exit_reason = EXCLUDED.exit_reason
-              WHERE trajectories.session_id = EXCLUDED.session_id
-            RETURNING run_id AS id`.pipe(Effect.flatMap(decodeIds))
-          if (rows.length === 0) return yield* noSession("saveTrajectory", trajectory.sessionId)
-        }).pipe(persist("saveTrajectory")),
+        Effect.flatMap(jsonText("saveTrajectory", trajectory), (payload) =>
+          sessionWrite({
+            _tag: "trajectory",
+            sessionId: trajectory.sessionId,
+            runId: trajectory.runId,
+            exitReason: trajectory.exitReason,
+            startedAt: trajectory.startedAt,
+            payload
+          }, storeTimeoutMs)),
 
       trajectories: (orgId, sessionId) =>
         sql`SELECT payload FROM trajectories WHERE session_id = ${sessionId} AND org_id = ${orgId}
@@ -455,49 +262,9 @@ export const make = (
           Effect.map((rows) => rows.map((row) => row.payload)),
           persist("trajectories")
         ),
-
-      // Summed here from the payloads, by the function the memory store uses: the two stores cannot disagree.
-      usage: (orgId, from, to) =>
-        sql`SELECT payload FROM trajectories
-          WHERE org_id = ${orgId} AND started_at >= ${from - Ledger.lookBehindMs} AND started_at < ${to}`.pipe(
-          Effect.flatMap(decodeTrajectories),
-          Effect.map((rows) => Ledger.rows(rows.map((row) => row.payload), from, to)),
-          persist("usage")
-        ),
-
-      holdSpend: (orgId, day, perDayMicros, wantMicros, at) =>
-        sql`SELECT granted::text, spent::text, held::text FROM corral_hold_spend(
-          ${orgId}, ${day}, ${perDayMicros}, ${wantMicros}, ${at}, ${at + OrgBudget.holdLifetimeMs})`.pipe(
-          Effect.flatMap(decodeHold),
-          Effect.map(([row]) => ({ granted: row.granted, tally: { spentMicros: row.spent, heldMicros: row.held } })),
-          persist("holdSpend")
-        ),
-
-      settleSpend: (orgId, day, heldMicros, spentMicros) =>
-        sql`UPDATE org_spend SET spent_micros = spent_micros + ${spentMicros},
-          held_micros = GREATEST(0, held_micros - ${heldMicros})
-          WHERE org_id = ${orgId} AND day = ${day}`.pipe(Effect.asVoid, persist("settleSpend")),
-
-      daySpend: (orgId, day) =>
-        sql`SELECT spent_micros::text AS spent FROM org_spend WHERE org_id = ${orgId} AND day = ${day}`.pipe(
-          Effect.flatMap(decodeSpent),
-          Effect.map((rows) => rows[0]?.spent ?? 0),
-          persist("daySpend")
-        )
+      ...SqlArtifacts.make(sql),
+      ...SqlSpend.make(sql)
     }
-
-    /** Words the foreign-key refusal with the scopes involved, as far as the org may see them. */
-    const refusal = (orgId: string, sessionId: string, fromSessionId: string) =>
-      sql`SELECT id, scope FROM sessions WHERE org_id = ${orgId} AND id IN (${sessionId}, ${fromSessionId})`.pipe(
-        Effect.flatMap(decodeScopes),
-        persist("inheritArtifact"),
-        Effect.flatMap((rows) => {
-          const scopeOf = (id: string) => rows.find((row) => row.id === id)?.scope
-          return Effect.fail(
-            Refusals.crossScope(sessionId, fromSessionId, scopeOf(sessionId) ?? "", scopeOf(fromSessionId))
-          )
-        })
-      )
 
     return bounded(service, storeTimeoutMs, liveness)
   })

@@ -734,6 +734,87 @@ export const sessionStoreContract = (name: string, storeLayer: Layer.Layer<Sessi
         }
       }))
 
+    it.effect("reads many sessions asked for at once, each for its own org only", () =>
+      Effect.gen(function*() {
+        const store = yield* SessionStore
+        const [a, b] = [newOrg(), newOrg()]
+        const sessions = Array.from({ length: 20 }, (_, i) => newSession(i % 2 === 0 ? a : b))
+        yield* Effect.forEach(sessions, store.createSession, { discard: true })
+        const reads = yield* Effect.all([
+          ...sessions.map((session) => store.getSession(session.principal.orgId, session.id)),
+          // The same ids asked for by the other org, and an id nobody has.
+          ...sessions.map((session) => store.getSession(session.principal.orgId === a ? b : a, session.id)),
+          store.getSession(a, newSession(a).id)
+        ], { concurrency: "unbounded" })
+        expect(reads.slice(0, 20).map((found) => Option.getOrThrow(found).id)).toEqual(sessions.map((s) => s.id))
+        expect(reads.slice(20).every(Option.isNone)).toBe(true)
+      }))
+
+    it.effect("answers agent reads asked for at once, each by its own org, id and version", () =>
+      Effect.gen(function*() {
+        const store = yield* SessionStore
+        const [a, b] = [newOrg(), newOrg()]
+        yield* store.putAgent(a, spec("triage", 1))
+        yield* store.putAgent(a, spec("triage", 2))
+        yield* store.putAgent(b, spec("triage", 7))
+        const found = yield* Effect.all([
+          store.getAgent(a, "triage"),
+          store.getAgent(a, "triage", 1),
+          store.getAgent(b, "triage"),
+          store.getAgent(b, "triage", 1),
+          store.getAgent(a, "triage", 1.5),
+          store.getAgent(a, "other")
+        ], { concurrency: "unbounded" })
+        expect(found.map((o) => Option.map(o, (s) => s.version))).toEqual([
+          Option.some(2),
+          Option.some(1),
+          Option.some(7),
+          Option.none(),
+          Option.none(),
+          Option.none()
+        ])
+      }))
+
+    it.effect("stores states, trajectories and settlements given at once for many sessions, each as if alone", () =>
+      Effect.gen(function*() {
+        const store = yield* SessionStore
+        const org = newOrg()
+        const sessions = Array.from({ length: 30 }, () => newSession(org))
+        const runs = sessions.map((session) => inbound(session, "run", "go"))
+        yield* Effect.forEach(sessions, (session, i) => store.accept({ session, message: runs[i]! }), { discard: true })
+        const ghost = newSession(org)
+        const saved = sessions.map((session, i) => trajectory(session, i + 1))
+        // Every session's saves at once (its later ones after its earlier ones), beside a missing session's.
+        const outcomes = yield* Effect.all(
+          [
+            ...sessions.map((session, i) =>
+              Effect.all([
+                store.saveState(session.id, { ...initialState, status: "running", modelCalls: 1 }, 1),
+                store.saveTrajectory({ ...saved[i]!, open: true }),
+                store.settle(session.id, runs[i]!.id)
+              ], { concurrency: "unbounded" }).pipe(
+                Effect.zipRight(Effect.all([
+                  store.saveState(session.id, { ...initialState, status: "idle", modelCalls: i + 2 }, 2),
+                  store.saveTrajectory(saved[i]!)
+                ], { concurrency: "unbounded" }))
+              )
+            ),
+            store.saveState(ghost.id, initialState, 1),
+            store.saveTrajectory(trajectory(ghost, 1))
+          ].map((save) => Effect.either(save)),
+          { concurrency: "unbounded" }
+        )
+        // Only the missing session's two saves failed.
+        expect(outcomes.filter((o) => o._tag === "Left").length).toBe(2)
+        expect(outcomes.slice(-2).map((o) => o._tag)).toEqual(["Left", "Left"])
+        for (const [i, session] of sessions.entries()) {
+          const state = Option.getOrThrow(yield* store.getSession(org, session.id)).state
+          expect([state.status, state.modelCalls]).toEqual(["idle", i + 2])
+          expect(yield* store.trajectories(org, session.id)).toEqual([saved[i]])
+          expect(yield* store.inbox(session.id)).toEqual([])
+        }
+      }))
+
     it.effect("lists an org's sessions newest first, filtered by scope and status, never another org's", () =>
       Effect.gen(function*() {
         const store = yield* SessionStore

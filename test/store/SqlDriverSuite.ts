@@ -14,7 +14,7 @@ import * as Migrations from "../../src/store/Migrations.js"
 import { backfill } from "../../src/store/migrations/0006_pairing.js"
 import { SessionStore } from "../../src/store/SessionStore.js"
 import * as SqlStore from "../../src/store/SqlStore.js"
-import { closingOf, withCalls } from "./SessionStoreContract.js"
+import { closingOf, trajectory, withCalls } from "./SessionStoreContract.js"
 import { newOrg, newSession } from "./StoreFixtures.js"
 
 class Rollback {
@@ -118,6 +118,36 @@ export const sqlDriverSuite = (name: string, driver: Layer.Layer<SessionStore | 
         // The rolled-back append gave its number back: the next one is 1.
         const after = yield* store.appendTurn(sessions[2]!.id, { kind: "user", text: "after" }, 9)
         expect(after.seq).toBe(1)
+      }))
+
+    it.effect("keeps the later of two saves given together, and rolls a save back with a failed transaction", () =>
+      Effect.gen(function*() {
+        const store = yield* SessionStore
+        const sql = yield* SqlClient.SqlClient
+        const org = newOrg()
+        const session = newSession(org)
+        yield* store.createSession(session)
+        const run = trajectory(session, 1)
+        const stateOf = Effect.map(store.getSession(org, session.id), (found) => {
+          const state = Option.getOrThrow(found).state
+          return [state.status, state.modelCalls]
+        })
+        // Given in one tick, they travel in one statement, in the order given.
+        yield* Effect.all([
+          store.saveState(session.id, { ...initialState, status: "running", modelCalls: 1 }, 1),
+          store.saveTrajectory({ ...run, open: true }),
+          store.saveState(session.id, { ...initialState, status: "idle", modelCalls: 2 }, 2),
+          store.saveTrajectory(run)
+        ], { concurrency: "unbounded" })
+        expect(yield* stateOf).toEqual(["idle", 2])
+        expect(yield* store.trajectories(org, session.id)).toEqual([run])
+        yield* sql.withTransaction(
+          Effect.zipRight(
+            store.saveState(session.id, { ...initialState, status: "running", modelCalls: 3 }, 3),
+            Effect.fail(new Rollback())
+          )
+        ).pipe(Effect.catchTag("Rollback", () => Effect.void))
+        expect(yield* stateOf).toEqual(["idle", 2])
       }))
 
     it.effect("closes calls another writer left open, as another node's store would find them", () =>

@@ -22,6 +22,7 @@
  */
 import type { TurnEntry } from "../../domain/Message.js"
 import * as Pairing from "../Pairing.js"
+import { boolArray, float8Array, int4Array, oid, stringArray } from "./pgArrays.js"
 
 /** One queued append: the entry already encoded to its JSON text. */
 export interface Append {
@@ -37,73 +38,6 @@ export interface Append {
  */
 export const statement = `SELECT session_position, base, closed FROM corral_append_turns(
   $1::text[], $2::int4[], $3::int4[], $4::int4[], $5::text[], $6::json[], $7::float8[], $8::bool[], $9::json[])`
-
-/** Element type oids of the arrays sent (pg_type). */
-const oid = { bool: 16, int4: 23, text: 25, json: 114, float8: 701 } as const
-
-/** Array header: ndim, has-nulls flag, element type, then (size, lower bound) of the one dimension. */
-const headerBytes = 20
-
-const header = (buffer: Buffer, elementType: number, length: number): number => {
-  buffer.writeInt32BE(1, 0)
-  buffer.writeInt32BE(0, 4)
-  buffer.writeInt32BE(elementType, 8)
-  buffer.writeInt32BE(length, 12)
-  buffer.writeInt32BE(1, 16)
-  return headerBytes
-}
-
-/** An array of strings; a `null` element is sent as SQL NULL (length -1, and the header's has-nulls flag). */
-const stringArray = (elementType: number, values: ReadonlyArray<string | null>): Buffer => {
-  const lengths = new Int32Array(values.length)
-  let size = headerBytes + 4 * values.length
-  let nulls = false
-  for (let i = 0; i < values.length; i++) {
-    const value = values[i]
-    if (value === null || value === undefined) {
-      lengths[i] = -1
-      nulls = true
-    } else {
-      lengths[i] = Buffer.byteLength(value, "utf8")
-      size += lengths[i]!
-    }
-  }
-  const buffer = Buffer.allocUnsafe(size)
-  let offset = header(buffer, elementType, values.length)
-  if (nulls) buffer.writeInt32BE(1, 4)
-  for (let i = 0; i < values.length; i++) {
-    buffer.writeInt32BE(lengths[i]!, offset)
-    offset += 4
-    if (lengths[i]! >= 0) offset += buffer.write(values[i]!, offset, lengths[i]!, "utf8")
-  }
-  return buffer
-}
-
-/** An array of fixed-width elements: each is its width, then its bytes as `write` puts them. */
-const fixedArray = (
-  elementType: number,
-  width: number,
-  values: ArrayLike<number>,
-  write: (buffer: Buffer, value: number, offset: number) => void
-): Buffer => {
-  const buffer = Buffer.allocUnsafe(headerBytes + (4 + width) * values.length)
-  let offset = header(buffer, elementType, values.length)
-  for (let i = 0; i < values.length; i++) {
-    buffer.writeInt32BE(width, offset)
-    write(buffer, values[i]!, offset + 4)
-    offset += 4 + width
-  }
-  return buffer
-}
-
-const int4Array = (values: ArrayLike<number>): Buffer =>
-  fixedArray(oid.int4, 4, values, (buffer, value, offset) => buffer.writeInt32BE(value, offset))
-
-const float8Array = (values: ArrayLike<number>): Buffer =>
-  fixedArray(oid.float8, 8, values, (buffer, value, offset) => buffer.writeDoubleBE(value, offset))
-
-const boolArray = (values: ArrayLike<number>): Buffer =>
-  fixedArray(oid.bool, 1, values, (buffer, value, offset) => buffer.writeUInt8(value === 0 ? 0 : 1, offset))
 
 /**
  * A batch with the closing turns it needs within itself: where a session's turn here would break the pairing right

@@ -22,13 +22,14 @@ import { SessionState, SessionView } from "../../domain/Session.js"
 import type { AcceptOutcome, SessionStore } from "../SessionStore.js"
 import { persist, sqlState } from "./failure.js"
 
-type Methods = Pick<Context.Tag.Service<SessionStore>, "accept" | "findIdempotency" | "inbox" | "settle">
+type Methods = Pick<Context.Tag.Service<SessionStore>, "accept" | "findIdempotency" | "inbox">
 
 const encodeMessage = Schema.encode(InboxMessage)
 const encodeView = Schema.encode(SessionView)
 const encodeState = Schema.encode(SessionState)
 const decodeMessages = Schema.decodeUnknown(Schema.Array(Schema.Struct({ payload: InboxMessage })))
-const KeyRow = Schema.Struct({
+/** An `idempotency_keys` row as read. */
+export const KeyRow = Schema.Struct({
   org_id: Schema.String,
   key: Schema.String,
   fingerprint: Schema.String,
@@ -39,7 +40,8 @@ const KeyRow = Schema.Struct({
 const decodeKeys = Schema.decodeUnknown(Schema.Array(KeyRow))
 const decodeIds = Schema.decodeUnknown(Schema.Array(Schema.Struct({ id: Schema.String })))
 
-const toRecord = (row: typeof KeyRow.Type): IdempotencyRecord => ({
+/** A decoded row as the store's `IdempotencyRecord`. */
+export const toRecord = (row: typeof KeyRow.Type): IdempotencyRecord => ({
   orgId: row.org_id,
   key: row.key,
   fingerprint: row.fingerprint,
@@ -179,11 +181,6 @@ export const make = (sql: SqlClient.SqlClient): Methods => {
           Effect.flatMap(decodeMessages),
           Effect.map((rows) => rows.map((row) => row.payload)),
           persist("inbox")
-        ),
-    settle: (sessionId, messageId) =>
-      sql`DELETE FROM inbox WHERE id = ${messageId} AND session_id = ${sessionId}`.pipe(
-        Effect.asVoid,
-        persist("settle")
-      )
+        )
   }
 }
