@@ -8,9 +8,8 @@
  * fiber about sixty frames deep, a decoded body and a store call waiting for a pool connection, all of them at once
  * for the ten seconds it took to accept them (they queue for the same ten connections and the same cores anyway).
  * A request waiting here holds only what Node made for it (its socket and parsed headers; its body stays in the
- * socket): no fiber, no store call. Measured (docs/benchmarks.md at 09f4c1e, "Issue 14, fourteenth pass"): 5,000 sessions
- * started at once over HTTP on Postgres peaked at 2.07–2.12 GB of RSS with the gate against 2.62–2.70 GB without,
- * at the same CPU per turn and sessions/s.
+ * socket): no fiber, no store call, so a burst of starts costs the process far less memory at the same CPU
+ * (docs/benchmarks.md, "Notes moved from the code").
  *
  * What is never held: the probes (`/healthz`, `/readyz`, `/metrics` must answer under load: that is what they are
  * for), the MCP endpoint (`/mcp`, bounded by its own `server.mcp.maxSessions`), and a request that waits for a

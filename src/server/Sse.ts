@@ -77,8 +77,8 @@ export interface Options {
  *
  * Handed over, not returned: the stream is written to the socket here (`handOver`) and the request's own fiber ends
  * at once, so an open stream holds the feeding fiber and the socket, not also the platform's request fiber with its
- * middleware frames, context and span for the stream's whole life — at 5,000 sessions at once with a follower each,
- * 74 MB of the live heap and a fifth of the peak RSS (docs/benchmarks.md at 09f4c1e, "Issue 14, fifteenth pass"). The feeding
+ * middleware frames, context and span for the stream's whole life — a large share of the heap with a follower per
+ * session (docs/benchmarks.md, "Notes moved from the code"). The feeding
  * fiber is therefore a daemon: it ends with the body (the socket closed, the events ended) or on the drain.
  */
 export const response = (

@@ -1,6 +1,6 @@
 /**
  * Reading a response body chunk by chunk with ONE idle watchdog per body. A `Stream` with `Stream.timeoutFail` costs a
- * race and a timer per chunk — about a third of a provider call's CPU, measured (docs/benchmarks.md) — so the body's
+ * race and a timer per chunk — a large share of a provider call's CPU (docs/benchmarks.md) — so the body's
  * Node stream is read from its own events when the HTTP client is one of @effect/platform-node's (undici or
  * node:http), and the idle bound is a single fiber that sleeps on the `Clock` (TestClock moves it) until the last
  * chunk is `idleTimeoutMs` old. Any other client's body is read as its `Stream`, with the same contract.
