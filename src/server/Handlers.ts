@@ -13,6 +13,7 @@
  */
 import { HttpApiBuilder, HttpApiError, HttpServerRequest } from "@effect/platform"
 import { Clock, Effect, Layer, Option } from "effect"
+import type { Context } from "effect"
 import * as Ownership from "../cluster/Ownership.js"
 import type { StartRequest } from "../Corral.js"
 import { Corral } from "../Corral.js"
@@ -25,7 +26,7 @@ import { view } from "../domain/Session.js"
 import { utcDay } from "../domain/Usage.js"
 import { decodeCursor, SessionStore } from "../store/SessionStore.js"
 import * as Approvals from "../tools/Approvals.js"
-import type { Accepted } from "./Api.js"
+import type { Accepted, UsageParams } from "./Api.js"
 import { Api } from "./Api.js"
 import { CurrentPrincipal } from "./Authentication.js"
 import * as ElicitationsHandlers from "./ElicitationsHandlers.js"
@@ -129,6 +130,40 @@ const decodeError = (path: string, message: string) =>
     issues: [{ _tag: "Type", path: [path], message }]
   })
 
+/**
+ * `GET /v1/usage`: the org's usage rows over `from`..`to` (UTC days, both included; `to` defaults to today and `from`
+ * to 29 days before `to`) and their total. A range that is empty or longer than 366 days is a decode error (400);
+ * a store failure is 503.
+ */
+const usageReport = (
+  store: Context.Tag.Service<SessionStore>,
+  by: Principal,
+  urlParams: typeof UsageParams.Type
+) =>
+  Effect.gen(function*() {
+    const today = utcDay(yield* Clock.currentTimeMillis)
+    const to = urlParams.to ?? today
+    const from = urlParams.from ?? utcDay(Date.parse(`${to}T00:00:00Z`) - 29 * dayMs)
+    const start = Date.parse(`${from}T00:00:00Z`)
+    const end = Date.parse(`${to}T00:00:00Z`) + dayMs
+    if (start >= end) return yield* decodeError("from", `a day on or before to (${to})`)
+    if (end - start > 366 * dayMs) return yield* decodeError("from", "at most 366 days before to")
+    const rows = yield* orUnavailable(store.usage(by.orgId, start, end))
+    const total = {
+      attempts: 0,
+      inputTokens: 0,
+      outputTokens: 0,
+      cacheReadTokens: 0,
+      cacheWriteTokens: 0,
+      reasoningTokens: 0,
+      costMicros: 0
+    }
+    for (const row of rows) {
+      for (const key of Object.keys(total) as Array<keyof typeof total>) total[key] += row[key]
+    }
+    return { from, to, rows, total }
+  })
+
 const agents = HttpApiBuilder.group(Api, "agents", (handlers) =>
   Effect.gen(function*() {
     const corral = yield* Corral
@@ -193,31 +228,7 @@ const sessions = (options: Options) =>
               ...(page.nextCursor === undefined ? {} : { nextCursor: page.nextCursor })
             }
           }))
-        .handle("usage", ({ urlParams }) =>
-          Effect.gen(function*() {
-            const by = yield* CurrentPrincipal
-            const today = utcDay(yield* Clock.currentTimeMillis)
-            const to = urlParams.to ?? today
-            const from = urlParams.from ?? utcDay(Date.parse(`${to}T00:00:00Z`) - 29 * dayMs)
-            const start = Date.parse(`${from}T00:00:00Z`)
-            const end = Date.parse(`${to}T00:00:00Z`) + dayMs
-            if (start >= end) return yield* decodeError("from", `a day on or before to (${to})`)
-            if (end - start > 366 * dayMs) return yield* decodeError("from", "at most 366 days before to")
-            const rows = yield* orUnavailable(store.usage(by.orgId, start, end))
-            const total = {
-              attempts: 0,
-              inputTokens: 0,
-              outputTokens: 0,
-              cacheReadTokens: 0,
-              cacheWriteTokens: 0,
-              reasoningTokens: 0,
-              costMicros: 0
-            }
-            for (const row of rows) {
-              for (const key of Object.keys(total) as Array<keyof typeof total>) total[key] += row[key]
-            }
-            return { from, to, rows, total }
-          }))
+        .handle("usage", ({ urlParams }) => Effect.flatMap(CurrentPrincipal, (by) => usageReport(store, by, urlParams)))
         .handle(
           "getSession",
           ({ path }) => Effect.flatMap(CurrentPrincipal, (by) => orUnavailable(provide(current(by, path.id))))

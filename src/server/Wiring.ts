@@ -18,17 +18,13 @@
  * (cluster/ClusterEvents). It refuses to start without Postgres: the embedded PGlite belongs to one process, and its
  * advisory locks do not exclude, so two runners would own the same shards.
  */
-import { RunnerAddress } from "@effect/cluster"
-import type { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Config, ConfigError, Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
-import type { Scope } from "effect"
+import { Context, Duration, Effect, Layer, Option, Schema } from "effect"
+import type { ConfigError, Scope } from "effect"
 import { randomUUID } from "node:crypto"
 import { layerCluster } from "../cluster.js"
 import * as ClusterEvents from "../cluster/ClusterEvents.js"
-import * as Fence from "../cluster/Fence.js"
 import * as Ownership from "../cluster/Ownership.js"
-import * as Runner from "../cluster/Runner.js"
 import type { Settings } from "../config/Config.js"
 import { Corral } from "../Corral.js"
 import type { InvalidRequest, PersistenceFailed } from "../domain/Errors.js"
@@ -41,25 +37,31 @@ import * as ProviderConfig from "../model/ProviderConfig.js"
 import * as Limits from "../rails/Limits.js"
 import * as OrgBudget from "../rails/OrgBudget.js"
 import type * as Supervisor from "../session/Supervisor.js"
-import * as Database from "../store/Database.js"
-import * as Embedded from "../store/Embedded.js"
-import * as MemoryStore from "../store/MemoryStore.js"
-import * as Migrations from "../store/Migrations.js"
 import { SessionStore } from "../store/SessionStore.js"
-import * as SqlCredentials from "../store/SqlCredentials.js"
-import * as SqlStore from "../store/SqlStore.js"
 import * as Approvals from "../tools/Approvals.js"
 import { Elicitations } from "../tools/Elicitations.js"
-import * as McpCredentials from "../tools/McpCredentials.js"
 import * as McpRegistry from "../tools/McpRegistry.js"
 import { ToolExecutor } from "../tools/ToolExecutor.js"
 import type { ToolDef } from "../tools/ToolExecutor.js"
 import { ToolNotices } from "../tools/ToolNotices.js"
 import * as ToolRegistry from "../tools/ToolRegistry.js"
 import * as DemoAgent from "./DemoAgent.js"
+import * as ClusterWiring from "./internal/clusterWiring.js"
+import * as StoreWiring from "./internal/storeWiring.js"
 import * as AgentFeed from "./mcp/AgentFeed.js"
 import * as PendingElicitations from "./PendingElicitations.js"
 import * as Readiness from "./Readiness.js"
+
+// The store and cluster layers live in internal/ (storeWiring, clusterWiring); their public names are Wiring's.
+export { ClusterNeedsPostgres, ClusterStartFailed } from "./internal/clusterWiring.js"
+export {
+  CredentialsNotDurable,
+  database,
+  durableCredentials,
+  forgetCredentials,
+  migrate,
+  store
+} from "./internal/storeWiring.js"
 
 /** Why the runtime could not be built. */
 export type WiringError =
@@ -68,31 +70,8 @@ export type WiringError =
   | McpRegistry.McpStartError
   | McpToolShadowsBuiltIn
   | InvalidRequest
-  | ClusterNeedsPostgres
-  | ClusterStartFailed
-
-/** Cluster mode was asked for on a store other nodes cannot share (refused at start, before anything listens). */
-export class ClusterNeedsPostgres extends Schema.TaggedError<ClusterNeedsPostgres>()("ClusterNeedsPostgres", {
-  store: Schema.Literal("memory", "embedded")
-}) {
-  override get message(): string {
-    return this.store === "memory"
-      ? "cluster mode needs a Postgres database shared by every node: set DATABASE_URL (the memory store " +
-        "(--memory, CORRAL_STORE=memory) cannot be shared)"
-      : "cluster mode needs a Postgres database shared by every node: set DATABASE_URL (the embedded PGlite " +
-        "database belongs to one process, and its advisory locks do not exclude, so two nodes would run the same sessions)"
-  }
-}
-
-/** The cluster runner could not start (its port is taken, or its storage cannot be reached). */
-export class ClusterStartFailed extends Schema.TaggedError<ClusterStartFailed>()("ClusterStartFailed", {
-  address: Schema.String,
-  reason: Schema.String
-}) {
-  override get message(): string {
-    return `the cluster runner at ${this.address} could not start: ${this.reason}`
-  }
-}
+  | ClusterWiring.ClusterNeedsPostgres
+  | ClusterWiring.ClusterStartFailed
 
 /** An MCP server exports a tool under the name of a built-in tool (refused at start: a built-in is never shadowed). */
 export class McpToolShadowsBuiltIn extends Schema.TaggedError<McpToolShadowsBuiltIn>()("McpToolShadowsBuiltIn", {
@@ -115,149 +94,6 @@ export type Services =
   | Providers
   | AgentFeed.AgentFeed
   | PendingElicitations.PendingElicitations
-
-/** The persistence timeout in force: every store call is bounded by it (`limits.persistTimeoutMs`). */
-const persistTimeoutMs = (settings: Settings): number =>
-  settings.limits?.persistTimeoutMs ?? Limits.defaults.persistTimeoutMs
-
-/** The SQL client of the configured database (Postgres or embedded PGlite). */
-export const database = (
-  settings: Settings
-): Layer.Layer<SqlClient.SqlClient, PersistenceFailed> =>
-  settings.database._tag === "Postgres"
-    ? Database.layerPostgres(settings.database.url, {
-      maxConnections: settings.database.maxConnections,
-      timeoutMs: persistTimeoutMs(settings)
-    })
-    : Embedded.layerEmbedded({
-      dataDir: settings.database._tag === "Embedded" ? settings.database.dataDir : "memory://",
-      timeoutMs: persistTimeoutMs(settings)
-    })
-
-/**
- * Where MCP servers' OAuth state is kept on a SQL store: the `mcp_credentials` table, sealed with a key derived from
- * `CORRAL_SECRET_KEY`. Without the key nothing is written there (an unsealed token is never stored): the state is
- * kept in memory, and when a configured server uses OAuth a warning says that each restart signs in again.
- */
-const sqlCredentials = (
-  settings: Settings
-): Layer.Layer<McpCredentials.McpCredentials, ConfigError.ConfigError, SqlClient.SqlClient> =>
-  Layer.effect(
-    McpCredentials.McpCredentials,
-    Effect.gen(function*() {
-      const secret = yield* Config.option(Config.redacted("CORRAL_SECRET_KEY"))
-      if (Option.isNone(secret)) {
-        const oauth = Object.entries(settings.mcpServers).filter(([, s]) => "url" in s && s.auth !== undefined)
-        if (oauth.length > 0) {
-          yield* Effect.logWarning(
-            `CORRAL_SECRET_KEY is not set: the OAuth tokens of MCP server(s) ${
-              oauth.map(([name]) => `"${name}"`).join(", ")
-            } are kept in memory only (never unsealed in the database), so each restart authorizes again`
-          )
-        }
-        return McpCredentials.makeMemory()
-      }
-      const key = yield* Effect.try({
-        try: () => McpCredentials.keyOf(Redacted.value(secret.value)),
-        catch: (error) => ConfigError.InvalidData(["CORRAL_SECRET_KEY"], (error as Error).message)
-      })
-      const table = yield* SqlCredentials.make(persistTimeoutMs(settings))
-      return McpCredentials.sealed(table, key)
-    })
-  )
-
-/**
- * The store cannot keep MCP credentials for another process (`corral mcp login` / `logout`): the memory store keeps
- * nothing past the process, and without `CORRAL_SECRET_KEY` tokens are never written.
- */
-export class CredentialsNotDurable extends Schema.TaggedError<CredentialsNotDurable>()("CredentialsNotDurable", {
-  reason: Schema.String
-}) {
-  override get message(): string {
-    return this.reason
-  }
-}
-
-const memoryStoreKeepsNothing = new CredentialsNotDurable({
-  reason: "the memory store (database.store \"memory\" or CORRAL_STORE=memory) keeps no MCP credentials " +
-    "past this process: sign in with the store corral serve uses (embedded PGlite in CORRAL_DATA_DIR, or " +
-    "DATABASE_URL)"
-})
-
-/**
- * The store's `mcp_credentials`, sealed, for `corral mcp login`: what it saves is what `corral serve` on the same
- * configuration reads. Migrates first (a fresh data directory). Fails with `CredentialsNotDurable` on the memory
- * store and when `CORRAL_SECRET_KEY` is not set (the tokens would otherwise live only as long as the command).
- */
-export const durableCredentials = (
-  settings: Settings
-): Layer.Layer<McpCredentials.McpCredentials, CredentialsNotDurable | PersistenceFailed | ConfigError.ConfigError> =>
-  // Checked before the database is opened: a refusal costs nothing and says at once what to set.
-  Layer.unwrapEffect(Effect.gen(function*() {
-    if (settings.database._tag === "Memory") return yield* memoryStoreKeepsNothing
-    const secret = yield* Config.option(Config.redacted("CORRAL_SECRET_KEY"))
-    if (Option.isNone(secret)) {
-      return yield* new CredentialsNotDurable({
-        reason: "CORRAL_SECRET_KEY is not set: the tokens are stored only sealed with it (and corral serve needs " +
-          "the same key to read them); set it, e.g. export CORRAL_SECRET_KEY=$(openssl rand -hex 32), for this " +
-          "command and for corral serve"
-      })
-    }
-    const key = yield* Effect.try({
-      try: () => McpCredentials.keyOf(Redacted.value(secret.value)),
-      catch: (error) => ConfigError.InvalidData(["CORRAL_SECRET_KEY"], (error as Error).message)
-    })
-    return Layer.effect(
-      McpCredentials.McpCredentials,
-      Effect.zipRight(
-        Migrations.run,
-        Effect.map(SqlCredentials.make(persistTimeoutMs(settings)), (table) => McpCredentials.sealed(table, key))
-      )
-    ).pipe(Layer.provide(database(settings)))
-  }))
-
-/**
- * Removes the stored MCP credentials of `key` (`corral mcp logout`); whether there were any. Needs no
- * `CORRAL_SECRET_KEY` (nothing is opened). Fails with `CredentialsNotDurable` on the memory store.
- */
-export const forgetCredentials = (
-  settings: Settings,
-  key: string
-): Effect.Effect<boolean, CredentialsNotDurable | PersistenceFailed> =>
-  settings.database._tag === "Memory"
-    ? Effect.fail(memoryStoreKeepsNothing)
-    : Effect.gen(function*() {
-      yield* Migrations.run
-      const table = yield* SqlCredentials.make(persistTimeoutMs(settings))
-      return yield* table.remove(key)
-    }).pipe(Effect.provide(database(settings)))
-
-/**
- * The store, its readiness probe and where MCP servers' OAuth state is kept (in memory for the memory store). SQL
- * stores migrate on start (idempotent).
- */
-export const store = (
-  settings: Settings,
-  notify?: SqlStore.Options["notify"]
-): Layer.Layer<
-  SessionStore | Readiness.Readiness | McpCredentials.McpCredentials,
-  PersistenceFailed | ConfigError.ConfigError
-> =>
-  settings.database._tag === "Memory"
-    ? Layer.mergeAll(MemoryStore.layerMemory, Readiness.layerMemory, McpCredentials.layerMemory)
-    : Layer.mergeAll(
-      SqlStore.layer({ timeoutMs: persistTimeoutMs(settings), ...(notify === undefined ? {} : { notify }) }),
-      Readiness.layerSql,
-      sqlCredentials(settings)
-    ).pipe(Layer.provide(database(settings)))
-
-/** Applies pending migrations; `None` for the memory store, which has none. */
-export const migrate = (
-  settings: Settings
-): Effect.Effect<Option.Option<ReadonlyArray<readonly [number, string]>>, PersistenceFailed> =>
-  settings.database._tag === "Memory"
-    ? Effect.succeed(Option.none())
-    : Effect.map(Effect.provide(Migrations.run, database(settings)), Option.some)
 
 /**
  * The model routes: the configured tiers, plus the `demo` tier (the scripted demo model) when the demo is on. The
@@ -428,63 +264,6 @@ const clusterEvents = (node: string) =>
     })
   )
 
-/**
- * The cluster's own Postgres pool: the runner holds one connection for its shard locks and events one for LISTEN,
- * so the pool has room beyond them for message storage (≥ 2 is the cluster's minimum).
- */
-const clusterPoolSize = 6
-
-/**
- * This node as a runner of the cluster: socket transport between runners at `cluster.host:cluster.port`, message
- * and runner storage in Postgres. Shard locks are Postgres advisory locks, refreshed at 2/7 of
- * `cluster.lockExpirationMs` (the library's 10 s of 35 s); a node that dies loses them with its database connection,
- * and is noticed by the others' health checks (`cluster.healthCheckMs`), after which its shards move.
- */
-const sharding = (settings: Settings, url: Redacted.Redacted) => {
-  const { healthCheckMs, host, lockExpirationMs, port } = settings.cluster
-  const sql = Database.layerPostgres(url, { maxConnections: clusterPoolSize, timeoutMs: persistTimeoutMs(settings) })
-  // Every node also checks the other runners itself, a dead process and a lost machine (cluster/Watchdog), and
-  // writes through its fence (cluster/Fence): cluster/Runner.
-  const runner = Runner.layer({
-    self: `${host}:${port}`,
-    every: Duration.millis(healthCheckMs),
-    shardingConfig: {
-      runnerAddress: Option.some(RunnerAddress.make(host, port)),
-      shardLockExpiration: Duration.millis(lockExpirationMs),
-      shardLockRefreshInterval: Duration.millis(Math.max(250, Math.floor((lockExpirationMs * 2) / 7))),
-      // Decoupled from the lock: a dead runner refuses its pings at once, and its shards' advisory locks went with
-      // its database connection, so it is noticed within a check (plus the ping's 5 retries 0.5 s apart). A live
-      // runner marked unhealthy by mistake (a ping unanswered through all retries, each bounded at 10 s) keeps its
-      // locks until it lets its shards go: the mistake costs a hand-over, never two owners.
-      runnerHealthCheckInterval: Duration.millis(healthCheckMs),
-      // A runner marked unhealthy (by either check) has its shards reassigned at each node's next refresh: every
-      // second (one small read of the runners' table) rather than the library's 3 s, for takeover within 10 s.
-      refreshAssignmentsInterval: Duration.seconds(1)
-    }
-  }).pipe(
-    Layer.mapError((error) =>
-      new ClusterStartFailed({
-        address: `${host}:${port}`,
-        reason: error._tag === "SocketServerError" ? `cannot listen (${String(error.reason)})` : String(error)
-      })
-    )
-  )
-  return { sql, runner: Layer.provide(runner, sql) }
-}
-
-/**
- * `url` with this node's `application_name` (cluster/Fence): every connection of a cluster node carries its runner
- * address, so that the other nodes can end them when it is lost (cluster/Watchdog); it replaces one `url` names.
- */
-const named = (url: Redacted.Redacted, settings: Settings): Redacted.Redacted => {
-  const parsed = new URL(Redacted.value(url))
-  parsed.searchParams.set(
-    "application_name",
-    Fence.applicationName(`${settings.cluster.host}:${settings.cluster.port}`)
-  )
-  return Redacted.make(parsed.toString())
-}
-
 /** Readiness that also reports each MCP server's state; a server that is down never fails it. */
 const readiness = Layer.effect(
   Readiness.Readiness,
@@ -531,19 +310,24 @@ export const layer = (
   options: { readonly demoEverywhere?: boolean } = {}
 ): Layer.Layer<Services, WiringError> => {
   if (settings.cluster.enabled && settings.database._tag !== "Postgres") {
-    return Layer.fail(new ClusterNeedsPostgres({ store: settings.database._tag === "Memory" ? "memory" : "embedded" }))
+    return Layer.fail(
+      new ClusterWiring.ClusterNeedsPostgres({ store: settings.database._tag === "Memory" ? "memory" : "embedded" })
+    )
   }
   if (settings.cluster.enabled && settings.database._tag === "Postgres") {
-    settings = { ...settings, database: { ...settings.database, url: named(settings.database.url, settings) } }
+    settings = {
+      ...settings,
+      database: { ...settings.database, url: ClusterWiring.named(settings.database.url, settings) }
+    }
   }
   const cluster = settings.cluster.enabled && settings.database._tag === "Postgres"
-    ? sharding(settings, settings.database.url)
+    ? ClusterWiring.sharding(settings, settings.database.url)
     : undefined
   const node = randomUUID()
   const ports = Layer.mergeAll(tools(settings), providers(settings, options)).pipe(
     Layer.provideMerge(cluster === undefined ? events : Layer.provide(clusterEvents(node), cluster.sql)),
     Layer.provideMerge(
-      store(
+      StoreWiring.store(
         settings,
         cluster === undefined ? undefined : { channel: ClusterEvents.channel, payloads: ClusterEvents.stored(node) }
       )
