@@ -117,11 +117,44 @@ interface Pending {
   readonly timer: ReturnType<typeof setTimeout>
 }
 
+/** The requests waiting for the worker's answers, by id. */
+class Requests {
+  private nextId = 1
+  private readonly waiting = new Map<number, Pending>()
+  /** `idle`: told when the last request stopped waiting. */
+  constructor(private readonly idle: () => void) {}
+  get size(): number {
+    return this.waiting.size
+  }
+  /** A new request's id; unless answered within `timeoutMs`, it stops waiting and rejects with `late()`. */
+  add(resolve: Pending["resolve"], reject: Pending["reject"], timeoutMs: number, late: () => Error): number {
+    const id = this.nextId++
+    const timer = setTimeout(() => this.take(id)?.reject(late()), timeoutMs)
+    this.waiting.set(id, { resolve, reject, timer })
+    return id
+  }
+  /** Request `id`, no longer waiting (its timer cleared), or undefined when it was not waiting. */
+  take(id: number): Pending | undefined {
+    const waiting = this.waiting.get(id)
+    if (waiting === undefined) return undefined
+    clearTimeout(waiting.timer)
+    this.waiting.delete(id)
+    if (this.waiting.size === 0) this.idle()
+    return waiting
+  }
+  /** Every request still waiting, no longer waiting. */
+  takeAll(): Array<Pending> {
+    return [...this.waiting.keys()].map((id) => this.take(id)!)
+  }
+}
+
 /** A started worker with its database open. */
 export class Host {
-  private nextId = 1
   private nextConn = 1
-  private readonly pending = new Map<number, Pending>()
+  /** The worker keeps the process alive only while a request waits (see the header). */
+  private readonly requests = new Requests(() => {
+    if (this.stopped === undefined) this.worker.unref()
+  })
   /** Why requests fail at once: the worker exited (and is being restarted, or may not be), or is closing. */
   private stopped: string | undefined
   private closing = false
@@ -141,9 +174,8 @@ export class Host {
     this.exited = new Promise((resolve) => worker.once("exit", () => resolve()))
     worker.on("message", (message: ToHost) => {
       if (message._tag !== "answer" && message._tag !== "failed") return
-      const waiting = this.pending.get(message.id)
+      const waiting = this.requests.take(message.id)
       if (waiting === undefined) return
-      this.settle(message.id, waiting)
       if (message._tag === "answer") waiting.resolve(message.bytes)
       else waiting.reject(new Error(message.message))
     })
@@ -214,16 +246,11 @@ export class Host {
   /** Runs wire-protocol `bytes` of connection `conn`; rejects at `timeoutMs`, or at once when the worker is gone. */
   run(conn: number, bytes: Uint8Array): Promise<Uint8Array> {
     if (this.stopped !== undefined) return Promise.reject(new Error(this.stopped))
-    const id = this.nextId++
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        const waiting = this.pending.get(id)
-        if (waiting === undefined) return
-        this.settle(id, waiting)
-        reject(new Error(`the embedded database did not answer within ${this.bounds.timeoutMs} ms`))
-      }, this.bounds.timeoutMs)
-      if (this.pending.size === 0) this.worker.ref()
-      this.pending.set(id, { resolve, reject, timer })
+      if (this.requests.size === 0) this.worker.ref()
+      const { timeoutMs } = this.bounds
+      const late = () => new Error(`the embedded database did not answer within ${timeoutMs} ms`)
+      const id = this.requests.add(resolve, reject, timeoutMs, late)
       const copy = new Uint8Array(bytes)
       this.post({ _tag: "run", id, conn, bytes: copy.buffer }, [copy.buffer])
     })
@@ -252,20 +279,11 @@ export class Host {
     this.worker.postMessage(message, transfer)
   }
 
-  private settle(id: number, waiting: Pending): void {
-    clearTimeout(waiting.timer)
-    this.pending.delete(id)
-    if (this.pending.size === 0 && this.stopped === undefined) this.worker.unref()
-  }
-
   /** Fails every request in flight and every later one with `reason`. */
   private fail(reason: string): void {
     if (this.stopped !== undefined) return
     this.stopped = reason
-    for (const [id, waiting] of this.pending) {
-      this.settle(id, waiting)
-      waiting.reject(new Error(reason))
-    }
+    for (const waiting of this.requests.takeAll()) waiting.reject(new Error(reason))
   }
 }
 
