@@ -140,6 +140,86 @@ const hash = (key: string): number => {
   return h >>> 0
 }
 
+// A lane's writer, in steps: wait for work (`idle`), take the queued items as batches (`take`), write each
+// (`writeBatch`) and give every item its outcome (`settle`).
+
+/** Takes up to `maxItems` from the lane and splits them into batches under the weight cap, preserving order. */
+const take = <A, B, E>(
+  lane: Lane<A, B, E>,
+  maxItems: number,
+  options: Options<A, B, E>
+): Array<Array<Pending<A, B, E>>> => {
+  const taken = lane.queue.length <= maxItems ? lane.queue : lane.queue.slice(0, maxItems)
+  lane.queue = lane.queue.length <= maxItems ? [] : lane.queue.slice(maxItems)
+  const batches: Array<Array<Pending<A, B, E>>> = []
+  let current: Array<Pending<A, B, E>> = []
+  let weight = 0
+  for (const pending of taken) {
+    if (pending.done || pending.withdrawn) continue
+    const w = options.weight(pending.item)
+    if (current.length > 0 && weight + w > options.maxWeight) {
+      batches.push(current)
+      current = []
+      weight = 0
+    }
+    current.push(pending)
+    weight += w
+  }
+  if (current.length > 0) batches.push(current)
+  return batches
+}
+
+/** Gives each item of a written batch its own outcome, or the whole write's failure. */
+const settle = <A, B, E>(
+  batch: ReadonlyArray<Pending<A, B, E>>,
+  exit: Exit.Exit<ReadonlyArray<Exit.Exit<B, E>>, E>
+): void => {
+  for (let i = 0; i < batch.length; i++) {
+    const pending = batch[i]!
+    if (Exit.isFailure(exit)) pending.resume(Exit.failCause(exit.cause))
+    else {
+      pending.resume(
+        exit.value[i] ?? Exit.die(new Error(`group commit: write returned no result for item ${i}`))
+      )
+    }
+  }
+}
+
+/** Writes one batch and settles its items (`patience` counts a written batch as an answer). */
+const writeBatch = <A, B, E>(taken: Array<Pending<A, B, E>>, options: Options<A, B, E>): Effect.Effect<void> => {
+  // Items that timed out while an earlier batch of the same take was being written are not written.
+  const batch = taken.some((p) => p.done) ? taken.filter((p) => !p.done) : taken
+  const items = batch.map((p) => p.item)
+  if (!Arr.isNonEmptyReadonlyArray(items)) return Effect.void
+  // Interrupted mid-batch (the scope is closing), the batch is still in `lane.taken`, and the finalizer fails it:
+  // nobody is left waiting. Not an `Effect.onInterrupt` here: that handler, once per batch, kept every batch's items
+  // (their payloads) reachable from garbage the young-generation collector has to treat as live, doubling what the
+  // scavenges copied and the pauses that make the latency tail (`scripts/bench/fiberGc.ts session`: p99 19–25 →
+  // 8–13 ms; docs/benchmarks.md, "Store").
+  return options.write(items).pipe(
+    Effect.exit,
+    Effect.flatMap((exit) =>
+      Effect.sync(() => {
+        if (options.patience !== undefined && Exit.isSuccess(exit)) options.patience.answered()
+        settle(batch, exit)
+      })
+    )
+  )
+}
+
+/** Suspends the writer until its lane has work. */
+const idle = <A, B, E>(lane: Lane<A, B, E>): Effect.Effect<void> =>
+  Effect.async<void>((resume) => {
+    if (lane.queue.length > 0) return resume(Effect.void)
+    lane.wake = () => {
+      lane.wake = undefined
+      resume(Effect.void)
+    }
+    return Effect.sync(() => {
+      lane.wake = undefined
+    })
+  })
+
 /**
  * Starts the lane writers (and the deadline sweeper) in the current scope and returns the submit function: it
  * resolves with the item's own result once its batch was written, or fails with the item's error, the batch's
@@ -164,81 +244,13 @@ export const make = <A, B, E>(
     // Plain callbacks and arrays instead of a Queue and a Deferred per item: on the append path of a thousand
     // sessions the Effect bookkeeping per item cost more than the item's share of the INSERT (measured).
 
-    /** Takes up to `maxItems` from the lane and splits them into batches under the weight cap, preserving order. */
-    const take = (lane: Lane<A, B, E>): Array<Array<Pending<A, B, E>>> => {
-      const taken = lane.queue.length <= maxItems ? lane.queue : lane.queue.slice(0, maxItems)
-      lane.queue = lane.queue.length <= maxItems ? [] : lane.queue.slice(maxItems)
-      const batches: Array<Array<Pending<A, B, E>>> = []
-      let current: Array<Pending<A, B, E>> = []
-      let weight = 0
-      for (const pending of taken) {
-        if (pending.done || pending.withdrawn) continue
-        const w = options.weight(pending.item)
-        if (current.length > 0 && weight + w > options.maxWeight) {
-          batches.push(current)
-          current = []
-          weight = 0
-        }
-        current.push(pending)
-        weight += w
-      }
-      if (current.length > 0) batches.push(current)
-      return batches
-    }
-
-    const settle = (batch: ReadonlyArray<Pending<A, B, E>>, exit: Exit.Exit<ReadonlyArray<Exit.Exit<B, E>>, E>) => {
-      for (let i = 0; i < batch.length; i++) {
-        const pending = batch[i]!
-        if (Exit.isFailure(exit)) pending.resume(Exit.failCause(exit.cause))
-        else {
-          pending.resume(
-            exit.value[i] ?? Exit.die(new Error(`group commit: write returned no result for item ${i}`))
-          )
-        }
-      }
-    }
-
-    const writeBatch = (taken: Array<Pending<A, B, E>>) => {
-      // Items that timed out while an earlier batch of the same take was being written are not written.
-      const batch = taken.some((p) => p.done) ? taken.filter((p) => !p.done) : taken
-      const items = batch.map((p) => p.item)
-      if (!Arr.isNonEmptyReadonlyArray(items)) return Effect.void
-      // Interrupted mid-batch (the scope is closing), the batch is still in `lane.taken`, and the finalizer fails it:
-      // nobody is left waiting. Not an `Effect.onInterrupt` here: that handler, once per batch, kept every batch's items
-      // (their payloads) reachable from garbage the young-generation collector has to treat as live, doubling what the
-      // scavenges copied and the pauses that make the latency tail (`scripts/bench/fiberGc.ts session`: p99 19–25 →
-      // 8–13 ms; docs/benchmarks.md, "Store").
-      return options.write(items).pipe(
-        Effect.exit,
-        Effect.flatMap((exit) =>
-          Effect.sync(() => {
-            if (patience !== undefined && Exit.isSuccess(exit)) patience.answered()
-            settle(batch, exit)
-          })
-        )
-      )
-    }
-
-    /** Suspends the writer until its lane has work. */
-    const idle = (lane: Lane<A, B, E>) =>
-      Effect.async<void>((resume) => {
-        if (lane.queue.length > 0) return resume(Effect.void)
-        lane.wake = () => {
-          lane.wake = undefined
-          resume(Effect.void)
-        }
-        return Effect.sync(() => {
-          lane.wake = undefined
-        })
-      })
-
     const writer = (lane: Lane<A, B, E>) =>
       Effect.gen(function*() {
         yield* idle(lane)
         yield* nextTurnOfEventLoop
         if (Duration.toMillis(window) > 0) yield* Effect.sleep(window)
-        lane.taken = take(lane)
-        for (const batch of lane.taken) yield* writeBatch(batch)
+        lane.taken = take(lane, maxItems, options)
+        for (const batch of lane.taken) yield* writeBatch(batch, options)
         lane.taken = []
       }).pipe(Effect.forever)
 

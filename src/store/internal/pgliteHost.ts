@@ -87,6 +87,29 @@ const maxRestarts = 3
 /** ... within this long. */
 const restartWindowMs = 60_000
 
+/** Restarts of a dead worker: when each happened (ms), the recent ones bounding the next. */
+class RestartBudget {
+  private times: Array<number> = []
+  /** Counts a restart at `now` and returns how many are recent, or undefined (counting none) when too many are. */
+  take(now: number): number | undefined {
+    this.times = this.times.filter((at) => now - at < restartWindowMs)
+    if (this.times.length >= maxRestarts) return undefined
+    this.times.push(now)
+    return this.times.length
+  }
+}
+
+/** Whether `promise` settles within `ms`. */
+const settlesWithin = async (promise: Promise<void>, ms: number): Promise<boolean> => {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const late = new Promise<"late">((resolve) => {
+    timer = setTimeout(() => resolve("late"), ms)
+  })
+  const outcome = await Promise.race([promise.then(() => "settled" as const), late])
+  clearTimeout(timer)
+  return outcome === "settled"
+}
+
 /** A request waiting for the worker's answer. */
 interface Pending {
   readonly resolve: (bytes: Uint8Array) => void
@@ -94,22 +117,55 @@ interface Pending {
   readonly timer: ReturnType<typeof setTimeout>
 }
 
+/** The requests waiting for the worker's answers, by id. */
+class Requests {
+  private nextId = 1
+  private readonly waiting = new Map<number, Pending>()
+  /** `idle`: told when the last request stopped waiting. */
+  constructor(private readonly idle: () => void) {}
+  get size(): number {
+    return this.waiting.size
+  }
+  /** A new request's id; unless answered within `timeoutMs`, it stops waiting and rejects with `late()`. */
+  add(resolve: Pending["resolve"], reject: Pending["reject"], timeoutMs: number, late: () => Error): number {
+    const id = this.nextId++
+    const timer = setTimeout(() => this.take(id)?.reject(late()), timeoutMs)
+    this.waiting.set(id, { resolve, reject, timer })
+    return id
+  }
+  /** Request `id`, no longer waiting (its timer cleared), or undefined when it was not waiting. */
+  take(id: number): Pending | undefined {
+    const waiting = this.waiting.get(id)
+    if (waiting === undefined) return undefined
+    clearTimeout(waiting.timer)
+    this.waiting.delete(id)
+    if (this.waiting.size === 0) this.idle()
+    return waiting
+  }
+  /** Every request still waiting, no longer waiting. */
+  takeAll(): Array<Pending> {
+    return [...this.waiting.keys()].map((id) => this.take(id)!)
+  }
+}
+
 /** A started worker with its database open. */
 export class Host {
-  private nextId = 1
   private nextConn = 1
-  private readonly pending = new Map<number, Pending>()
+  /** The worker keeps the process alive only while a request waits (see the header). */
+  private readonly requests = new Requests(() => {
+    if (this.stopped === undefined) this.worker.unref()
+  })
   /** Why requests fail at once: the worker exited (and is being restarted, or may not be), or is closing. */
   private stopped: string | undefined
   private closing = false
   private exited: Promise<void> = Promise.resolve()
   private worker!: Worker
-  /** When each restart happened (ms), the recent ones bounding the next (`maxRestarts` per `restartWindowMs`). */
-  private restarts: Array<number> = []
+  private readonly restarts = new RestartBudget()
   /** Told of a worker that died and of its restart (a log line; store/Embedded.ts). */
   onEvent: (line: string) => void = () => {}
 
-  private constructor(worker: Worker, private readonly bounds: Bounds, private readonly open: Open) {
+  /** Takes a worker whose database is open (`spawnWorker`); `start` is how the rest of the code gets one. */
+  constructor(worker: Worker, private readonly bounds: Bounds, private readonly open: Open) {
     this.attach(worker)
   }
 
@@ -118,9 +174,8 @@ export class Host {
     this.exited = new Promise((resolve) => worker.once("exit", () => resolve()))
     worker.on("message", (message: ToHost) => {
       if (message._tag !== "answer" && message._tag !== "failed") return
-      const waiting = this.pending.get(message.id)
+      const waiting = this.requests.take(message.id)
       if (waiting === undefined) return
-      this.settle(message.id, waiting)
       if (message._tag === "answer") waiting.resolve(message.bytes)
       else waiting.reject(new Error(message.message))
     })
@@ -145,20 +200,18 @@ export class Host {
    */
   private restart(reason: string): void {
     this.fail(`${reason}; restarting it`)
-    const now = Date.now()
-    this.restarts = this.restarts.filter((at) => now - at < restartWindowMs)
-    if (this.restarts.length >= maxRestarts) {
+    const count = this.restarts.take(Date.now())
+    if (count === undefined) {
       this.stopped = `${reason}; not restarted (${maxRestarts} restarts within ${restartWindowMs / 1000} s)`
       this.onEvent(`embedded database: ${this.stopped}`)
       return
     }
-    this.restarts.push(now)
     this.onEvent(
-      `embedded database: ${reason}; restarting it (restart ${this.restarts.length} of at most ${maxRestarts} in ${
+      `embedded database: ${reason}; restarting it (restart ${count} of at most ${maxRestarts} in ${
         restartWindowMs / 1000
       } s)`
     )
-    Host.spawnWorker(this.open, this.bounds).then(
+    spawnWorker(this.open, this.bounds).then(
       (worker) => {
         if (this.closing) return void worker.terminate()
         this.attach(worker)
@@ -181,111 +234,8 @@ export class Host {
    * Starts a worker and opens the database in it. Rejects with the reason when the worker file is missing, the
    * database cannot be opened, or it is not open within `openTimeoutMs` (the worker is then terminated).
    */
-  static async start(
-    open: Open,
-    bounds: Bounds,
-    snapshot: Snapshot = { file: false, migrations: [] }
-  ): Promise<Started> {
-    const deadline = Date.now() + bounds.openTimeoutMs
-    let prepared: PgSnapshot.Prepared = { _tag: "existing" }
-    if (open.path !== undefined && !PgSnapshot.exists(open.path)) {
-      prepared = await Host.prepare({ ...open, path: open.path }, snapshot, bounds)
-      if (prepared._tag === "initdb") await Host.initdb({ ...open, path: open.path }, bounds)
-    }
-    const host = await Host.spawn(open, { ...bounds, openTimeoutMs: Math.max(1, deadline - Date.now()) })
-    return { host, prepared }
-  }
-
-  /** A new directory from the snapshot, unpacked by a worker of its own that exits (pgliteProtocol.ts `prepareOnly`). */
-  private static prepare(open: Open, snapshot: Snapshot, bounds: Bounds): Promise<PgSnapshot.Prepared> {
-    const script = workerScript()
-    if (typeof script === "string") return Promise.reject(new Error(script))
-    const workerData: Open = { ...open, prepareOnly: { snapshot: snapshot.file, migrations: snapshot.migrations } }
-    return new Promise((resolve, reject) => {
-      const worker = "url" in script
-        ? new Worker(script.url, { workerData })
-        : new Worker(script.code, { eval: true, workerData, execArgv: [] })
-      let prepared: PgSnapshot.Prepared | undefined
-      let failed: string | undefined
-      const timer = setTimeout(() => {
-        failed = `the embedded database's new directory was not unpacked within ${bounds.openTimeoutMs} ms`
-        void worker.terminate()
-      }, bounds.openTimeoutMs)
-      worker.on("message", (message: ToHost) => {
-        if (message._tag === "prepared") prepared = message.prepared
-        else if (message._tag === "openFailed") failed = message.message
-      })
-      worker.once("error", (error) => failed ??= error.message)
-      // Settled on exit: the point is that its memory is gone before the database opens.
-      worker.once("exit", (code) => {
-        clearTimeout(timer)
-        if (prepared !== undefined) resolve(prepared)
-        else {
-          reject(
-            new Error(
-              failed ?? `the embedded database's snapshot worker exited (code ${code}) before the directory was ready`
-            )
-          )
-        }
-      })
-    })
-  }
-
-  /**
-   * A new directory without a snapshot: initdb runs in a worker of its own, whose exit returns every byte initdb's
-   * WASM instance held (hundreds of MB, kept by V8 long after the database object is closed; docs/benchmarks.md,
-   * issue 42), into `pgdata.loading`, renamed to `pgdata` once complete (a crash leaves no half database behind).
-   * A `pgdata` that exists without a database (not ours to delete) is initialised in place, as before.
-   */
-  private static async initdb(open: Open & { readonly path: string }, bounds: Bounds): Promise<void> {
-    const inPlace = existsSync(open.path)
-    const init = await Host.spawn(
-      { ...open, path: inPlace ? open.path : PgSnapshot.loadingPath(open.path), initOnly: true },
-      bounds
-    )
-    await init.close()
-    if (!inPlace) await PgSnapshot.commit(open.path)
-  }
-
-  private static spawn(open: Open, bounds: Bounds): Promise<Host> {
-    return Host.spawnWorker(open, bounds).then((worker) => new Host(worker, bounds, open))
-  }
-
-  /** A worker with the database of `open` open (see `start`). */
-  private static spawnWorker(open: Open, bounds: Bounds): Promise<Worker> {
-    const script = workerScript()
-    if (typeof script === "string") return Promise.reject(new Error(script))
-    return new Promise((resolve, reject) => {
-      const worker = "url" in script
-        ? new Worker(script.url, { workerData: open })
-        : new Worker(script.code, { eval: true, workerData: open, execArgv: [] })
-      let settled = false
-      const give = (error: Error) => {
-        if (settled) return
-        settled = true
-        clearTimeout(timer)
-        void worker.terminate()
-        reject(error)
-      }
-      const timer = setTimeout(
-        () => give(new Error(`the embedded database did not open within ${bounds.openTimeoutMs} ms`)),
-        bounds.openTimeoutMs
-      )
-      worker.on("message", (message: ToHost) => {
-        if (settled) return
-        if (message._tag === "openFailed") return give(new Error(message.message))
-        if (message._tag !== "ready") return
-        settled = true
-        clearTimeout(timer)
-        worker.unref()
-        resolve(worker)
-      })
-      worker.once("error", (error) => give(error))
-      worker.once(
-        "exit",
-        (code) => give(new Error(`the embedded database's worker exited (code ${code}) while opening`))
-      )
-    })
+  static start(open: Open, bounds: Bounds, snapshot: Snapshot = { file: false, migrations: [] }): Promise<Started> {
+    return start(open, bounds, snapshot)
   }
 
   /** A new connection's id: its requests run in order, and `release` gives them up. */
@@ -296,16 +246,11 @@ export class Host {
   /** Runs wire-protocol `bytes` of connection `conn`; rejects at `timeoutMs`, or at once when the worker is gone. */
   run(conn: number, bytes: Uint8Array): Promise<Uint8Array> {
     if (this.stopped !== undefined) return Promise.reject(new Error(this.stopped))
-    const id = this.nextId++
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        const waiting = this.pending.get(id)
-        if (waiting === undefined) return
-        this.settle(id, waiting)
-        reject(new Error(`the embedded database did not answer within ${this.bounds.timeoutMs} ms`))
-      }, this.bounds.timeoutMs)
-      if (this.pending.size === 0) this.worker.ref()
-      this.pending.set(id, { resolve, reject, timer })
+      if (this.requests.size === 0) this.worker.ref()
+      const { timeoutMs } = this.bounds
+      const late = () => new Error(`the embedded database did not answer within ${timeoutMs} ms`)
+      const id = this.requests.add(resolve, reject, timeoutMs, late)
       const copy = new Uint8Array(bytes)
       this.post({ _tag: "run", id, conn, bytes: copy.buffer }, [copy.buffer])
     })
@@ -327,34 +272,127 @@ export class Host {
       this.worker.ref()
       this.post({ _tag: "close" })
     }
-    let timer: ReturnType<typeof setTimeout> | undefined
-    const late = new Promise<"late">((resolve) => {
-      timer = setTimeout(() => resolve("late"), this.bounds.closeTimeoutMs)
-    })
-    const outcome = await Promise.race([this.exited.then(() => "exited" as const), late])
-    clearTimeout(timer)
-    if (outcome === "late") await this.worker.terminate()
+    if (!(await settlesWithin(this.exited, this.bounds.closeTimeoutMs))) await this.worker.terminate()
   }
 
   private post(message: FromHost, transfer: Array<ArrayBuffer> = []): void {
     this.worker.postMessage(message, transfer)
   }
 
-  private settle(id: number, waiting: Pending): void {
-    clearTimeout(waiting.timer)
-    this.pending.delete(id)
-    if (this.pending.size === 0 && this.stopped === undefined) this.worker.unref()
-  }
-
   /** Fails every request in flight and every later one with `reason`. */
   private fail(reason: string): void {
     if (this.stopped !== undefined) return
     this.stopped = reason
-    for (const [id, waiting] of this.pending) {
-      this.settle(id, waiting)
-      waiting.reject(new Error(reason))
-    }
+    for (const waiting of this.requests.takeAll()) waiting.reject(new Error(reason))
   }
+}
+
+// Starting: a new directory is made ready first (from the snapshot, or by initdb), then a worker opens the database.
+// Functions of the module rather than statics of Host, which keeps the live worker's methods; callers go through
+// `Host.start`, and a dead worker's restart through `spawnWorker`.
+
+/** See `Host.start`. */
+const start = async (open: Open, bounds: Bounds, snapshot: Snapshot): Promise<Started> => {
+  const deadline = Date.now() + bounds.openTimeoutMs
+  let prepared: PgSnapshot.Prepared = { _tag: "existing" }
+  if (open.path !== undefined && !PgSnapshot.exists(open.path)) {
+    prepared = await prepare({ ...open, path: open.path }, snapshot, bounds)
+    if (prepared._tag === "initdb") await initdb({ ...open, path: open.path }, bounds)
+  }
+  const host = await spawn(open, { ...bounds, openTimeoutMs: Math.max(1, deadline - Date.now()) })
+  return { host, prepared }
+}
+
+/** A new directory from the snapshot, unpacked by a worker of its own that exits (pgliteProtocol.ts `prepareOnly`). */
+const prepare = (open: Open, snapshot: Snapshot, bounds: Bounds): Promise<PgSnapshot.Prepared> => {
+  const script = workerScript()
+  if (typeof script === "string") return Promise.reject(new Error(script))
+  const workerData: Open = { ...open, prepareOnly: { snapshot: snapshot.file, migrations: snapshot.migrations } }
+  return new Promise((resolve, reject) => {
+    const worker = "url" in script
+      ? new Worker(script.url, { workerData })
+      : new Worker(script.code, { eval: true, workerData, execArgv: [] })
+    let prepared: PgSnapshot.Prepared | undefined
+    let failed: string | undefined
+    const timer = setTimeout(() => {
+      failed = `the embedded database's new directory was not unpacked within ${bounds.openTimeoutMs} ms`
+      void worker.terminate()
+    }, bounds.openTimeoutMs)
+    worker.on("message", (message: ToHost) => {
+      if (message._tag === "prepared") prepared = message.prepared
+      else if (message._tag === "openFailed") failed = message.message
+    })
+    worker.once("error", (error) => failed ??= error.message)
+    // Settled on exit: the point is that its memory is gone before the database opens.
+    worker.once("exit", (code) => {
+      clearTimeout(timer)
+      if (prepared !== undefined) resolve(prepared)
+      else {
+        reject(
+          new Error(
+            failed ?? `the embedded database's snapshot worker exited (code ${code}) before the directory was ready`
+          )
+        )
+      }
+    })
+  })
+}
+
+/**
+ * A new directory without a snapshot: initdb runs in a worker of its own, whose exit returns every byte initdb's
+ * WASM instance held (hundreds of MB, kept by V8 long after the database object is closed; docs/benchmarks.md,
+ * issue 42), into `pgdata.loading`, renamed to `pgdata` once complete (a crash leaves no half database behind).
+ * A `pgdata` that exists without a database (not ours to delete) is initialised in place, as before.
+ */
+const initdb = async (open: Open & { readonly path: string }, bounds: Bounds): Promise<void> => {
+  const inPlace = existsSync(open.path)
+  const init = await spawn(
+    { ...open, path: inPlace ? open.path : PgSnapshot.loadingPath(open.path), initOnly: true },
+    bounds
+  )
+  await init.close()
+  if (!inPlace) await PgSnapshot.commit(open.path)
+}
+
+/** A worker with the database of `open` open, in a Host (see `Host.start`; the directory must be ready). */
+const spawn = (open: Open, bounds: Bounds): Promise<Host> =>
+  spawnWorker(open, bounds).then((worker) => new Host(worker, bounds, open))
+
+/** A worker with the database of `open` open (see `Host.start`). */
+const spawnWorker = (open: Open, bounds: Bounds): Promise<Worker> => {
+  const script = workerScript()
+  if (typeof script === "string") return Promise.reject(new Error(script))
+  return new Promise((resolve, reject) => {
+    const worker = "url" in script
+      ? new Worker(script.url, { workerData: open })
+      : new Worker(script.code, { eval: true, workerData: open, execArgv: [] })
+    let settled = false
+    const give = (error: Error) => {
+      if (settled) return
+      settled = true
+      clearTimeout(timer)
+      void worker.terminate()
+      reject(error)
+    }
+    const timer = setTimeout(
+      () => give(new Error(`the embedded database did not open within ${bounds.openTimeoutMs} ms`)),
+      bounds.openTimeoutMs
+    )
+    worker.on("message", (message: ToHost) => {
+      if (settled) return
+      if (message._tag === "openFailed") return give(new Error(message.message))
+      if (message._tag !== "ready") return
+      settled = true
+      clearTimeout(timer)
+      worker.unref()
+      resolve(worker)
+    })
+    worker.once("error", (error) => give(error))
+    worker.once(
+      "exit",
+      (code) => give(new Error(`the embedded database's worker exited (code ${code}) while opening`))
+    )
+  })
 }
 
 /**
