@@ -6,8 +6,8 @@
  * Buffer parameter as binary and leaves it alone). An element is a length prefix and its bytes, nothing else: a
  * payload is copied once, UTF-8 encoded, never escaped, and the server copies it out without parsing an array
  * literal. The text format it replaces quoted and backslash-escaped every payload with two regular-expression
- * passes in node-postgres (`arrayString`) and made the server de-escape it again: dropping it saved about 20 µs of
- * client CPU and 10 µs of server CPU per turn (closed loop, docs/storage.md). Content is unrestricted, as with any parameter: the
+ * passes in node-postgres (`arrayString`) and made the server de-escape it again (the saving: docs/benchmarks.md,
+ * "Notes moved from the code"). Content is unrestricted, as with any parameter: the
  * payload reaches the `json` column byte for byte (NUL escapes, escaped lone surrogates, any unicode).
  *
  * Shape: the batch's distinct sessions travel once each with their turn count (the counter bump needs nothing

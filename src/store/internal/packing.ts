@@ -3,8 +3,8 @@
  * equal to what was stored.
  *
  * Why: the memory store keeps every trajectory of every session for the life of the process, and as objects a
- * trajectory of one model call was ~1.5 KB — forty-odd objects, arrays, boxed timestamps — two fifths of what a
- * held session cost (docs/benchmarks.md at 09f4c1e, "Issue 14, ninth pass"). Storing them as JSON text was tried and was
+ * trajectory is forty-odd objects, arrays and boxed timestamps — a large share of what a held session costs
+ * (docs/benchmarks.md, "Notes moved from the code"). Storing them as JSON text was tried and was
  * worse: text copies the strings a record shares with the transcript and the values interned across records.
  *
  * How: a record is flattened into its structure (object keys, array lengths, prototypes; the "signature") and its

@@ -3,10 +3,10 @@
  *
  * Group commit writes a batch every few milliseconds, and under a paced load most batches are small (median 19
  * turns at 10,000 turns/s offered). Sent as a plain statement, every batch paid Postgres's parse, analysis and
- * planning of a three-part CTE again, ~0.3 ms: a quarter of a small batch's server time. PL/pgSQL keeps the plan of
+ * planning of a three-part CTE again, a large share of a small batch's server time. PL/pgSQL keeps the plan of
  * the query inside a function for the life of the connection (switching to the generic plan after five calls), so
- * a batch costs a trivial `SELECT ... FROM corral_append_turns(...)` plus execution. Measured on batches of 20
- * turns: 59 → 46-49 µs of server CPU per turn (docs/storage.md, "Group commit").
+ * a batch costs a trivial `SELECT ... FROM corral_append_turns(...)` plus execution (the figures: docs/benchmarks.md,
+ * "Notes moved from the code").
  *
  * Contract (SqlStore.ts and internal/appendBatch.ts): `session_ids` are a batch's distinct sessions and `counts`
  * their numbers of turns; turn i belongs to session `positions[i]` (1-based into `session_ids`) and is the
